@@ -1,0 +1,130 @@
+// Package db is the PostgreSQL system of record: connections, the embedded
+// goose migrations, and storage errors translated into sentinels that the
+// domain can test for.
+package db
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migrations returns the embedded migration files, for tools that need them.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embed pattern guarantees the folder exists
+	}
+	return sub
+}
+
+// Sentinels for storage outcomes the domain branches on.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrDuplicate = errors.New("duplicate")
+)
+
+// Open connects to PostgreSQL and checks the connection. The pool size is
+// bounded because every API replica and worker shares one server.
+func Open(ctx context.Context, url string, maxConns int) (*sqlx.DB, error) {
+	d, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if maxConns <= 0 {
+		maxConns = 20
+	}
+	d.SetMaxOpenConns(maxConns)
+	d.SetMaxIdleConns(maxConns)
+	d.SetConnMaxIdleTime(5 * time.Minute)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.PingContext(pctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return d, nil
+}
+
+func provider(d *sql.DB) (*goose.Provider, error) {
+	// Several replicas may start at once with --migrate; the session advisory
+	// lock makes them apply the migrations one after the other. The period is
+	// short because a waiting replica otherwise sleeps 5 s per try.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return nil, err
+	}
+	return goose.NewProvider(goose.DialectPostgres, d, Migrations(), goose.WithSessionLocker(locker))
+}
+
+// Migrate applies every pending migration and returns how many it applied.
+func Migrate(ctx context.Context, d *sql.DB) (int, error) {
+	p, err := provider(d)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	return len(res), nil
+}
+
+// ErrSchemaOutdated is returned by CheckSchema when migrations are pending.
+var ErrSchemaOutdated = errors.New("database schema is out of date")
+
+// CheckSchema returns ErrSchemaOutdated (wrapped, with both versions) when the
+// database lacks migrations that this binary carries.
+func CheckSchema(ctx context.Context, d *sql.DB) error {
+	p, err := goose.NewProvider(goose.DialectPostgres, d, Migrations())
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	current, target, err := p.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if current < target {
+		return fmt.Errorf("%w: database at version %d, binary needs %d", ErrSchemaOutdated, current, target)
+	}
+	return nil
+}
+
+// IsUniqueViolation reports whether err is a PostgreSQL unique violation
+// (SQLSTATE 23505), optionally on the named constraint.
+func IsUniqueViolation(err error, constraint string) bool {
+	var pe *pq.Error
+	if !errors.As(err, &pe) || pe.Code != "23505" {
+		return false
+	}
+	return constraint == "" || pe.Constraint == constraint
+}
+
+// InTx runs fn in a transaction, committing when fn returns nil and rolling
+// back otherwise.
+func InTx(ctx context.Context, d *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	tx, err := d.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Starts (or reuses) a private PostgreSQL cluster and redis-server on loopback,
+# under .local/, installing the Debian packages when the binaries are missing.
+#
+#   stack.sh up     start both if they are not running; print nothing else on success
+#   stack.sh env    print export lines for DATABASE_URL and REDIS_URL
+#   stack.sh down   stop both
+#
+# When DATABASE_URL and REDIS_URL are both set, the script uses them and starts
+# nothing. Ports come from STACK_PG_PORT (default 55432) and STACK_REDIS_PORT
+# (default 56379). Idempotent: safe to run while the servers are already up.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/../.." && pwd)
+local_dir="$here/.local"
+pg_port=${STACK_PG_PORT:-55432}
+redis_port=${STACK_REDIS_PORT:-56379}
+pg_data="$local_dir/pg"
+redis_dir="$local_dir/redis"
+pg_user=importd
+pg_db=importd
+
+log() { echo "stack: $*" >&2; }
+die() { echo "stack: error: $*" >&2; exit 1; }
+
+external() { [[ -n "${DATABASE_URL:-}" && -n "${REDIS_URL:-}" ]]; }
+
+find_pg_bin() {
+	local d
+	for d in /usr/lib/postgresql/*/bin; do
+		[[ -x "$d/initdb" ]] && { echo "$d"; return 0; }
+	done
+	command -v initdb >/dev/null 2>&1 && { dirname "$(command -v initdb)"; return 0; }
+	return 1
+}
+
+apt_install() {
+	if [[ $(id -u) -ne 0 ]]; then
+		die "$1 is missing and installing it needs root. Run as root, or install the Debian package(s) '$2' yourself, or set DATABASE_URL and REDIS_URL to existing servers."
+	fi
+	command -v apt-get >/dev/null 2>&1 || die "$1 is missing and apt-get is not available; install '$2' or set DATABASE_URL and REDIS_URL."
+	log "installing $2 with apt-get"
+	# The update is needed once on a fresh machine; its failure is not fatal
+	# when the package lists are already present.
+	apt-get update -qq >/dev/null 2>&1 || log "apt-get update failed; trying the install anyway"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $2 >/dev/null ||
+		die "apt-get install $2 failed"
+}
+
+# run_as_pg runs a command as the cluster owner. initdb and postgres refuse to
+# run as root, so root uses the 'postgres' system user the Debian package made.
+run_as_pg() {
+	if [[ $(id -u) -eq 0 ]]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+pg_up() {
+	local bin
+	bin=$(find_pg_bin) || { apt_install PostgreSQL "postgresql"; bin=$(find_pg_bin) || die "PostgreSQL binaries not found after install"; }
+	if [[ $(id -u) -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
+		useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
+	fi
+	mkdir -p "$local_dir"
+	if [[ ! -s "$pg_data/PG_VERSION" ]]; then
+		log "initialising a PostgreSQL cluster in $pg_data"
+		mkdir -p "$pg_data"
+		[[ $(id -u) -eq 0 ]] && chown postgres: "$pg_data"
+		chmod 700 "$pg_data"
+		run_as_pg "$bin/initdb" -D "$pg_data" -U "$pg_user" --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+		cat >>"$pg_data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $pg_port
+unix_socket_directories = '$pg_data'
+max_connections = 400
+shared_buffers = 256MB
+CONF
+	fi
+	if run_as_pg "$bin/pg_ctl" -D "$pg_data" status >/dev/null 2>&1; then
+		:
+	else
+		log "starting PostgreSQL on 127.0.0.1:$pg_port"
+		run_as_pg "$bin/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -w -t 60 start >/dev/null ||
+			die "PostgreSQL did not start; see $pg_data/server.log"
+	fi
+	if ! "$bin/psql" -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d postgres -Atqc "select 1 from pg_database where datname='$pg_db'" | grep -q 1; then
+		"$bin/createdb" -h 127.0.0.1 -p "$pg_port" -U "$pg_user" "$pg_db"
+	fi
+}
+
+redis_up() {
+	command -v redis-server >/dev/null 2>&1 || apt_install Redis "redis-server"
+	mkdir -p "$redis_dir"
+	if redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null | grep -q PONG; then
+		return 0
+	fi
+	log "starting redis-server on 127.0.0.1:$redis_port"
+	# Many databases so that parallel tests can each take one of their own.
+	# Append-only, because queued jobs live in Redis.
+	redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$redis_dir" \
+		--databases 1024 --appendonly yes --save '' --daemonize yes \
+		--pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log" >/dev/null
+	for _ in $(seq 1 50); do
+		redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null | grep -q PONG && return 0
+		sleep 0.1
+	done
+	die "redis-server did not start; see $redis_dir/redis.log"
+}
+
+down() {
+	local bin
+	if bin=$(find_pg_bin) && [[ -s "$pg_data/PG_VERSION" ]]; then
+		run_as_pg "$bin/pg_ctl" -D "$pg_data" -m fast stop >/dev/null 2>&1 && log "PostgreSQL stopped" || true
+	fi
+	if command -v redis-cli >/dev/null 2>&1 && redis-cli -h 127.0.0.1 -p "$redis_port" ping 2>/dev/null | grep -q PONG; then
+		redis-cli -h 127.0.0.1 -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
+		log "redis-server stopped"
+	fi
+}
+
+print_env() {
+	if external; then
+		echo "export DATABASE_URL='$DATABASE_URL'"
+		echo "export REDIS_URL='$REDIS_URL'"
+	else
+		echo "export DATABASE_URL='postgres://$pg_user@127.0.0.1:$pg_port/$pg_db?sslmode=disable'"
+		echo "export REDIS_URL='redis://127.0.0.1:$redis_port/0'"
+	fi
+}
+
+case "${1:-up}" in
+up)
+	if external; then exit 0; fi
+	pg_up
+	redis_up
+	;;
+env) print_env ;;
+down) down ;;
+*) die "usage: stack.sh up|env|down" ;;
+esac
