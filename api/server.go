@@ -1,0 +1,131 @@
+// Package api is the HTTP transport: the Gin router, authentication
+// middleware, the token GraphQL endpoint, and thin handlers that call the
+// domain code in jobs. Errors are rendered in one place (errors.go).
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"bulkimport/jobs/auth"
+	"bulkimport/jobs/problem"
+)
+
+// Config holds the API's settings; cmd fills it from the environment.
+type Config struct {
+	// MaxBodyBytes limits request bodies; larger ones get 413.
+	MaxBodyBytes int64
+	// Monitoring, when non-nil, is mounted at /monitoring/ (the Asynqmon
+	// dashboard, already behind basic auth).
+	Monitoring http.Handler
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	DB    *sqlx.DB
+	Redis redis.UniversalClient
+	Auth  *auth.Service
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg    Config
+	db     *sqlx.DB
+	redis  redis.UniversalClient
+	auth   *auth.Service
+	router *gin.Engine
+}
+
+func init() { gin.SetMode(gin.ReleaseMode) }
+
+// New builds the API with every route registered.
+func New(cfg Config, deps Deps) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 10 << 20
+	}
+	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth}
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.Use(withRequestID, logRequests, recoverPanics)
+	r.NoRoute(func(c *gin.Context) {
+		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))
+	})
+
+	r.GET("/healthz", s.healthz)
+	r.GET("/readyz", s.readyz)
+	r.POST("/v1/graphql/", s.graphql())
+	if cfg.Monitoring != nil {
+		r.Any("/monitoring/*any", gin.WrapH(cfg.Monitoring))
+		r.GET("/monitoring", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/monitoring/") })
+	}
+
+	v1 := r.Group("/v1/data-import", s.authenticate)
+	v1.GET("/whoami/", s.whoami)
+	s.router = r
+	return s
+}
+
+// Handler returns the root HTTP handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+// Ready reports whether PostgreSQL and Redis answer, naming the first that
+// does not. The worker's probe server uses it too.
+func Ready(ctx context.Context, d *sqlx.DB, r redis.UniversalClient) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := d.PingContext(ctx); err != nil {
+		return problem.New(problem.Unavailable, "database_unavailable", "PostgreSQL is not reachable.")
+	}
+	if err := r.Ping(ctx).Err(); err != nil {
+		return problem.New(problem.Unavailable, "redis_unavailable", "Redis is not reachable.")
+	}
+	return nil
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if err := Ready(c.Request.Context(), s.db, s.redis); err != nil {
+		slog.WarnContext(c.Request.Context(), "not ready", "error", err)
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// whoami answers which key the token belongs to. It is an addition to the
+// spec that lets a migration team check its credentials and scope.
+func (s *Server) whoami(c *gin.Context) {
+	p := principal(c)
+	suppliers := p.Suppliers
+	if suppliers == nil {
+		suppliers = []string{}
+	}
+	c.JSON(http.StatusOK, gin.H{"key_name": p.KeyName, "organisation": p.Organisation, "import_suppliers": suppliers})
+}
+
+// Probes returns a handler with only /healthz and /readyz, for processes that
+// serve no API (the worker).
+func Probes(d *sqlx.DB, r redis.UniversalClient) http.Handler {
+	s := &Server{db: d, redis: r}
+	e := gin.New()
+	e.Use(withRequestID, recoverPanics)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.NoRoute(func(c *gin.Context) {
+		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
+	})
+	return e
+}

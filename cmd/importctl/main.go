@@ -1,0 +1,309 @@
+// Command importctl is the operators' and migration teams' CLI: it sets up
+// import suppliers, operations teams, the product catalogue and API keys, and
+// marks accounts to be skipped. It talks to PostgreSQL through DATABASE_URL.
+//
+// It exits 0 on success; otherwise it prints a one-line error to stderr and
+// exits 1. Tables are for people; --json is for scripts.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/spf13/cobra"
+
+	"bulkimport/db"
+	"bulkimport/jobs/admin"
+	"bulkimport/jobs/auth"
+	"bulkimport/jobs/problem"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run executes one command and returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	c := &cli{getenv: getenv, out: stdout}
+	root := c.commands()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if c.db != nil {
+		c.db.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "importctl: "+oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+// oneLine renders an error for the terminal: a problem's detail, else the
+// error text, on a single line.
+func oneLine(err error) string {
+	msg := err.Error()
+	if p, ok := problem.As(err); ok && p.Kind != problem.Internal {
+		msg = p.Detail
+	}
+	return strings.Join(strings.Fields(msg), " ")
+}
+
+type cli struct {
+	getenv func(string) string
+	out    io.Writer
+	asJSON bool
+	db     *sqlx.DB
+}
+
+func (c *cli) open(ctx context.Context) (*sqlx.DB, error) {
+	if c.db != nil {
+		return c.db, nil
+	}
+	u := c.getenv("DATABASE_URL")
+	if u == "" {
+		return nil, fmt.Errorf("DATABASE_URL: required but not set")
+	}
+	d, err := db.Open(ctx, u, 2)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	c.db = d
+	return d, nil
+}
+
+// withDB adapts a command body that needs the database.
+func (c *cli) withDB(fn func(ctx context.Context, d *sqlx.DB, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		d, err := c.open(cmd.Context())
+		if err != nil {
+			return err
+		}
+		return fn(cmd.Context(), d, args)
+	}
+}
+
+// print writes v as JSON with --json, else as a table of the given columns.
+func (c *cli) print(v any, header []string, rows [][]string) error {
+	if c.asJSON {
+		enc := json.NewEncoder(c.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// done reports a successful change.
+func (c *cli) done(v any, msg string) error {
+	if c.asJSON {
+		return json.NewEncoder(c.out).Encode(v)
+	}
+	_, err := fmt.Fprintln(c.out, msg)
+	return err
+}
+
+func (c *cli) commands() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "importctl",
+		Short:         "Operate the bulk import service (reads DATABASE_URL)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	root.AddCommand(c.supplierCmd(), c.teamCmd(), c.productCmd(), c.apikeyCmd(), c.accountCmd())
+	return root
+}
+
+func (c *cli) supplierCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "supplier", Short: "Manage import suppliers"}
+	var s admin.Supplier
+	create := &cobra.Command{Use: "create CODE", Short: "Create an import supplier", Args: cobra.ExactArgs(1),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			s.Code = args[0]
+			out, err := admin.CreateSupplier(ctx, d, s)
+			if err != nil {
+				return err
+			}
+			return c.done(out, fmt.Sprintf("created supplier %s (%s, %s)", out.Code, out.Status, out.Country))
+		})}
+	create.Flags().StringVar(&s.Status, "status", admin.StatusOngoing, "Ongoing, Paused or Complete")
+	create.Flags().StringVar(&s.DocumentRoot, "document-root", "", "prefix of the supplier's documents in object storage")
+	create.Flags().StringVar(&s.Country, "country", "GB", "ISO 3166-1 alpha-2 region whose phone and postcode rules apply")
+	create.Flags().BoolVar(&s.MigrationEmails, "migration-emails", false, "e-mail customers when their account is created")
+	setStatus := &cobra.Command{Use: "set-status CODE STATUS", Short: "Set a supplier's status", Args: cobra.ExactArgs(2),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			if err := admin.SetSupplierStatus(ctx, d, args[0], args[1]); err != nil {
+				return err
+			}
+			return c.done(map[string]string{"code": args[0], "status": args[1]}, fmt.Sprintf("supplier %s is now %s", args[0], args[1]))
+		})}
+	list := &cobra.Command{Use: "list", Short: "List import suppliers", Args: cobra.NoArgs,
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+			ss, err := admin.ListSuppliers(ctx, d)
+			if err != nil {
+				return err
+			}
+			rows := make([][]string, len(ss))
+			for i, s := range ss {
+				rows[i] = []string{s.Code, s.Status, s.Country, s.DocumentRoot, fmt.Sprint(s.MigrationEmails)}
+			}
+			return c.print(ss, []string{"CODE", "STATUS", "COUNTRY", "DOCUMENT ROOT", "MIGRATION E-MAILS"}, rows)
+		})}
+	cmd.AddCommand(create, setStatus, list)
+	return cmd
+}
+
+func (c *cli) teamCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "team", Short: "Manage operations teams"}
+	create := &cobra.Command{Use: "create NAME", Short: "Create an operations team", Args: cobra.ExactArgs(1),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			t, err := admin.CreateTeam(ctx, d, args[0])
+			if err != nil {
+				return err
+			}
+			return c.done(t, fmt.Sprintf("created team %q", t.Name))
+		})}
+	list := &cobra.Command{Use: "list", Short: "List operations teams", Args: cobra.NoArgs,
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+			ts, err := admin.ListTeams(ctx, d)
+			if err != nil {
+				return err
+			}
+			rows := make([][]string, len(ts))
+			for i, t := range ts {
+				rows[i] = []string{t.Name, t.CreatedAt.UTC().Format(time.RFC3339)}
+			}
+			return c.print(ts, []string{"NAME", "CREATED"}, rows)
+		})}
+	cmd.AddCommand(create, list)
+	return cmd
+}
+
+func (c *cli) productCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "product", Short: "Manage the product catalogue"}
+	var tariffs []string
+	create := &cobra.Command{Use: "create PRODUCT_CODE --tariff TARIFF_CODE [--tariff ...]", Short: "Create a product with its tariffs", Args: cobra.ExactArgs(1),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			p, err := admin.CreateProduct(ctx, d, args[0], tariffs)
+			if err != nil {
+				return err
+			}
+			return c.done(p, fmt.Sprintf("created product %s with tariffs %s", p.Code, strings.Join(p.Tariffs, ", ")))
+		})}
+	create.Flags().StringArrayVar(&tariffs, "tariff", nil, "tariff code (repeatable, at least one)")
+	list := &cobra.Command{Use: "list", Short: "List products and tariffs", Args: cobra.NoArgs,
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+			ps, err := admin.ListProducts(ctx, d)
+			if err != nil {
+				return err
+			}
+			rows := make([][]string, len(ps))
+			for i, p := range ps {
+				rows[i] = []string{p.Code, strings.Join(p.Tariffs, ",")}
+			}
+			return c.print(ps, []string{"PRODUCT", "TARIFFS"}, rows)
+		})}
+	cmd.AddCommand(create, list)
+	return cmd
+}
+
+func (c *cli) apikeyCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "apikey", Short: "Manage organisation API keys"}
+	var suppliers []string
+	var org string
+	create := &cobra.Command{Use: "create NAME [--supplier CODE ...]", Short: "Create an API key and print it (shown only once)", Args: cobra.ExactArgs(1),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			key, err := auth.CreateKey(ctx, d, args[0], org, suppliers)
+			if err != nil {
+				return err
+			}
+			// The key alone on one line, even with --json, so that scripts
+			// can capture it with $(importctl apikey create NAME).
+			_, err = fmt.Fprintln(c.out, key)
+			return err
+		})}
+	create.Flags().StringArrayVar(&suppliers, "supplier", nil, "limit the key to this import supplier (repeatable; default: all)")
+	create.Flags().StringVar(&org, "organisation", "", "organisation that owns the key (default: the key's name)")
+	list := &cobra.Command{Use: "list", Short: "List API keys (never the keys themselves)", Args: cobra.NoArgs,
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+			ks, err := auth.ListKeys(ctx, d)
+			if err != nil {
+				return err
+			}
+			rows := make([][]string, len(ks))
+			for i, k := range ks {
+				state := "active"
+				if k.RevokedAt != nil {
+					state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+				}
+				sup := k.Suppliers
+				if sup == "" {
+					sup = "(all)"
+				}
+				rows[i] = []string{k.Name, k.Organisation, k.Prefix + "…", sup, state}
+			}
+			if ks == nil {
+				ks = []auth.KeyInfo{}
+			}
+			return c.print(ks, []string{"NAME", "ORGANISATION", "PREFIX", "SUPPLIERS", "STATE"}, rows)
+		})}
+	revoke := &cobra.Command{Use: "revoke NAME", Short: "Revoke an API key and every token obtained with it", Args: cobra.ExactArgs(1),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			if err := auth.RevokeKey(ctx, d, args[0]); err != nil {
+				return err
+			}
+			return c.done(map[string]string{"name": args[0], "state": "revoked"}, fmt.Sprintf("revoked API key %q", args[0]))
+		})}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+func (c *cli) accountCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "account", Short: "Mark accounts to be skipped by the migration"}
+	skip := &cobra.Command{Use: "skip SUPPLIER EXTERNAL_ACCOUNT_NUMBER", Short: "Refuse staging of this account until unskipped", Args: cobra.ExactArgs(2),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			if err := admin.SkipAccount(ctx, d, args[0], args[1]); err != nil {
+				return err
+			}
+			return c.done(map[string]any{"supplier": args[0], "external_account_number": args[1], "skipped": true},
+				fmt.Sprintf("account %s of %s will be skipped", args[1], args[0]))
+		})}
+	unskip := &cobra.Command{Use: "unskip SUPPLIER EXTERNAL_ACCOUNT_NUMBER", Short: "Remove a skip mark", Args: cobra.ExactArgs(2),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			if err := admin.UnskipAccount(ctx, d, args[0], args[1]); err != nil {
+				return err
+			}
+			return c.done(map[string]any{"supplier": args[0], "external_account_number": args[1], "skipped": false},
+				fmt.Sprintf("account %s of %s is no longer skipped", args[1], args[0]))
+		})}
+	list := &cobra.Command{Use: "skipped SUPPLIER", Short: "List the accounts marked to be skipped", Args: cobra.ExactArgs(1),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			ss, err := admin.ListSkipped(ctx, d, args[0])
+			if err != nil {
+				return err
+			}
+			rows := make([][]string, len(ss))
+			for i, s := range ss {
+				rows[i] = []string{s.ExternalAccountNumber, s.CreatedAt.UTC().Format(time.RFC3339)}
+			}
+			return c.print(ss, []string{"EXTERNAL ACCOUNT NUMBER", "MARKED"}, rows)
+		})}
+	cmd.AddCommand(skip, unskip, list)
+	return cmd
+}

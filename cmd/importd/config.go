@@ -1,0 +1,223 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Config is every setting of importd, read once from the environment at
+// startup. Each field comes from one variable of the vars table below.
+type Config struct {
+	DatabaseURL             string
+	DBMaxConns              int
+	RedisURL                string
+	Redis                   asynq.RedisConnOpt
+	HTTPAddr                string
+	TokenSecret             []byte
+	DocumentsURL            string
+	ProcessConcurrencyLimit int
+	WorkerConcurrency       int
+	ProcessWaitTimeout      time.Duration
+	MonitoringUser          string
+	MonitoringPassword      string
+	MonitoringReadOnly      bool
+	MetricsAddr             string
+	SMTPURL                 string
+	MaxBodyBytes            int64
+	ShutdownTimeout         time.Duration
+	LogLevel                slog.Level
+}
+
+// need says which variables a subcommand requires.
+type need int
+
+const (
+	needDB need = 1 << iota
+	needRedis
+	needToken
+)
+
+// variable describes one environment variable: its default, what it means,
+// and how it is parsed into the Config. The help text and the README's
+// configuration table are written from this table.
+type variable struct {
+	name, def, help string
+	need            need
+	set             func(c *Config, v string) error
+}
+
+var vars = []variable{
+	{"DATABASE_URL", "", "PostgreSQL URL, e.g. postgres://user:pass@host:5432/db?sslmode=require", needDB, func(c *Config, v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			return errors.New("must be a postgres:// URL")
+		}
+		c.DatabaseURL = v
+		return nil
+	}},
+	{"DB_MAX_CONNS", "20", "maximum PostgreSQL connections per process", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.DBMaxConns)
+	}},
+	{"REDIS_URL", "", "Redis URL: redis://[:pass@]host:port/db, rediss://..., or redis-sentinel://host1:port,host2:port/db?master=NAME", needRedis, func(c *Config, v string) error {
+		opt, err := asynq.ParseRedisURI(v)
+		if err != nil {
+			return err
+		}
+		c.RedisURL, c.Redis = v, opt
+		return nil
+	}},
+	{"HTTP_ADDR", "127.0.0.1:8080", "address the HTTP server listens on (probes and /metrics for the worker)", 0, func(c *Config, v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return errors.New("must be host:port")
+		}
+		c.HTTPAddr = v
+		return nil
+	}},
+	{"TOKEN_SECRET", "", "key that signs access tokens; at least 32 bytes", needToken, func(c *Config, v string) error {
+		if len(v) < 32 {
+			return fmt.Errorf("must be at least 32 bytes (got %d)", len(v))
+		}
+		c.TokenSecret = []byte(v)
+		return nil
+	}},
+	{"DOCUMENTS_URL", "", "object storage bucket as a gocloud.dev/blob URL: file:///path locally, s3://bucket?region=... in production", 0, func(c *Config, v string) error {
+		u, err := url.Parse(v)
+		if err != nil || u.Scheme == "" {
+			return errors.New("must be a bucket URL such as file:///var/lib/importd/documents")
+		}
+		c.DocumentsURL = v
+		return nil
+	}},
+	{"PROCESS_CONCURRENCY_LIMIT", "0", "E5 limit: accounts queued or processing at once; 0 disables the limit", 0, func(c *Config, v string) error {
+		return nonNegativeInt(v, &c.ProcessConcurrencyLimit)
+	}},
+	{"WORKER_CONCURRENCY", "10", "tasks a worker runs at once when PROCESS_CONCURRENCY_LIMIT is 0", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.WorkerConcurrency)
+	}},
+	{"PROCESS_WAIT_TIMEOUT", "30s", "how long E5 waits for its job before answering that it is still in progress", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.ProcessWaitTimeout)
+	}},
+	{"MONITORING_USER", "", "basic-auth user of the dashboard at /monitoring/; the dashboard is off when unset", 0, func(c *Config, v string) error {
+		c.MonitoringUser = v
+		return nil
+	}},
+	{"MONITORING_PASSWORD", "", "basic-auth password of the dashboard", 0, func(c *Config, v string) error {
+		c.MonitoringPassword = v
+		return nil
+	}},
+	{"MONITORING_READ_ONLY", "true", "when true the dashboard cannot delete, retry or cancel tasks", 0, func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.MonitoringReadOnly = b
+		return err
+	}},
+	{"METRICS_ADDR", "", "separate address for /metrics; when unset /metrics is served on HTTP_ADDR", 0, func(c *Config, v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return errors.New("must be host:port")
+		}
+		c.MetricsAddr = v
+		return nil
+	}},
+	{"SMTP_URL", "", "smtp://user:pass@host:port for migration e-mails; when unset e-mails are only recorded in the outbox", 0, func(c *Config, v string) error {
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") {
+			return errors.New("must be an smtp:// or smtps:// URL")
+		}
+		c.SMTPURL = v
+		return nil
+	}},
+	{"MAX_BODY_BYTES", "10485760", "largest accepted request body; larger ones get 413", 0, func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return errors.New("must be a positive number of bytes")
+		}
+		c.MaxBodyBytes = n
+		return nil
+	}},
+	{"SHUTDOWN_TIMEOUT", "30s", "how long requests and jobs in flight may finish after SIGTERM", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.ShutdownTimeout)
+	}},
+	{"LOG_LEVEL", "info", "debug, info, warn or error", 0, func(c *Config, v string) error {
+		return c.LogLevel.UnmarshalText([]byte(v))
+	}},
+}
+
+func positiveInt(v string, dst *int) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return errors.New("must be a positive integer")
+	}
+	*dst = n
+	return nil
+}
+
+func nonNegativeInt(v string, dst *int) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return errors.New("must be 0 or a positive integer")
+	}
+	*dst = n
+	return nil
+}
+
+func positiveDuration(v string, dst *time.Duration) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return errors.New("must be a positive duration such as 30s")
+	}
+	*dst = d
+	return nil
+}
+
+// loadConfig reads every variable, applying defaults, and reports all
+// problems at once, each naming its variable.
+func loadConfig(getenv func(string) string, needs need) (*Config, error) {
+	c := &Config{}
+	var problems []string
+	for _, v := range vars {
+		val := strings.TrimSpace(getenv(v.name))
+		if val == "" {
+			if v.need&needs != 0 {
+				problems = append(problems, v.name+": required but not set")
+				continue
+			}
+			val = v.def
+		}
+		if val == "" {
+			continue
+		}
+		if err := v.set(c, val); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", v.name, err))
+		}
+	}
+	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
+		problems = append(problems, "MONITORING_PASSWORD: MONITORING_USER and MONITORING_PASSWORD must be set together")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("configuration: %s", strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// configHelp lists every variable with its default, for --help.
+func configHelp() string {
+	var b strings.Builder
+	b.WriteString("Environment variables:\n")
+	for _, v := range vars {
+		def := v.def
+		if v.need != 0 {
+			def = "required"
+		} else if def == "" {
+			def = "unset"
+		}
+		fmt.Fprintf(&b, "  %-26s %s (default: %s)\n", v.name, v.help, def)
+	}
+	return b.String()
+}

@@ -1,0 +1,184 @@
+// Command importd is the bulk import service: the REST API, the Asynq worker
+// that processes accounts and verifies payment instructions, and the Asynqmon
+// dashboard. `importd serve` runs all three in one process; `api`, `worker`
+// and `dashboard` run them apart for scaled deployments.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"bulkimport/api"
+	"bulkimport/db"
+	"bulkimport/jobs/auth"
+	"bulkimport/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "importd:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program, so that tests can start it on port 0. onListen,
+// when set, is told the HTTP server's address once it listens.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, onListen func(addr string)) error {
+	var migrateFirst bool
+	root := &cobra.Command{
+		Use:           "importd",
+		Short:         "Bulk import service for customer, business and account migration",
+		Long:          "Bulk import service for customer, business and account migration.\n\n" + configHelp(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+
+	start := func(needs need, mode string) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(getenv, needs)
+			if err != nil {
+				return err
+			}
+			setupLogging(stderr, cfg.LogLevel)
+			return serve(cmd.Context(), cfg, mode, migrateFirst, onListen)
+		}
+	}
+	serveCmd := &cobra.Command{Use: "serve", Short: "Run the API, the worker and the dashboard in one process", Args: cobra.NoArgs,
+		RunE: start(needDB|needRedis|needToken, "serve")}
+	apiCmd := &cobra.Command{Use: "api", Short: "Run the API (and the dashboard when MONITORING_USER is set)", Args: cobra.NoArgs,
+		RunE: start(needDB|needRedis|needToken, "api")}
+	for _, c := range []*cobra.Command{serveCmd, apiCmd} {
+		c.Flags().BoolVar(&migrateFirst, "migrate", false, "apply pending database migrations before starting")
+	}
+	workerCmd := &cobra.Command{Use: "worker", Short: "Run the Asynq worker (with /healthz and /readyz on HTTP_ADDR)", Args: cobra.NoArgs,
+		RunE: start(needDB|needRedis, "worker")}
+	dashboardCmd := &cobra.Command{Use: "dashboard", Short: "Run only the Asynqmon dashboard at /monitoring/", Args: cobra.NoArgs,
+		RunE: start(needRedis, "dashboard")}
+	migrateCmd := &cobra.Command{Use: "migrate", Short: "Apply pending database migrations and exit", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(getenv, needDB)
+			if err != nil {
+				return err
+			}
+			d, err := db.Open(cmd.Context(), cfg.DatabaseURL, 2)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			n, err := db.Migrate(cmd.Context(), d.DB)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "applied %d migration(s); the schema is up to date\n", n)
+			return nil
+		}}
+	root.AddCommand(serveCmd, apiCmd, workerCmd, dashboardCmd, migrateCmd)
+	return root.ExecuteContext(ctx)
+}
+
+func setupLogging(w io.Writer, level slog.Level) {
+	slog.SetDefault(slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+}
+
+// serve runs the parts of the service that mode names until ctx is done.
+func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onListen func(string)) error {
+	var d *sqlx.DB
+	if mode != "dashboard" {
+		var err error
+		d, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if migrateFirst {
+			if _, err := db.Migrate(ctx, d.DB); err != nil {
+				return err
+			}
+		} else if mode != "worker" {
+			if err := db.CheckSchema(ctx, d.DB); err != nil {
+				if errors.Is(err, db.ErrSchemaOutdated) {
+					return fmt.Errorf("%w; run `importd migrate` first, or start with --migrate", err)
+				}
+				return err
+			}
+		}
+	}
+	rc, ok := cfg.Redis.MakeRedisClient().(redis.UniversalClient)
+	if !ok {
+		return errors.New("REDIS_URL: unsupported Redis connection type")
+	}
+	defer rc.Close()
+
+	var monitoring http.Handler
+	if cfg.MonitoringUser != "" {
+		monitoring = api.Monitoring(api.MonitoringConfig{Redis: cfg.Redis, User: cfg.MonitoringUser, Password: cfg.MonitoringPassword, ReadOnly: cfg.MonitoringReadOnly})
+	}
+
+	var handler http.Handler
+	switch mode {
+	case "serve", "api":
+		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring},
+			api.Deps{DB: d, Redis: rc, Auth: auth.New(d, cfg.TokenSecret)}).Handler()
+	case "worker":
+		handler = api.Probes(d, rc)
+	case "dashboard":
+		if monitoring == nil {
+			return errors.New("MONITORING_USER: required by `importd dashboard`")
+		}
+		mux := http.NewServeMux()
+		mux.Handle(api.MonitoringRoot+"/", monitoring)
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
+		handler = mux
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	slog.Info("listening", "addr", ln.Addr().String(), "mode", mode)
+	if onListen != nil {
+		onListen(ln.Addr().String())
+	}
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		// Stop accepting requests and let those in flight finish.
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	if mode == "serve" || mode == "worker" {
+		w := worker.New(worker.Config{Concurrency: cfg.WorkerConcurrency, ShutdownTimeout: cfg.ShutdownTimeout},
+			worker.Deps{DB: d, Redis: cfg.Redis})
+		g.Go(func() error { return w.Run(gctx) })
+	}
+	err = g.Wait()
+	slog.Info("stopped", "mode", mode)
+	return err
+}

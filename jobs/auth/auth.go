@@ -1,0 +1,362 @@
+// Package auth holds the rules of authentication: organisation API keys
+// (generated, hashed, revoked) and the access and refresh tokens obtained
+// with them. The API's middleware and GraphQL mutation and the operator CLI
+// are thin shells around it.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jmoiron/sqlx"
+
+	"bulkimport/db"
+	"bulkimport/jobs/problem"
+)
+
+// Token lifetimes, as migration clients in this field expect them.
+const (
+	AccessTTL  = 60 * time.Minute
+	RefreshTTL = 7 * 24 * time.Hour
+)
+
+const (
+	keyPrefix    = "bik_" // "bulk import key"; makes leaked keys easy to grep for
+	lookupLength = 12     // characters of the key stored in clear to find its row
+	issuer       = "bulkimport"
+)
+
+// Error codes of authentication failures. They are stable: clients branch on them.
+const (
+	CodeNotAuthenticated     = "not_authenticated"
+	CodeAuthenticationFailed = "authentication_failed"
+	CodeInvalidAPIKey        = "invalid_api_key"
+	CodeInvalidRefreshToken  = "invalid_refresh_token"
+	CodeInvalidTokenInput    = "invalid_token_input"
+)
+
+// Principal is the authenticated caller: an API key and what it may see.
+type Principal struct {
+	KeyID        int64
+	KeyName      string
+	Organisation string
+	// Suppliers lists the supplier codes the key is limited to; empty means all.
+	Suppliers []string
+}
+
+// CanSee reports whether the key may address the import supplier.
+func (p Principal) CanSee(supplierCode string) bool {
+	if len(p.Suppliers) == 0 {
+		return true
+	}
+	for _, s := range p.Suppliers {
+		if s == supplierCode {
+			return true
+		}
+	}
+	return false
+}
+
+// Service issues and checks tokens. Its zero value is not usable; use New.
+type Service struct {
+	db     *sqlx.DB
+	secret []byte
+	now    func() time.Time
+}
+
+// New returns a Service that signs tokens with secret (HS256).
+func New(d *sqlx.DB, secret []byte) *Service {
+	return &Service{db: d, secret: secret, now: time.Now}
+}
+
+// WithClock returns a copy of s that reads the time from now, for tests of expiry.
+func (s *Service) WithClock(now func() time.Time) *Service {
+	c := *s
+	c.now = now
+	return &c
+}
+
+// GenerateKey returns a new API key: at least 32 random bytes, URL-safe.
+func GenerateKey() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate key: %w", err)
+	}
+	return keyPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// hashKey is SHA-256: keys carry 256 bits of entropy, so a slow password hash
+// would add latency without adding safety.
+func hashKey(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// CreateKey stores a new key for the organisation, limited to the given
+// suppliers (none means all), and returns the key. It is the only time the key
+// is visible: only its hash is stored.
+func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, suppliers []string) (string, error) {
+	if strings.TrimSpace(name) == "" {
+		return "", problem.Invalidf("blank", "name", "The key name may not be blank.")
+	}
+	if organisation == "" {
+		organisation = name
+	}
+	key, err := GenerateKey()
+	if err != nil {
+		return "", err
+	}
+	err = db.InTx(ctx, d, func(tx *sqlx.Tx) error {
+		var id int64
+		err := tx.GetContext(ctx, &id, `INSERT INTO api_keys (name, organisation, prefix, secret_hash) VALUES ($1, $2, $3, $4) RETURNING id`,
+			name, organisation, key[:lookupLength], hashKey(key))
+		if db.IsUniqueViolation(err, "api_keys_name_key") {
+			return problem.Invalidf("already_exists", "name", "An API key named %q already exists.", name)
+		}
+		if err != nil {
+			return fmt.Errorf("insert key: %w", err)
+		}
+		for _, code := range suppliers {
+			res, err := tx.ExecContext(ctx, `INSERT INTO api_key_suppliers (api_key_id, supplier_id) SELECT $1, id FROM import_suppliers WHERE code = $2 ON CONFLICT DO NOTHING`, id, code)
+			if err != nil {
+				return fmt.Errorf("limit key: %w", err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				var exists bool
+				_ = tx.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM import_suppliers WHERE code = $1)`, code)
+				if !exists {
+					return problem.Invalidf("import_supplier_not_found", "supplier", "Import supplier %q does not exist.", code)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// RevokeKey marks the key revoked. Its tokens and refresh tokens stop working
+// at once, because every request re-reads the key's state.
+func RevokeKey(ctx context.Context, d *sqlx.DB, name string) error {
+	res, err := d.ExecContext(ctx, `UPDATE api_keys SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL`, name)
+	if err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return problem.Invalidf("not_found", "name", "No active API key named %q.", name)
+	}
+	return nil
+}
+
+// KeyInfo describes a key for listings; it never contains the key itself.
+type KeyInfo struct {
+	Name         string     `db:"name" json:"name"`
+	Organisation string     `db:"organisation" json:"organisation"`
+	Prefix       string     `db:"prefix" json:"prefix"`
+	Suppliers    string     `db:"suppliers" json:"suppliers"`
+	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
+	RevokedAt    *time.Time `db:"revoked_at" json:"revoked_at"`
+}
+
+// ListKeys returns every key, newest last.
+func ListKeys(ctx context.Context, d *sqlx.DB) ([]KeyInfo, error) {
+	var out []KeyInfo
+	err := d.SelectContext(ctx, &out, `
+		SELECT k.name, k.organisation, k.prefix, k.created_at, k.revoked_at,
+		       coalesce(string_agg(s.code, ',' ORDER BY s.code), '') AS suppliers
+		FROM api_keys k
+		LEFT JOIN api_key_suppliers ks ON ks.api_key_id = k.id
+		LEFT JOIN import_suppliers s ON s.id = ks.supplier_id
+		GROUP BY k.id ORDER BY k.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return out, nil
+}
+
+type keyRow struct {
+	ID           int64        `db:"id"`
+	Name         string       `db:"name"`
+	Organisation string       `db:"organisation"`
+	SecretHash   []byte       `db:"secret_hash"`
+	RevokedAt    sql.NullTime `db:"revoked_at"`
+	Suppliers    string       `db:"suppliers"`
+}
+
+const keyQuery = `
+	SELECT k.id, k.name, k.organisation, k.secret_hash, k.revoked_at,
+	       coalesce(string_agg(s.code, ',' ORDER BY s.code), '') AS suppliers
+	FROM api_keys k
+	LEFT JOIN api_key_suppliers ks ON ks.api_key_id = k.id
+	LEFT JOIN import_suppliers s ON s.id = ks.supplier_id
+	WHERE %s
+	GROUP BY k.id`
+
+func (r keyRow) principal() Principal {
+	p := Principal{KeyID: r.ID, KeyName: r.Name, Organisation: r.Organisation}
+	if r.Suppliers != "" {
+		p.Suppliers = strings.Split(r.Suppliers, ",")
+	}
+	return p
+}
+
+func (s *Service) keyByID(ctx context.Context, id int64) (keyRow, error) {
+	var r keyRow
+	err := s.db.GetContext(ctx, &r, fmt.Sprintf(keyQuery, "k.id = $1"), id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, db.ErrNotFound
+	}
+	return r, err
+}
+
+// TokenPair is the answer to a token request.
+type TokenPair struct {
+	Token            string
+	Payload          map[string]any
+	RefreshToken     string
+	RefreshExpiresIn int64 // Unix time at which the refresh token expires
+}
+
+type claims struct {
+	jwt.RegisteredClaims
+	Kind    string `json:"kind"` // "access" or "refresh"
+	OrigIat int64  `json:"origIat"`
+}
+
+func (s *Service) issue(keyID int64, name string, origIat time.Time) (TokenPair, error) {
+	now := s.now().UTC().Truncate(time.Second)
+	mk := func(kind string, ttl time.Duration) (string, claims, error) {
+		c := claims{
+			RegisteredClaims: jwt.RegisteredClaims{
+				Issuer:    issuer,
+				Subject:   strconv.FormatInt(keyID, 10),
+				IssuedAt:  jwt.NewNumericDate(now),
+				ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			},
+			Kind:    kind,
+			OrigIat: origIat.Unix(),
+		}
+		t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
+		return t, c, err
+	}
+	access, ac, err := mk("access", AccessTTL)
+	if err != nil {
+		return TokenPair{}, fmt.Errorf("sign token: %w", err)
+	}
+	refresh, rc, err := mk("refresh", RefreshTTL)
+	if err != nil {
+		return TokenPair{}, fmt.Errorf("sign token: %w", err)
+	}
+	return TokenPair{
+		Token: access,
+		Payload: map[string]any{
+			"sub": ac.Subject, "keyName": name, "iss": issuer,
+			"iat": ac.IssuedAt.Unix(), "exp": ac.ExpiresAt.Unix(), "origIat": ac.OrigIat,
+		},
+		RefreshToken:     refresh,
+		RefreshExpiresIn: rc.ExpiresAt.Unix(),
+	}, nil
+}
+
+var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid API key.")
+
+// TokenFromKey exchanges an API key for a token pair.
+func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
+	if len(key) < lookupLength || !strings.HasPrefix(key, keyPrefix) {
+		return TokenPair{}, errBadKey
+	}
+	var r keyRow
+	err := s.db.GetContext(ctx, &r, fmt.Sprintf(keyQuery, "k.prefix = $1"), key[:lookupLength])
+	if errors.Is(err, sql.ErrNoRows) {
+		return TokenPair{}, errBadKey
+	}
+	if err != nil {
+		return TokenPair{}, fmt.Errorf("find key: %w", err)
+	}
+	if subtle.ConstantTimeCompare(r.SecretHash, hashKey(key)) != 1 || r.RevokedAt.Valid {
+		return TokenPair{}, errBadKey
+	}
+	return s.issue(r.ID, r.Name, s.now())
+}
+
+// TokenFromRefresh exchanges a refresh token for a new pair. The original
+// issue time is carried over, so a chain of refreshes stays traceable.
+func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
+	c, err := s.parse(refresh, "refresh")
+	if err != nil {
+		return TokenPair{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
+	}
+	r, err := s.activeKey(ctx, c)
+	if err != nil {
+		if _, ok := problem.As(err); ok {
+			return TokenPair{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
+		}
+		return TokenPair{}, err
+	}
+	return s.issue(r.ID, r.Name, time.Unix(c.OrigIat, 0))
+}
+
+func (s *Service) parse(token, kind string) (*claims, error) {
+	var c claims
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return s.secret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithIssuer(issuer),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(s.now),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if c.Kind != kind {
+		return nil, fmt.Errorf("token kind %q, want %q", c.Kind, kind)
+	}
+	return &c, nil
+}
+
+func (s *Service) activeKey(ctx context.Context, c *claims) (keyRow, error) {
+	id, err := strconv.ParseInt(c.Subject, 10, 64)
+	if err != nil {
+		return keyRow{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, "Invalid token.")
+	}
+	r, err := s.keyByID(ctx, id)
+	if errors.Is(err, db.ErrNotFound) {
+		return keyRow{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, "Invalid token.")
+	}
+	if err != nil {
+		return keyRow{}, fmt.Errorf("find key: %w", err)
+	}
+	if r.RevokedAt.Valid {
+		return keyRow{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, "The API key of this token was revoked.")
+	}
+	return r, nil
+}
+
+// Authenticate checks an access token and returns its principal. The key is
+// re-read on every call so that revocation takes effect at once.
+func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
+	c, err := s.parse(token, "access")
+	if err != nil {
+		detail := "Invalid token."
+		if errors.Is(err, jwt.ErrTokenExpired) {
+			detail = "The token has expired; obtain a new one."
+		}
+		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, detail)
+	}
+	r, err := s.activeKey(ctx, c)
+	if err != nil {
+		return Principal{}, err
+	}
+	return r.principal(), nil
+}
