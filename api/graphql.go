@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -59,7 +60,7 @@ func (e gqlError) Extensions() map[string]any {
 
 type tokenResolver struct{ auth *auth.Service }
 
-func (tokenResolver) Ping() string { return "pong" }
+func (*tokenResolver) Ping() string { return "pong" }
 
 type tokenInput struct {
 	APIKey       *string
@@ -72,7 +73,7 @@ func (o tokenOutput) Token() string           { return o.pair.Token }
 func (o tokenOutput) Payload() genericScalar  { return genericScalar{o.pair.Payload} }
 func (o tokenOutput) RefreshToken() string    { return o.pair.RefreshToken }
 func (o tokenOutput) RefreshExpiresIn() int32 { return int32(o.pair.RefreshExpiresIn) }
-func (r tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Input tokenInput }) (*tokenOutput, error) {
+func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Input tokenInput }) (*tokenOutput, error) {
 	in := args.Input
 	hasKey := in.APIKey != nil && *in.APIKey != ""
 	hasRefresh := in.RefreshToken != nil && *in.RefreshToken != ""
@@ -90,15 +91,14 @@ func (r tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inpu
 		return nil, gqlError{p.Code, "AUTHORIZATION", p.Detail}
 	}
 	if err != nil {
-		// Logged by the caller's request line only as a failure; the cause
-		// stays out of the response.
+		slog.ErrorContext(ctx, "obtainServiceToken failed", "request_id", requestIDFrom(ctx), "error", err.Error())
 		return nil, gqlError{"internal_error", "INTERNAL", "An unexpected error occurred."}
 	}
 	return &tokenOutput{pair}, nil
 }
 
 func (s *Server) graphql() gin.HandlerFunc {
-	schema := graphql.MustParseSchema(tokenSchema, tokenResolver{s.auth})
+	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth})
 	return func(c *gin.Context) {
 		body, err := s.readJSON(c)
 		if err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -25,6 +26,15 @@ const (
 
 func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
 
+type requestIDCtxKey struct{}
+
+// requestIDFrom returns the request id stored in ctx, for code that sees only
+// a context (GraphQL resolvers).
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDCtxKey{}).(string)
+	return id
+}
+
 // withRequestID takes the caller's X-Request-Id when it is short and plain,
 // otherwise makes one, and echoes it in the response.
 func withRequestID(c *gin.Context) {
@@ -35,6 +45,7 @@ func withRequestID(c *gin.Context) {
 		id = hex.EncodeToString(b)
 	}
 	c.Set(requestIDKey, id)
+	c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), requestIDCtxKey{}, id))
 	c.Header("X-Request-Id", id)
 	c.Next()
 }
