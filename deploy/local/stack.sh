@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 local_dir="$here/.local"
 pg_port=${STACK_PG_PORT:-55432}
 redis_port=${STACK_REDIS_PORT:-56379}
-pg_data="$local_dir/pg"
+pg_data="$local_dir/pg" # see choose_pg_data
 redis_dir="$local_dir/redis"
 pg_user=importd
 pg_db=importd
@@ -49,11 +49,24 @@ apt_install() {
 
 # run_as_pg runs a command as the cluster owner. initdb and postgres refuse to
 # run as root, so root uses the 'postgres' system user the Debian package made.
+# It runs from /, since 'postgres' may not be allowed into the current one.
 run_as_pg() {
 	if [[ $(id -u) -eq 0 ]]; then
-		runuser -u postgres -- "$@"
+		(cd / && runuser -u postgres -- "$@")
 	else
 		"$@"
+	fi
+}
+
+# choose_pg_data sets pg_data. When root runs this script, the cluster belongs
+# to 'postgres', which must be able to reach it: a clone under a directory it
+# cannot enter (root's home is mode 700) made initdb fail with "Permission
+# denied". The cluster then lives under postgres's own home instead, in a
+# directory named after the checkout so that two checkouts do not share it.
+choose_pg_data() {
+	pg_data="$local_dir/pg"
+	if [[ $(id -u) -eq 0 ]] && ! (cd / && runuser -u postgres -- test -x "$local_dir") 2>/dev/null; then
+		pg_data="/var/lib/postgresql/bulkimport-$(printf %s "$here" | cksum | cut -d' ' -f1)"
 	fi
 }
 
@@ -64,6 +77,7 @@ pg_up() {
 		useradd --system --home-dir /var/lib/postgresql --shell /bin/bash postgres
 	fi
 	mkdir -p "$local_dir"
+	choose_pg_data
 	if [[ ! -s "$pg_data/PG_VERSION" ]]; then
 		log "initialising a PostgreSQL cluster in $pg_data"
 		mkdir -p "$pg_data"
@@ -111,6 +125,7 @@ redis_up() {
 
 down() {
 	local bin
+	choose_pg_data
 	if bin=$(find_pg_bin) && [[ -s "$pg_data/PG_VERSION" ]]; then
 		run_as_pg "$bin/pg_ctl" -D "$pg_data" -m fast stop >/dev/null 2>&1 && log "PostgreSQL stopped" || true
 	fi

@@ -1,0 +1,98 @@
+# Build, test and run the bulk import service. `make help` lists the targets.
+#
+# Everything local lives in .local/ (git-ignored): the PostgreSQL and Redis
+# data of deploy/local/stack.sh, generated secrets, documents and tools.
+# Set DATABASE_URL and REDIS_URL to use servers of your own instead.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+# Each recipe runs in one shell, so a recipe can set variables for its later
+# lines and `exec` at the end.
+.ONESHELL:
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+
+GO ?= go
+LOCAL := $(CURDIR)/.local
+LOCAL_BIN := $(LOCAL)/bin
+STACK := deploy/local/stack.sh
+FUZZTIME ?= 30s
+
+# staticcheck 2026.1.2; installed into .local/bin, not into the user's GOBIN.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(LOCAL_BIN)/staticcheck
+STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
+
+.PHONY: help run test stack-up stack-down build lint bench fuzz
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-11s %s\n", $$1, $$2 }'
+
+build: ## Build bin/importd and bin/importctl
+	mkdir -p bin
+	$(GO) build -o bin/ ./cmd/importd ./cmd/importctl
+
+stack-up: ## Start the local PostgreSQL and Redis (installs them with apt when missing)
+	$(STACK) up
+
+stack-down: ## Stop the local PostgreSQL and Redis (their data stays in .local/)
+	$(STACK) down
+
+test: stack-up ## Run every test, with the race detector, against the local stack
+	eval "$$($(STACK) env)"
+	$(GO) test -race -timeout 30m ./...
+
+# The local defaults below keep their secrets in .local/, readable by the
+# owner alone, so that restarts keep tokens and dashboard logins valid.
+run: stack-up build ## Run importd serve locally with demo data (prints an API key and a curl example)
+	@eval "$$($(STACK) env)"
+	mkdir -p "$(LOCAL)"
+	secret() { # secret FILE: print FILE, creating it with 32 random bytes in hex first
+		if [[ ! -s "$$1" ]]; then
+			(umask 077 && head -c 32 /dev/urandom | od -An -vtx1 | tr -d ' \n' >"$$1")
+		fi
+		chmod 600 "$$1"
+		cat "$$1"
+	}
+	export TOKEN_SECRET="$${TOKEN_SECRET:-$$(secret "$(LOCAL)/token_secret")}"
+	export MONITORING_USER="$${MONITORING_USER:-admin}"
+	export MONITORING_PASSWORD="$${MONITORING_PASSWORD:-$$(secret "$(LOCAL)/monitoring_password")}"
+	export DOCUMENTS_URL="$${DOCUMENTS_URL:-file://$(LOCAL)/documents}"
+	export HTTP_ADDR="$${HTTP_ADDR:-127.0.0.1:8080}"
+	mkdir -p "$(LOCAL)/documents"
+	bin/importd migrate
+	deploy/local/demo.sh
+	exec bin/importd serve
+
+lint: $(STATICCHECK_STAMP) ## gofmt (must list nothing), go vet and staticcheck
+	unformatted=$$(find . \( -path ./.local -o -path ./bin -o -path ./.git -o -name testdata \) -prune -o -name '*.go' -print | xargs -r gofmt -l)
+	if [[ -n "$$unformatted" ]]; then
+		echo "gofmt: these files need formatting (run gofmt -w):" >&2
+		echo "$$unformatted" >&2
+		exit 1
+	fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK_STAMP):
+	mkdir -p "$(LOCAL_BIN)"
+	GOBIN="$(LOCAL_BIN)" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	rm -f "$(LOCAL_BIN)"/.staticcheck-*
+	touch "$@"
+
+bench: stack-up ## Run every benchmark once (placeholder until real benchmarks exist)
+	eval "$$($(STACK) env)"
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+fuzz: stack-up ## Run each Fuzz target for FUZZTIME (default 30s): make fuzz FUZZTIME=5m
+	eval "$$($(STACK) env)"
+	# `go test -list` prints a package's matching names, then its "ok" line.
+	targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { f[n++] = $$1; next } /^ok/ { for (i = 0; i < n; i++) print $$2, f[i]; n = 0 }')
+	if [[ -z "$$targets" ]]; then
+		echo "fuzz: no Fuzz targets found"
+		exit 0
+	fi
+	while read -r pkg name; do
+		echo "fuzz: $$pkg $$name for $(FUZZTIME)"
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime "$(FUZZTIME)" "$$pkg" </dev/null
+	done <<<"$$targets"

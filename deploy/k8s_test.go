@@ -1,0 +1,585 @@
+package deploy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// k8sDir holds the Kubernetes manifests, relative to this package.
+const k8sDir = "k8s"
+
+// k8sTypes maps "apiVersion kind" to a constructor of the typed object that
+// the manifest is strictly decoded into. A kind missing here fails the test:
+// add it here, with the checks it needs, when a manifest needs a new kind.
+var k8sTypes = map[string]func() any{
+	"apps/v1 Deployment":                     func() any { return new(appsv1.Deployment) },
+	"v1 Service":                             func() any { return new(corev1.Service) },
+	"v1 ConfigMap":                           func() any { return new(corev1.ConfigMap) },
+	"v1 Secret":                              func() any { return new(corev1.Secret) },
+	"batch/v1 Job":                           func() any { return new(batchv1.Job) },
+	"policy/v1 PodDisruptionBudget":          func() any { return new(policyv1.PodDisruptionBudget) },
+	"autoscaling/v2 HorizontalPodAutoscaler": func() any { return new(autoscalingv2.HorizontalPodAutoscaler) },
+}
+
+// importdSubcommands are the long-running importd subcommands, each of which
+// serves /healthz and /readyz on HTTP_ADDR.
+var importdSubcommands = []string{"serve", "api", "worker", "dashboard"}
+
+// manifest is one YAML document of a file under k8s/.
+type manifest struct {
+	where string // file and document index, for messages
+	kind  string
+	obj   any // one of the pointer types in k8sTypes
+}
+
+// k8sObjects is what every test reads: all the manifests, decoded once.
+type k8sObjects struct {
+	all         []manifest
+	deployments []*appsv1.Deployment
+	services    []*corev1.Service
+	configMaps  []*corev1.ConfigMap
+	secrets     []*corev1.Secret
+	jobs        []*batchv1.Job
+	pdbs        []*policyv1.PodDisruptionBudget
+	hpas        []*autoscalingv2.HorizontalPodAutoscaler
+}
+
+var loadK8sOnce = sync.OnceValues(loadK8sObjects)
+
+func loadK8s(t *testing.T) *k8sObjects {
+	t.Helper()
+	objs, err := loadK8sOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// docSeparator is a YAML document separator line, with an optional comment.
+var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
+
+// loadK8sObjects reads every *.yaml under k8s/, splits multi-document files
+// and decodes each document strictly into its typed object, so that a
+// misspelt or misplaced field is an error instead of being ignored by the
+// API server's lenient defaults.
+func loadK8sObjects() (*k8sObjects, error) {
+	var files []string
+	err := filepath.WalkDir(k8sDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && (strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("walk %s: %w", k8sDir, err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no manifests under %s", k8sDir)
+	}
+	objs := &k8sObjects{}
+	var problems []string
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		for i, doc := range docSeparator.Split(string(data), -1) {
+			where := fmt.Sprintf("%s (document %d)", file, i+1)
+			if strings.TrimSpace(stripComments(doc)) == "" {
+				continue
+			}
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: not YAML: %v", where, err))
+				continue
+			}
+			newObj, ok := k8sTypes[tm.APIVersion+" "+tm.Kind]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s: unknown kind %q with apiVersion %q (add it to k8sTypes if it is meant)", where, tm.Kind, tm.APIVersion))
+				continue
+			}
+			obj := newObj()
+			if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %s: %v", where, tm.Kind, err))
+				continue
+			}
+			objs.all = append(objs.all, manifest{where: where, kind: tm.Kind, obj: obj})
+			switch o := obj.(type) {
+			case *appsv1.Deployment:
+				objs.deployments = append(objs.deployments, o)
+			case *corev1.Service:
+				objs.services = append(objs.services, o)
+			case *corev1.ConfigMap:
+				objs.configMaps = append(objs.configMaps, o)
+			case *corev1.Secret:
+				objs.secrets = append(objs.secrets, o)
+			case *batchv1.Job:
+				objs.jobs = append(objs.jobs, o)
+			case *policyv1.PodDisruptionBudget:
+				objs.pdbs = append(objs.pdbs, o)
+			case *autoscalingv2.HorizontalPodAutoscaler:
+				objs.hpas = append(objs.hpas, o)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("manifests under %s do not decode:\n%s", k8sDir, strings.Join(problems, "\n"))
+	}
+	return objs, nil
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for line := range strings.Lines(doc) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// podSpecs returns every pod template: Deployments' and Jobs'.
+func (o *k8sObjects) podSpecs() map[string]*corev1.PodSpec {
+	specs := map[string]*corev1.PodSpec{}
+	for _, d := range o.deployments {
+		specs["Deployment "+d.Name] = &d.Spec.Template.Spec
+	}
+	for _, j := range o.jobs {
+		specs["Job "+j.Name] = &j.Spec.Template.Spec
+	}
+	return specs
+}
+
+func (o *k8sObjects) configMap(name string) *corev1.ConfigMap {
+	for _, c := range o.configMaps {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (o *k8sObjects) secret(name string) *corev1.Secret {
+	for _, s := range o.secrets {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (o *k8sObjects) deployment(name string) *appsv1.Deployment {
+	for _, d := range o.deployments {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// env resolves the environment variables a container gets from its env and
+// envFrom entries, as Kubernetes would, reporting references to ConfigMaps,
+// Secrets or keys that the manifests do not define.
+func (o *k8sObjects) env(c *corev1.Container) (vars map[string]string, problems []string) {
+	vars = map[string]string{}
+	for _, from := range c.EnvFrom {
+		switch {
+		case from.ConfigMapRef != nil:
+			cm := o.configMap(from.ConfigMapRef.Name)
+			if cm == nil {
+				problems = append(problems, fmt.Sprintf("envFrom names ConfigMap %q, which no manifest defines", from.ConfigMapRef.Name))
+				continue
+			}
+			for k, v := range cm.Data {
+				vars[from.Prefix+k] = v
+			}
+		case from.SecretRef != nil:
+			s := o.secret(from.SecretRef.Name)
+			if s == nil {
+				problems = append(problems, fmt.Sprintf("envFrom names Secret %q, which no manifest defines", from.SecretRef.Name))
+				continue
+			}
+			for k, v := range s.StringData {
+				vars[from.Prefix+k] = v
+			}
+			for k, v := range s.Data {
+				vars[from.Prefix+k] = string(v)
+			}
+		}
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			vars[e.Name] = e.Value
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			s := o.secret(ref.Name)
+			if s == nil {
+				problems = append(problems, fmt.Sprintf("%s names Secret %q, which no manifest defines", e.Name, ref.Name))
+				continue
+			}
+			v, ok := s.StringData[ref.Key]
+			if !ok {
+				b, inData := s.Data[ref.Key]
+				v, ok = string(b), inData
+			}
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s names key %q of Secret %q, which has no such key", e.Name, ref.Key, ref.Name))
+				continue
+			}
+			vars[e.Name] = v
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			cm := o.configMap(ref.Name)
+			if cm == nil {
+				problems = append(problems, fmt.Sprintf("%s names ConfigMap %q, which no manifest defines", e.Name, ref.Name))
+				continue
+			}
+			v, ok := cm.Data[ref.Key]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s names key %q of ConfigMap %q, which has no such key", e.Name, ref.Key, ref.Name))
+				continue
+			}
+			vars[e.Name] = v
+		default:
+			vars[e.Name] = "" // field or resource reference: present, value unknown here
+		}
+	}
+	return vars, problems
+}
+
+func TestK8s_ManifestsDecodeStrictly(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	for _, m := range objs.all {
+		meta, err := metaOf(m.obj)
+		if err != nil {
+			t.Errorf("%s: %v", m.where, err)
+			continue
+		}
+		if meta.Name == "" {
+			t.Errorf("%s: %s has no metadata.name", m.where, m.kind)
+		}
+		if meta.Namespace != "" {
+			t.Errorf("%s: %s %q sets namespace %q; the manifests are namespace-less, the namespace is chosen at apply time", m.where, m.kind, meta.Name, meta.Namespace)
+		}
+	}
+	want := map[string]int{"ConfigMap": 1, "Secret": 1, "Deployment": 2, "Service": 1, "Job": 1, "PodDisruptionBudget": 2, "HorizontalPodAutoscaler": 1}
+	got := map[string]int{}
+	for _, m := range objs.all {
+		got[m.kind]++
+	}
+	for kind, n := range want {
+		if got[kind] < n {
+			t.Errorf("want at least %d %s under %s, found %d", n, kind, k8sDir, got[kind])
+		}
+	}
+}
+
+func metaOf(obj any) (*metav1.ObjectMeta, error) {
+	type hasMeta interface{ GetObjectMeta() metav1.Object }
+	m, ok := obj.(hasMeta)
+	if !ok {
+		return nil, fmt.Errorf("%T has no object metadata", obj)
+	}
+	om, ok := m.GetObjectMeta().(*metav1.ObjectMeta)
+	if !ok {
+		return nil, fmt.Errorf("%T: unexpected metadata type", obj)
+	}
+	return om, nil
+}
+
+func TestK8s_DeploymentsProbeHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	for _, d := range objs.deployments {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			if len(d.Spec.Template.Spec.Containers) == 0 {
+				t.Fatalf("Deployment %q has no containers", d.Name)
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				checkProbe(t, d.Name, &c, "readinessProbe", c.ReadinessProbe, "/readyz")
+				checkProbe(t, d.Name, &c, "livenessProbe", c.LivenessProbe, "/healthz")
+			}
+		})
+	}
+}
+
+func checkProbe(t *testing.T, owner string, c *corev1.Container, field string, p *corev1.Probe, wantPath string) {
+	t.Helper()
+	if p == nil || p.HTTPGet == nil {
+		t.Errorf("Deployment %q container %q: %s must be an httpGet on %s", owner, c.Name, field, wantPath)
+		return
+	}
+	if p.HTTPGet.Path != wantPath {
+		t.Errorf("Deployment %q container %q: %s path = %q, want %q", owner, c.Name, field, p.HTTPGet.Path, wantPath)
+	}
+	port := p.HTTPGet.Port.IntValue()
+	if name := p.HTTPGet.Port.StrVal; name != "" {
+		port = 0
+		for _, cp := range c.Ports {
+			if cp.Name == name {
+				port = int(cp.ContainerPort)
+			}
+		}
+		if port == 0 {
+			t.Errorf("Deployment %q container %q: %s names port %q, which the container does not declare", owner, c.Name, field, name)
+			return
+		}
+	}
+	if port != 8080 {
+		t.Errorf("Deployment %q container %q: %s probes port %d, want 8080 (HTTP_ADDR)", owner, c.Name, field, port)
+	}
+}
+
+func TestK8s_EveryContainerHasRequestsAndLimits(t *testing.T) {
+	t.Parallel()
+	for owner, spec := range loadK8s(t).podSpecs() {
+		for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+			for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				req, hasReq := c.Resources.Requests[res]
+				lim, hasLim := c.Resources.Limits[res]
+				if !hasReq || req.IsZero() {
+					t.Errorf("%s container %q: no %s request", owner, c.Name, res)
+				}
+				if !hasLim || lim.IsZero() {
+					t.Errorf("%s container %q: no %s limit", owner, c.Name, res)
+				}
+				if hasReq && hasLim && req.Cmp(lim) > 0 {
+					t.Errorf("%s container %q: %s request %s exceeds its limit %s", owner, c.Name, res, req.String(), lim.String())
+				}
+			}
+		}
+	}
+}
+
+func TestK8s_ContainersRunAsNonRootOnAReadOnlyFilesystem(t *testing.T) {
+	t.Parallel()
+	for owner, spec := range loadK8s(t).podSpecs() {
+		podNonRoot := spec.SecurityContext != nil && isTrue(spec.SecurityContext.RunAsNonRoot)
+		for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+			sc := c.SecurityContext
+			if sc == nil {
+				t.Errorf("%s container %q: no securityContext", owner, c.Name)
+				continue
+			}
+			if !podNonRoot && !isTrue(sc.RunAsNonRoot) {
+				t.Errorf("%s container %q: runAsNonRoot is not true (pod or container)", owner, c.Name)
+			}
+			if !isTrue(sc.ReadOnlyRootFilesystem) {
+				t.Errorf("%s container %q: readOnlyRootFilesystem is not true", owner, c.Name)
+			}
+			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s container %q: allowPrivilegeEscalation must be false", owner, c.Name)
+			}
+		}
+	}
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+func TestK8s_GracePeriodOutlastsShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	for owner, spec := range objs.podSpecs() {
+		for _, c := range spec.Containers {
+			vars, _ := objs.env(&c)
+			raw, ok := vars["SHUTDOWN_TIMEOUT"]
+			if !ok {
+				t.Errorf("%s container %q: SHUTDOWN_TIMEOUT is not set (the ConfigMap should set it)", owner, c.Name)
+				continue
+			}
+			shutdown, err := time.ParseDuration(raw)
+			if err != nil {
+				t.Errorf("%s container %q: SHUTDOWN_TIMEOUT %q: %v", owner, c.Name, raw, err)
+				continue
+			}
+			// The kubelet runs the preStop hook first, inside the same grace
+			// period, and only then sends SIGTERM.
+			var preStop time.Duration
+			if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+				preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+			}
+			if spec.TerminationGracePeriodSeconds == nil {
+				t.Errorf("%s: terminationGracePeriodSeconds is unset (default 30 s); want more than preStop %v + SHUTDOWN_TIMEOUT %v", owner, preStop, shutdown)
+				continue
+			}
+			grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
+			if grace <= preStop+shutdown {
+				t.Errorf("%s: terminationGracePeriodSeconds %v must exceed preStop %v + SHUTDOWN_TIMEOUT %v, or the kubelet kills importd mid-drain", owner, grace, preStop, shutdown)
+			}
+		}
+	}
+}
+
+func TestK8s_ContainersGetTheirEnvironment(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	for owner, spec := range objs.podSpecs() {
+		for _, c := range spec.Containers {
+			vars, problems := objs.env(&c)
+			for _, p := range problems {
+				t.Errorf("%s container %q: %s", owner, c.Name, p)
+			}
+			sub := ""
+			if len(c.Args) > 0 {
+				sub = c.Args[0]
+			}
+			// What each subcommand refuses to start without (its needs in
+			// cmd/importd/config.go).
+			want := map[string][]string{
+				"serve":     {"DATABASE_URL", "REDIS_URL", "TOKEN_SECRET"},
+				"api":       {"DATABASE_URL", "REDIS_URL", "TOKEN_SECRET"},
+				"worker":    {"DATABASE_URL", "REDIS_URL"},
+				"dashboard": {"REDIS_URL", "MONITORING_USER", "MONITORING_PASSWORD"},
+				"migrate":   {"DATABASE_URL"},
+			}[sub]
+			if want == nil {
+				t.Errorf("%s container %q: args %q name no importd subcommand", owner, c.Name, c.Args)
+			}
+			for _, k := range want {
+				if _, ok := vars[k]; !ok {
+					t.Errorf("%s container %q (importd %s): %s is not set", owner, c.Name, sub, k)
+				}
+			}
+			_, user := vars["MONITORING_USER"]
+			_, password := vars["MONITORING_PASSWORD"]
+			if user != password {
+				t.Errorf("%s container %q: importd refuses MONITORING_USER without MONITORING_PASSWORD and the other way round (user set: %v, password set: %v)", owner, c.Name, user, password)
+			}
+			if slices.Contains(importdSubcommands, sub) && vars["HTTP_ADDR"] != "0.0.0.0:8080" {
+				t.Errorf("%s container %q: HTTP_ADDR = %q, want 0.0.0.0:8080: the probes cannot reach the loopback default", owner, c.Name, vars["HTTP_ADDR"])
+			}
+		}
+	}
+}
+
+func TestK8s_ContainersRunAKnownSubcommand(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	for _, d := range objs.deployments {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if len(c.Args) == 0 || !slices.Contains(importdSubcommands, c.Args[0]) {
+				t.Errorf("Deployment %q container %q: args %q, want one of the long-running subcommands %q", d.Name, c.Name, c.Args, importdSubcommands)
+			}
+		}
+	}
+	if len(objs.jobs) == 0 {
+		t.Fatal("no Job runs the migrations")
+	}
+	for _, j := range objs.jobs {
+		spec := j.Spec.Template.Spec
+		if spec.RestartPolicy != corev1.RestartPolicyNever && spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+			t.Errorf("Job %q: restartPolicy %q; a Job needs Never or OnFailure", j.Name, spec.RestartPolicy)
+		}
+		for _, c := range spec.Containers {
+			if !slices.Equal(c.Args, []string{"migrate"}) {
+				t.Errorf("Job %q container %q: args %q, want [migrate]", j.Name, c.Name, c.Args)
+			}
+		}
+	}
+}
+
+func TestK8s_SelectorsMatchPods(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	// Each Deployment's selector must select its own pods.
+	for _, d := range objs.deployments {
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil || sel.Empty() {
+			t.Errorf("Deployment %q: bad or empty selector %v: %v", d.Name, d.Spec.Selector, err)
+			continue
+		}
+		if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("Deployment %q: selector %s does not match its pod labels %v", d.Name, sel, d.Spec.Template.Labels)
+		}
+	}
+	matchesOneDeployment := func(sel labels.Selector) []string {
+		var names []string
+		for _, d := range objs.deployments {
+			if sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+				names = append(names, d.Name)
+			}
+		}
+		return names
+	}
+	for _, s := range objs.services {
+		if names := matchesOneDeployment(labels.SelectorFromSet(s.Spec.Selector)); len(names) != 1 {
+			t.Errorf("Service %q: selector %v matches the pods of Deployments %q, want exactly one", s.Name, s.Spec.Selector, names)
+		}
+		for _, p := range s.Spec.Ports {
+			if p.TargetPort.StrVal != "" && p.TargetPort.StrVal != "http" {
+				t.Errorf("Service %q: targetPort %q; the containers name their port \"http\"", s.Name, p.TargetPort.StrVal)
+			}
+		}
+	}
+	for _, p := range objs.pdbs {
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector)
+		if err != nil {
+			t.Errorf("PodDisruptionBudget %q: bad selector: %v", p.Name, err)
+			continue
+		}
+		if names := matchesOneDeployment(sel); len(names) != 1 {
+			t.Errorf("PodDisruptionBudget %q: selector %s matches the pods of Deployments %q, want exactly one", p.Name, sel, names)
+		}
+	}
+	for _, name := range []string{"importd-api", "importd-worker"} {
+		if objs.deployment(name) == nil {
+			t.Errorf("Deployment %q is missing", name)
+		}
+	}
+}
+
+func TestK8s_WorkerAutoscalesOnCPU(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	var covered []string
+	for _, h := range objs.hpas {
+		ref := h.Spec.ScaleTargetRef
+		if ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" {
+			t.Errorf("HorizontalPodAutoscaler %q: targets %s %s, want an apps/v1 Deployment", h.Name, ref.APIVersion, ref.Kind)
+			continue
+		}
+		d := objs.deployment(ref.Name)
+		if d == nil {
+			t.Errorf("HorizontalPodAutoscaler %q: targets Deployment %q, which no manifest defines", h.Name, ref.Name)
+			continue
+		}
+		covered = append(covered, d.Name)
+		if d.Spec.Replicas != nil {
+			t.Errorf("Deployment %q: sets replicas %d although HorizontalPodAutoscaler %q scales it; every apply would reset the count", d.Name, *d.Spec.Replicas, h.Name)
+		}
+		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || h.Spec.MaxReplicas < *h.Spec.MinReplicas {
+			t.Errorf("HorizontalPodAutoscaler %q: minReplicas %v, maxReplicas %d", h.Name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
+		}
+		onCPU := slices.ContainsFunc(h.Spec.Metrics, func(m autoscalingv2.MetricSpec) bool {
+			return m.Type == autoscalingv2.ResourceMetricSourceType && m.Resource != nil && m.Resource.Name == corev1.ResourceCPU
+		})
+		if !onCPU {
+			t.Errorf("HorizontalPodAutoscaler %q: no CPU resource metric", h.Name)
+		}
+	}
+	if !slices.Contains(covered, "importd-worker") {
+		t.Errorf("no HorizontalPodAutoscaler scales Deployment importd-worker (found targets %q)", covered)
+	}
+}

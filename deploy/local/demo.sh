@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Provisions the demo data of a local service with importctl and prints how to
+# use it: an API key, the dashboard's address and login, and a curl example
+# that obtains a token and validates the example account.
+#
+#   deploy/local/demo.sh       (run by `make run`, after `importd migrate`)
+#
+# Idempotent: what exists already (looked up with `importctl ... list --json`)
+# is left alone. Only the API key is new on every run, named demo-<unix time>.
+#
+# Reads DATABASE_URL (required), and HTTP_ADDR, MONITORING_USER and
+# MONITORING_PASSWORD for what it prints. IMPORTCTL overrides the binary
+# (default bin/importctl).
+#
+# The demo supplier, product and tariffs match the example account in
+# jobs/account/testdata/account.json: supplier DEMO (GB), product DEMO-ELEC.
+# Its tariffs are the tariff codes the example account uses, read from the
+# file when it is there, else E-1R-DEMO-STD and E-1R-DEMO-ECO.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/../.." && pwd)
+importctl=${IMPORTCTL:-$here/bin/importctl}
+account_json=$here/jobs/account/testdata/account.json
+supplier=DEMO
+country=GB
+team="Demo Operations"
+product=DEMO-ELEC
+default_tariffs=(E-1R-DEMO-STD E-1R-DEMO-ECO)
+
+log() { echo "demo: $*" >&2; }
+die() { echo "demo: error: $*" >&2; exit 1; }
+
+[[ -n "${DATABASE_URL:-}" ]] || die "DATABASE_URL is not set (run through \`make run\`, or eval \"\$(deploy/local/stack.sh env)\" first)"
+[[ -x "$importctl" ]] || die "$importctl is missing; run \`make build\`"
+
+have_jq() { command -v jq >/dev/null 2>&1; }
+
+# listed KIND FIELD VALUE: whether `importctl KIND list --json` has an object
+# whose FIELD is VALUE. Without jq, a match of "FIELD": "VALUE" in the output
+# does (the values looked up here need no JSON escaping).
+listed() {
+	local out
+	out=$("$importctl" --json "$1" list) || die "importctl $1 list failed"
+	if have_jq; then
+		jq -e --arg f "$2" --arg v "$3" 'any((. // [])[]; .[$f] == $v)' <<<"$out" >/dev/null
+	else
+		grep -Eq "\"$2\": *\"$3\"" <<<"$out"
+	fi
+}
+
+# ensure KIND FIELD VALUE CREATE-ARGS...: runs `importctl KIND create
+# CREATE-ARGS...` unless the list already has it. A create that loses a race
+# with another one ("already exists") counts as done.
+ensure() {
+	local kind=$1 field=$2 value=$3 out
+	shift 3
+	if listed "$kind" "$field" "$value"; then
+		log "$kind $value exists"
+		return 0
+	fi
+	if out=$("$importctl" "$kind" create "$@" 2>&1); then
+		log "$out"
+	elif [[ $out == *"already exists"* ]]; then
+		log "$kind $value exists"
+	else
+		die "importctl $kind create $*: $out"
+	fi
+}
+
+# The example account's tariff codes, in order of first use.
+tariffs=()
+if [[ -r $account_json ]]; then
+	if have_jq; then
+		mapfile -t tariffs < <(jq -r '[.. | objects | .tariff_code? | strings] | reduce .[] as $t ([]; if index([$t]) then . else . + [$t] end) | .[]' "$account_json")
+	else
+		mapfile -t tariffs < <(grep -o '"tariff_code": *"[^"]*"' "$account_json" | sed 's/.*"\([^"]*\)"$/\1/' | awk '!seen[$0]++')
+	fi
+fi
+if ((${#tariffs[@]} == 0)); then
+	tariffs=("${default_tariffs[@]}")
+fi
+tariff_args=()
+for t in "${tariffs[@]}"; do
+	tariff_args+=(--tariff "$t")
+done
+
+ensure supplier code "$supplier" "$supplier" --country "$country" --status Ongoing
+ensure team name "$team" "$team"
+ensure product code "$product" "$product" "${tariff_args[@]}"
+
+key_name="demo-$(date +%s)"
+key=$("$importctl" apikey create "$key_name" --supplier "$supplier") || die "importctl apikey create $key_name failed"
+[[ -n $key ]] || die "importctl apikey create $key_name printed no key"
+
+addr=${HTTP_ADDR:-127.0.0.1:8080}
+case $addr in
+0.0.0.0:* | :*) addr=127.0.0.1:${addr##*:} ;;
+esac
+base=http://$addr
+
+if have_jq; then
+	extract='jq -r .data.obtainServiceToken.token'
+else
+	extract="sed -n 's/.*\"token\": *\"\\([^\"]*\\)\".*/\\1/p'"
+fi
+
+cat <<EOF
+
+================================================================
+ Bulk import service (local demo)
+================================================================
+ API            $base
+ API key        $key
+                (named $key_name, limited to supplier $supplier; shown only now)
+EOF
+if [[ -n "${MONITORING_USER:-}" ]]; then
+	cat <<EOF
+ Dashboard      $base/monitoring/
+                user ${MONITORING_USER}, password ${MONITORING_PASSWORD:-}
+EOF
+fi
+cat <<EOF
+ Demo data      supplier $supplier ($country), team "$team",
+                product $product with tariffs ${tariffs[*]}
+
+ Obtain a token, then validate the example account (E3):
+
+TOKEN=\$(curl -sS -X POST '$base/v1/graphql/' \\
+  -H 'Content-Type: application/json' \\
+  -d '{"query":"mutation { obtainServiceToken(input: {APIKey: \"$key\"}) { token } }"}' \\
+  | $extract)
+
+curl -sS -X POST '$base/v1/data-import/validate-account/' \\
+  -H "Authorization: Token \$TOKEN" \\
+  -H 'Content-Type: application/json' \\
+  --data-binary @'$account_json'
+================================================================
+
+EOF
