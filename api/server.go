@@ -14,7 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bulkimport/jobs/auth"
+	"bulkimport/jobs/imports"
 	"bulkimport/jobs/problem"
+	"bulkimport/jobs/process"
 )
 
 // Config holds the API's settings; cmd fills it from the environment.
@@ -28,18 +30,22 @@ type Config struct {
 
 // Deps are the API's collaborators.
 type Deps struct {
-	DB    *sqlx.DB
-	Redis redis.UniversalClient
-	Auth  *auth.Service
+	DB      *sqlx.DB
+	Redis   redis.UniversalClient
+	Auth    *auth.Service
+	Imports *imports.Service
+	Process *process.Service
 }
 
 // Server is the HTTP API.
 type Server struct {
-	cfg    Config
-	db     *sqlx.DB
-	redis  redis.UniversalClient
-	auth   *auth.Service
-	router *gin.Engine
+	cfg     Config
+	db      *sqlx.DB
+	redis   redis.UniversalClient
+	auth    *auth.Service
+	imports *imports.Service
+	process *process.Service
+	router  *gin.Engine
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }
@@ -49,10 +55,14 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 10 << 20
 	}
-	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth}
+	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process}
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
+	// Account numbers may contain an escaped slash (%2F); match on the raw
+	// path so that it stays inside its path segment.
+	r.UseRawPath = true
+	r.UnescapePathValues = true
 	r.Use(withRequestID, logRequests, recoverPanics)
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
@@ -71,6 +81,13 @@ func New(cfg Config, deps Deps) *Server {
 
 	v1 := r.Group("/v1/data-import", s.authenticate)
 	v1.GET("/whoami/", s.whoami)
+	v1.POST("/validate-account/", s.validateAccount)
+	v1.POST("/account-import-process/create-or-update/", s.stageAccount)
+	v1.POST("/account-import-process/process/", s.processAccount)
+	v1.GET("/account-transfer-status/:supplier/:ean/", s.processStatus)
+	v1.GET("/all-account-import-processes/:supplier/", s.listProcesses(imports.All))
+	v1.GET("/pending-account-import-processes/:supplier/", s.listProcesses(imports.Pending))
+	v1.GET("/imported-account-import-processes/:supplier/", s.listProcesses(imports.Imported))
 	s.router = r
 	return s
 }

@@ -221,3 +221,20 @@ func configHelp() string {
 	}
 	return b.String()
 }
+
+// configTable renders the variables as the README's Markdown table.
+func configTable() string {
+	var b strings.Builder
+	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")
+	for _, v := range vars {
+		def := "`" + v.def + "`"
+		switch {
+		case v.need != 0:
+			def = "required"
+		case v.def == "":
+			def = "unset"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.name, def, strings.ReplaceAll(v.help, "|", `\|`))
+	}
+	return b.String()
+}

@@ -24,7 +24,10 @@ import (
 
 	"bulkimport/api"
 	"bulkimport/db"
+	"bulkimport/jobs/account"
 	"bulkimport/jobs/auth"
+	"bulkimport/jobs/imports"
+	"bulkimport/jobs/process"
 	"bulkimport/worker"
 )
 
@@ -133,11 +136,18 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		monitoring = api.Monitoring(api.MonitoringConfig{Redis: cfg.Redis, User: cfg.MonitoringUser, Password: cfg.MonitoringPassword, ReadOnly: cfg.MonitoringReadOnly})
 	}
 
+	var catalog account.Catalog
+	if d != nil {
+		catalog = account.NewCatalog(d, nil)
+	}
 	var handler http.Handler
 	switch mode {
 	case "serve", "api":
-		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring},
-			api.Deps{DB: d, Redis: rc, Auth: auth.New(d, cfg.TokenSecret)}).Handler()
+		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring}, api.Deps{
+			DB: d, Redis: rc, Auth: auth.New(d, cfg.TokenSecret),
+			Imports: imports.New(d),
+			Process: process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
+		}).Handler()
 	case "worker":
 		handler = api.Probes(d, rc)
 	case "dashboard":
@@ -147,7 +157,34 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		mux := http.NewServeMux()
 		mux.Handle(api.MonitoringRoot+"/", monitoring)
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if err := rc.Ping(r.Context()).Err(); err != nil {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(`{"detail":"Redis is not reachable.","code":"redis_unavailable","errors":[]}`))
+				return
+			}
+			_, _ = w.Write([]byte(`{"status":"ready"}`))
+		})
 		handler = mux
+	}
+
+	var w *worker.Worker
+	var err error
+	if mode == "serve" || mode == "worker" {
+		accounts := cfg.WorkerConcurrency
+		if cfg.ProcessConcurrencyLimit > 0 {
+			// The E5 limit is the accounts queue's concurrency: with one
+			// worker, never more than the limit run at once.
+			accounts = cfg.ProcessConcurrencyLimit
+		}
+		w, err = worker.New(worker.Config{
+			AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
+			ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
+		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog})
+		if err != nil {
+			return err
+		}
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -173,9 +210,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		defer cancel()
 		return srv.Shutdown(sctx)
 	})
-	if mode == "serve" || mode == "worker" {
-		w := worker.New(worker.Config{Concurrency: cfg.WorkerConcurrency, ShutdownTimeout: cfg.ShutdownTimeout},
-			worker.Deps{DB: d, Redis: cfg.Redis})
+	if w != nil {
 		g.Go(func() error { return w.Run(gctx) })
 	}
 	err = g.Wait()

@@ -117,3 +117,31 @@ func (l List) Err(code, detail string) *Error {
 	}
 	return &Error{Kind: Invalid, Code: code, Detail: detail, Errors: l}
 }
+
+// Record is the stored and transported form of an error: the section 7
+// body. It is what import_processes.last_error holds and what the worker
+// publishes to a waiting API request.
+type Record struct {
+	Detail string         `json:"detail"`
+	Code   string         `json:"code"`
+	Errors []FieldError   `json:"errors"`
+	Extra  map[string]any `json:"extra,omitempty"`
+}
+
+// ToRecord returns the record of a caller-facing error. Internal errors are
+// recorded with a generic detail, as they are shown.
+func (e *Error) ToRecord() Record {
+	r := Record{Detail: e.Detail, Code: e.Code, Errors: e.Errors, Extra: e.Extra}
+	if e.Kind == Internal {
+		r = Record{Detail: "An unexpected error occurred.", Code: "internal_error"}
+	}
+	if r.Errors == nil {
+		r.Errors = []FieldError{}
+	}
+	return r
+}
+
+// Invalid returns the record as an Invalid error.
+func (r Record) Invalid() *Error {
+	return &Error{Kind: Invalid, Code: r.Code, Detail: r.Detail, Errors: r.Errors, Extra: r.Extra}
+}

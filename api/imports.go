@@ -1,0 +1,115 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"bulkimport/jobs/imports"
+	"bulkimport/jobs/problem"
+)
+
+// validateAccount is E3: it answers the validated, normalised account.
+func (s *Server) validateAccount(c *gin.Context) {
+	body, err := s.readJSON(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	acc, err := s.imports.Validator(principal(c).CanSee).Validate(c.Request.Context(), body)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, acc)
+}
+
+// stageAccount is E4: 201 on first staging, 200 when the data is replaced.
+func (s *Server) stageAccount(c *gin.Context) {
+	body, err := s.readJSON(c)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	res, err := s.imports.Stage(c.Request.Context(), body, principal(c).CanSee)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	c.JSON(status, res)
+}
+
+// processStatus is E10.
+func (s *Server) processStatus(c *gin.Context) {
+	st, err := s.imports.Status(c.Request.Context(), c.Param("supplier"), c.Param("ean"), principal(c).CanSee)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, st)
+}
+
+// listProcesses serves E11 to E13. The JSON array is written item by item
+// as rows come from the database cursor, so memory stays flat however long
+// the list is.
+func (s *Server) listProcesses(which imports.Which) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		page, err := pageOf(c)
+		if err != nil {
+			writeError(c, err)
+			return
+		}
+		w := bufio.NewWriterSize(c.Writer, 32<<10)
+		enc := json.NewEncoder(w)
+		started := false
+		err = s.imports.List(c.Request.Context(), c.Param("supplier"), which, page, principal(c).CanSee, func(it imports.Item) error {
+			if !started {
+				c.Header("Content-Type", "application/json; charset=utf-8")
+				c.Status(http.StatusOK)
+				started = true
+				if err := w.WriteByte('['); err != nil {
+					return err
+				}
+			} else if err := w.WriteByte(','); err != nil {
+				return err
+			}
+			return enc.Encode(it)
+		})
+		if err != nil {
+			if !started {
+				writeError(c, err)
+				return
+			}
+			// The status line is gone; abort the connection so the client
+			// sees a broken response, not a valid-looking short list.
+			_ = w.Flush()
+			panic(http.ErrAbortHandler)
+		}
+		if !started {
+			c.Header("Content-Type", "application/json; charset=utf-8")
+			c.Status(http.StatusOK)
+			_, _ = w.WriteString("[")
+		}
+		_, _ = w.WriteString("]")
+		_ = w.Flush()
+	}
+}
+
+func pageOf(c *gin.Context) (imports.Page, error) {
+	p := imports.Page{After: c.Query("after")}
+	if l, ok := c.GetQuery("limit"); ok {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > imports.MaxPageLimit {
+			return p, problem.Invalidf("invalid", "limit", "limit must be an integer from 1 to %d.", imports.MaxPageLimit)
+		}
+		p.Limit = n
+	}
+	return p, nil
+}

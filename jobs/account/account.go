@@ -1,0 +1,218 @@
+// Package account holds the account import payload of spec section 2.2: its
+// typed form, and the validation that E3 (validate), E4 (stage) and the
+// worker that creates accounts all run.
+//
+// The JSON encoding of an Account is the normalised payload. Validating that
+// encoding again gives the same Account, which is what lets the worker trust
+// staged data and still re-check it against a catalogue that may have changed.
+//
+// Field names and JSON types come from the schema in schema.go; the rules
+// that look across fields or outside the payload are in validator.go. Both
+// are listed in RULES.md, which TestRulesFile keeps in step with the code.
+package account
+
+import (
+	"encoding/json"
+
+	"bulkimport/jobs/validate"
+)
+
+// Account is one normalised account import payload. Optional fields are
+// pointers or slices that stay nil when the caller omitted them, so that the
+// encoding omits them too; an empty array that was sent stays an empty array.
+type Account struct {
+	ImportSupplier        string            `json:"import_supplier"`
+	ExternalAccountNumber string            `json:"external_account_number"`
+	BillingAddress        *BillingAddress   `json:"billing_address,omitzero"`
+	Metadata              []Metadata        `json:"metadata,omitzero"`
+	Customers             []Customer        `json:"customers,omitzero"`
+	SupplyAddresses       []SupplyAddress   `json:"supply_addresses,omitzero"`
+	Ledgers               []json.RawMessage `json:"ledgers,omitzero"`
+	Statements            []json.RawMessage `json:"statements,omitzero"`
+	Notes                 []Note            `json:"notes,omitzero"`
+	UnknownOccupier       *bool             `json:"unknown_occupier,omitzero"`
+	Business              *Business         `json:"business,omitzero"`
+
+	// Supplier is the import supplier that ImportSupplier names, as the
+	// catalogue returned it during validation. It is not part of the payload.
+	Supplier Supplier `json:"-"`
+}
+
+// BillingAddress is where bills are sent; its country decides how its
+// postal_code is checked.
+type BillingAddress struct {
+	StreetAddress      *string `json:"street_address,omitzero"`
+	Locality           *string `json:"locality,omitzero"`
+	AdministrativeArea *string `json:"administrative_area,omitzero"`
+	Country            string  `json:"country"`
+	PostalCode         *string `json:"postal_code,omitzero"`
+}
+
+// Metadata is one caller-defined key with a free-form JSON object.
+type Metadata struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// Customer is one person on the account. Phone numbers are in E.164 form
+// once validated.
+type Customer struct {
+	GivenName               *string                  `json:"given_name,omitzero"`
+	FamilyName              *string                  `json:"family_name,omitzero"`
+	Email                   *string                  `json:"email,omitzero"`
+	Mobile                  *string                  `json:"mobile,omitzero"`
+	Landline                *string                  `json:"landline,omitzero"`
+	AlternativePhoneNumbers []AlternativePhoneNumber `json:"alternative_phone_numbers,omitzero"`
+	DateOfBirth             *validate.Date           `json:"date_of_birth,omitzero"`
+	CustomerPreferences     *CustomerPreferences     `json:"customer_preferences,omitzero"`
+	UserDetails             []UserDetail             `json:"user_details,omitzero"`
+}
+
+// AlternativePhoneNumber is a further number for a customer.
+type AlternativePhoneNumber struct {
+	PhoneNumber string `json:"phone_number"`
+}
+
+// CustomerPreferences are the customer's marketing and contact choices.
+type CustomerPreferences struct {
+	OptedIntoUpdates *bool `json:"opted_into_updates,omitzero"`
+	OptedIntoOffers  *bool `json:"opted_into_offers,omitzero"`
+	OptedIntoSMS     *bool `json:"opted_into_sms,omitzero"`
+}
+
+// UserDetail is one caller-defined key/value pair about a customer.
+type UserDetail struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// SupplyAddress is a property supplied under the account.
+type SupplyAddress struct {
+	SupplyAddress1                  string        `json:"supply_address1"`
+	SupplyAddress2                  *string       `json:"supply_address2,omitzero"`
+	SupplyAddress3                  *string       `json:"supply_address3,omitzero"`
+	SupplyAddress4                  *string       `json:"supply_address4,omitzero"`
+	SupplyPostcode                  string        `json:"supply_postcode"`
+	CustomerAtSupplyAddressFromDate validate.Date `json:"customer_at_supply_address_from_date"`
+	SupplyPoints                    []SupplyPoint `json:"supply_points,omitzero"`
+}
+
+// SupplyPoint is one supplied thing at an address. Which of its fields may
+// be set depends on SupplyType; the struct is flat because the payload is.
+type SupplyPoint struct {
+	SupplyType       string         `json:"supply_type"`
+	SupplyStartDate  validate.Date  `json:"supply_start_date"`
+	LastBilledToDate *validate.Date `json:"last_billed_to_date,omitzero"`
+	// Agreements are sorted by EffectiveFrom once validated.
+	Agreements []Agreement `json:"agreements,omitzero"`
+
+	// ELECTRICITY
+	Identifier            *string           `json:"identifier,omitzero"`
+	InitialConnectionDate *validate.Date    `json:"initial_connection_date,omitzero"`
+	BookNumber            *string           `json:"book_number,omitzero"`
+	CallNumber            *int64            `json:"call_number,omitzero"`
+	EnergizationStatus    *string           `json:"energization_status,omitzero"`
+	Meters                []Meter           `json:"meters,omitzero"`
+	TransferReadings      []TransferReading `json:"transfer_readings,omitzero"`
+
+	// ELECTRICITY and HEAT_PUMP
+	LocationDescription *string `json:"location_description,omitzero"`
+
+	// HEAT_PUMP
+	SerialNumberInternal *string `json:"serial_number_internal,omitzero"`
+	SerialNumberExternal *string `json:"serial_number_external,omitzero"`
+	MakeModel            *string `json:"make_model,omitzero"`
+	Size                 *int64  `json:"size,omitzero"`
+
+	// HEAT_PUMP, LIGHT and POLE
+	ProductNote *string `json:"product_note,omitzero"`
+
+	// LIGHT, POLE and WATER_HEATER
+	SerialNumber *string `json:"serial_number,omitzero"`
+
+	// LIGHT and POLE
+	SecondarySerialNumber *string        `json:"secondary_serial_number,omitzero"`
+	ManufacturerName      *string        `json:"manufacturer_name,omitzero"`
+	ModelName             *string        `json:"model_name,omitzero"`
+	Location              *string        `json:"location,omitzero"`
+	InstalledAt           *validate.Date `json:"installed_at,omitzero"`
+
+	// WATER_HEATER
+	TankSize          *string `json:"tank_size,omitzero"`
+	TankType          *string `json:"tank_type,omitzero"`
+	TankConfiguration *string `json:"tank_configuration,omitzero"`
+}
+
+// Agreement puts a supply point on a tariff from EffectiveFrom (inclusive)
+// until the next agreement's EffectiveFrom.
+type Agreement struct {
+	TariffCode    string        `json:"tariff_code"`
+	EffectiveFrom validate.Date `json:"effective_from"`
+}
+
+// TransferReading is a meter reading taken at the change of supplier.
+type TransferReading struct {
+	RegisterType string        `json:"register_type"`
+	ReadDate     validate.Date `json:"read_date"`
+	Value        string        `json:"value"`
+}
+
+// Meter is a meter at an ELECTRICITY supply point.
+type Meter struct {
+	SerialNumber string         `json:"serial_number"`
+	Subgroup     *int64         `json:"subgroup,omitzero"`
+	SealDate     *validate.Date `json:"seal_date,omitzero"`
+	MeterNumber  *int64         `json:"meter_number,omitzero"`
+	Status       *string        `json:"status,omitzero"`
+	ActiveFrom   *validate.Date `json:"active_from,omitzero"`
+	MeterType    *MeterType     `json:"meter_type,omitzero"`
+	Registers    []Register     `json:"registers,omitzero"`
+}
+
+// MeterType is the make and electrical characteristics of a meter.
+type MeterType struct {
+	Manufacturer        *string           `json:"manufacturer,omitzero"`
+	Model               *string           `json:"model,omitzero"`
+	AmpsLow             *validate.Decimal `json:"amps_low,omitzero"`
+	AmpsHigh            *validate.Decimal `json:"amps_high,omitzero"`
+	VoltsLow            *validate.Decimal `json:"volts_low,omitzero"`
+	VoltsHigh           *validate.Decimal `json:"volts_high,omitzero"`
+	Phase               *string           `json:"phase,omitzero"`
+	Elements            *validate.Decimal `json:"elements,omitzero"`
+	StockCode           *string           `json:"stock_code,omitzero"`
+	IsBidirectional     *bool             `json:"is_bidirectional,omitzero"`
+	IsAnalog            *bool             `json:"is_analog,omitzero"`
+	CoverMaterial       *string           `json:"cover_material,omitzero"`
+	WirePorts           *int64            `json:"wire_ports,omitzero"`
+	NetworkConnectivity *bool             `json:"network_connectivity,omitzero"`
+	Base                *string           `json:"base,omitzero"`
+}
+
+// Register is one register of a meter.
+type Register struct {
+	RegisterType  string            `json:"register_type"`
+	WholeDigits   *int64            `json:"whole_digits,omitzero"`
+	DecimalDigits *int64            `json:"decimal_digits,omitzero"`
+	ActiveFrom    *validate.Date    `json:"active_from,omitzero"`
+	Multiplier    *validate.Decimal `json:"multiplier,omitzero"`
+}
+
+// Note is a note to create on the account, in the element shape of spec
+// section 2.5.
+type Note struct {
+	Body          *string            `json:"body,omitzero"`
+	DocumentPaths []DocumentPath     `json:"document_paths,omitzero"`
+	CreatedAt     *validate.Datetime `json:"created_at,omitzero"`
+	IsPinned      *bool              `json:"is_pinned,omitzero"`
+	UnpinAt       *validate.Datetime `json:"unpin_at,omitzero"`
+}
+
+// DocumentPath names a document under the supplier's document root.
+type DocumentPath struct {
+	DocumentPath string `json:"document_path"`
+}
+
+// Business links the account to a business contract created with E1.
+type Business struct {
+	BusinessContractIdentifier string `json:"business_contract_identifier"`
+}

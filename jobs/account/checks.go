@@ -1,0 +1,234 @@
+package account
+
+import (
+	_ "embed"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
+//go:embed iso3166.txt
+var iso3166 string
+
+// countries is the set of officially assigned ISO 3166-1 alpha-2 codes.
+var countries = func() map[string]bool {
+	m := make(map[string]bool, 256)
+	for line := range strings.Lines(iso3166) {
+		if line = strings.TrimSpace(line); line != "" && line[0] != '#' {
+			m[line[:2]] = true
+		}
+	}
+	return m
+}()
+
+// normaliseCountry upper-cases code and reports whether it is an officially
+// assigned ISO 3166-1 alpha-2 code.
+func normaliseCountry(code string) (string, bool) {
+	c := strings.ToUpper(code)
+	return c, len(c) == 2 && countries[c]
+}
+
+// postcodeRules maps a country to the check of its postcodes. A rule returns
+// the normalised postcode and whether it is valid. Countries without a rule
+// accept any text: a wrong refusal blocks a migration, while a postcode in an
+// unknown format only needs a human look later. To add a country, add its
+// rule here (and a test case); RULES.md lists the countries from this map.
+var postcodeRules = map[string]func(string) (string, bool){
+	// The Crown Dependencies share the UK postcode system.
+	"GB": ukPostcode,
+	"GG": ukPostcode,
+	"IM": ukPostcode,
+	"JE": ukPostcode,
+}
+
+func postcodeCountryList() string {
+	var cs []string
+	for c := range postcodeRules {
+		cs = append(cs, "`"+c+"`")
+	}
+	slices.Sort(cs)
+	return strings.Join(cs, ", ")
+}
+
+// ukPostcodeRE is the outward code (A9, A99, A9A, AA9, AA99, AA9A) followed
+// by the inward code (9AA), spaces removed.
+var ukPostcodeRE = regexp.MustCompile(`^([A-Z]{1,2}[0-9][A-Z0-9]?)([0-9][A-Z]{2})$`)
+
+// ukPostcode accepts any spacing and case, and returns the Royal Mail form:
+// upper case with one space before the three-character inward code.
+func ukPostcode(s string) (string, bool) {
+	c := strings.ToUpper(strings.Join(strings.Fields(s), ""))
+	if c == "GIR0AA" { // Girobank's historic non-geographic postcode, still valid
+		return "GIR 0AA", true
+	}
+	if !ukPostcodeRE.MatchString(c) {
+		return s, false
+	}
+	return c[:len(c)-3] + " " + c[len(c)-3:], true
+}
+
+// normalisePostcode checks s against country's rule, if it has one.
+func normalisePostcode(s, country string) (string, bool) {
+	if rule, ok := postcodeRules[country]; ok {
+		return rule(s)
+	}
+	return s, true
+}
+
+// Test e-mail addresses. Migration teams fill gaps in their data with
+// placeholder addresses; sending a customer's bills there loses them.
+// These are the domains reserved for documentation and testing (RFC 2606,
+// RFC 6761) and the common placeholders; keep the lists here.
+var (
+	testEmailDomains = []string{
+		"example.com", "example.net", "example.org", "example.co.uk",
+		"test.com", "test.net", "test.org", "test.co.uk", "testing.com",
+		"fake.com", "invalid.com",
+	}
+	// testEmailTLDs are top-level domains that never deliver mail.
+	testEmailTLDs = []string{"test", "example", "invalid", "localhost", "local"}
+)
+
+func testDomainList() string {
+	var q []string
+	for _, d := range testEmailDomains {
+		q = append(q, "`"+d+"`")
+	}
+	for _, t := range testEmailTLDs {
+		q = append(q, "`*."+t+"`")
+	}
+	return strings.Join(q, ", ") + " and their subdomains"
+}
+
+// normaliseEmail checks the address and lower-cases its domain. It returns
+// the code of the problem, or "" when the address is acceptable.
+func normaliseEmail(s string) (string, string) {
+	at := strings.LastIndexByte(s, '@')
+	if at <= 0 || at == len(s)-1 {
+		return s, CodeInvalidEmail
+	}
+	local, domain := s[:at], strings.ToLower(s[at+1:])
+	if !validLocalPart(local) || !validDomain(domain) {
+		return s, CodeInvalidEmail
+	}
+	for _, d := range testEmailDomains {
+		if domain == d || strings.HasSuffix(domain, "."+d) {
+			return s, CodeTestEmail
+		}
+	}
+	tld := domain[strings.LastIndexByte(domain, '.')+1:]
+	if slices.Contains(testEmailTLDs, tld) {
+		return s, CodeTestEmail
+	}
+	return local + "@" + domain, ""
+}
+
+// validLocalPart accepts an RFC 5322 dot-atom. Quoted local parts are legal
+// but in practice only appear by mistake, and many mail systems refuse them.
+func validLocalPart(s string) bool {
+	if len(s) > 64 || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".!#$%&'*+/=?^_`{|}~-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validDomain accepts a lower-case host name of at least two labels whose
+// last label is alphabetic (or an IDNA xn-- label): no IP literals.
+func validDomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	labels := strings.Split(s, ".")
+	if len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			if c := l[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	tld := labels[len(labels)-1]
+	if strings.HasPrefix(tld, "xn--") {
+		return true
+	}
+	if len(tld) < 2 {
+		return false
+	}
+	for i := 0; i < len(tld); i++ {
+		if tld[i] < 'a' || tld[i] > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+type phoneResult uint8
+
+const (
+	phoneValid     phoneResult = iota
+	phoneInvalid               // not a number we accept
+	phoneUnchecked             // a national number while the country is unknown
+)
+
+// normalisePhone checks a phone number, reading national numbers in region
+// (the supplier's country; "" when unknown), and returns it in E.164.
+func normalisePhone(s, region string, mustBeMobile bool) (string, phoneResult) {
+	international := strings.HasPrefix(strings.TrimSpace(s), "+")
+	if mustBeMobile && !international {
+		return s, phoneInvalid
+	}
+	if !international && region == "" {
+		return s, phoneUnchecked
+	}
+	num, err := phonenumbers.Parse(s, region)
+	if err != nil || num.GetExtension() != "" {
+		return s, phoneInvalid
+	}
+	// GetNumberType is UNKNOWN exactly when IsValidNumber is false (both
+	// resolve the region from the calling code, then match the national
+	// number against its patterns). Asking once halves the cost of the
+	// most expensive check of a payload.
+	switch phonenumbers.GetNumberType(num) {
+	case phonenumbers.UNKNOWN:
+		return s, phoneInvalid
+	case phonenumbers.MOBILE, phonenumbers.FIXED_LINE_OR_MOBILE:
+	default:
+		if mustBeMobile {
+			return s, phoneInvalid
+		}
+	}
+	return phonenumbers.Format(num, phonenumbers.E164), phoneValid
+}
+
+// validDocumentPath accepts a normalised relative path: no leading slash, no
+// backslash, no control character, and no empty, "." or ".." segment, so
+// that it can never leave the supplier's document root.
+func validDocumentPath(p string) bool {
+	if p == "" || p[0] == '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' || p[i] < 0x20 || p[i] == 0x7f {
+			return false
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,112 @@
+package account
+
+import (
+	"fmt"
+	"strings"
+
+	"bulkimport/jobs/validate"
+)
+
+// Top-level codes of a refused payload.
+const (
+	// CodeFailedValidation is the top-level code when any field is wrong;
+	// the individual problems are in the error's Errors.
+	CodeFailedValidation = "account_failed_validation"
+	// CodeParseError is the top-level code for a body that is not JSON or
+	// not a JSON object; it carries no field problems.
+	CodeParseError = "parse_error"
+)
+
+// The codes of rules that look across fields or outside the payload. Each
+// is stable: callers branch on them.
+const (
+	CodeSupplierNotFound          = "import_supplier_not_found"
+	CodeInvalidPhoneNumber        = "invalid_phone_number"
+	CodeInvalidEmail              = "invalid_email"
+	CodeTestEmail                 = "possible_test_email_address"
+	CodeInvalidCountry            = "invalid_country"
+	CodeInvalidPostcode           = "invalid_postcode"
+	CodeInvalidDateOfBirth        = "invalid_date_of_birth"
+	CodeStartAfterEnd             = "start_date_later_than_end_date"
+	CodeAgreementBeforeSupply     = "agreement_start_date_before_supply_start_date"
+	CodeFromDateInFuture          = "invalid_supply_address_from_date"
+	CodeAgreementOverlap          = "gaps_or_overlaps_in_agreement_dates"
+	CodeTariffNotFound            = "tariff_code_not_found"
+	CodeCustomerWithUnknown       = "customer_with_unknown_occupier"
+	CodeMetadataDuplicateKeys     = "metadata_has_duplicate_keys"
+	CodeDuplicateMeterSerial      = "duplicate_meter_serial_number"
+	CodeDuplicateRegisterType     = "duplicate_register_type"
+	CodeDuplicateSupplyIdentifier = "duplicate_supply_point_identifier"
+	CodeContractNotFound          = "business_contract_not_found"
+	CodeNoteEmpty                 = "note_body_or_document_path_not_found"
+	CodeNoteUnpinBeforeCreation   = "note_unpin_at_earlier_than_creation_date"
+	CodeInvalidDocumentPath       = "invalid_document_path"
+)
+
+// rule is one row of the semantic part of RULES.md.
+type rule struct {
+	code string
+	at   string // where the problem is reported
+	text string
+}
+
+// semanticRules documents every rule of validator.go that the schema cannot
+// express. TestRules_EverySemanticCodeIsTested fails when a code here has no
+// test case, and the reverse mistake (a code reported but not listed) fails
+// TestValidate_ReportedCodesAreDocumented.
+var semanticRules = []rule{
+	{validate.CodeRequired, "`customers`", "At least one customer, unless `unknown_occupier` is true. An empty array counts as missing."},
+	{CodeCustomerWithUnknown, "`customers`", "`unknown_occupier: true` means nobody is known at the account, so `customers` must be omitted or empty."},
+	{CodeSupplierNotFound, "`import_supplier`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one. While the supplier is unknown, rules that need its country are skipped for national-format phone numbers and supply postcodes (international numbers are still checked), and the business contract is not looked up: an error there could be wrong, and the caller will hear about it once the supplier code is fixed."},
+	{CodeInvalidPhoneNumber, "`customers[].mobile`, `customers[].landline`, `customers[].alternative_phone_numbers[].phone_number`", "A valid number for the supplier's country (numbers with a leading + may be of any country). `mobile` must be in international format and a mobile number. An empty `landline` is accepted. Numbers with an extension are refused, since E.164 cannot carry one. Valid numbers are normalised to E.164 (`+447700900123`)."},
+	{CodeInvalidEmail, "`customers[].email`", "A well-formed address: one @, a dot-atom local part of at most 64 characters, a domain of letter/digit/hyphen labels with a top-level domain of letters, 254 characters in all. The domain is lower-cased."},
+	{CodeTestEmail, "`customers[].email`", "Addresses at domains reserved for testing are refused: " + testDomainList() + "."},
+	{CodeInvalidCountry, "`billing_address.country`", "An ISO 3166-1 alpha-2 code (officially assigned). Lower case is accepted and upper-cased."},
+	{CodeInvalidPostcode, "`billing_address.postal_code`, `supply_addresses[].supply_postcode`", "Checked against the postcode format of the country: the billing address's own country for `postal_code`, the supplier's country for `supply_postcode`. Countries with a format: " + postcodeCountryList() + "; for them the postcode is normalised (UK: upper case, one space before the inward code, `SW1A 1AA`). Other countries accept any text."},
+	{CodeInvalidDateOfBirth, "`customers[].date_of_birth`", "Not before 1900-01-01, and at least 16 years before today (so never in the future)."},
+	{CodeFromDateInFuture, "`supply_addresses[].customer_at_supply_address_from_date`", "Not after today."},
+	{CodeStartAfterEnd, "`supply_addresses[].supply_points[].supply_start_date`", "Not after `last_billed_to_date` of the same supply point."},
+	{CodeAgreementBeforeSupply, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Not before the supply point's `supply_start_date`."},
+	{CodeAgreementOverlap, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Agreements of one supply point follow each other: each starts on a different date (reported at the second agreement with a date already used). An agreement runs until the next one starts, so distinct dates leave neither gaps nor overlaps. Agreements are sorted by `effective_from` in the normalised payload."},
+	{CodeTariffNotFound, "`supply_addresses[].supply_points[].agreements[].tariff_code`", "The tariff exists in the product catalogue. All codes of a payload are looked up at once."},
+	{CodeDuplicateSupplyIdentifier, "`supply_addresses[].supply_points[].identifier`", "An ELECTRICITY identifier appears once in the account (reported at the second occurrence)."},
+	{CodeDuplicateMeterSerial, "`supply_addresses[].supply_points[].meters[].serial_number`", "A meter serial number appears once in the account (reported at the second occurrence)."},
+	{CodeDuplicateRegisterType, "`supply_addresses[].supply_points[].meters[].registers[].register_type`", "A register type appears once per meter (reported at the second occurrence)."},
+	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A plain non-negative decimal number written as a string (`\"12345.6\"`)."},
+	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence)."},
+	{CodeNoteEmpty, "`notes[]`", "A note has a non-blank `body`, or at least one document path, or both."},
+	{CodeNoteUnpinBeforeCreation, "`notes[].unpin_at`", "Not before `created_at`, or before now when `created_at` is omitted (the note is then created now)."},
+	{CodeInvalidDocumentPath, "`notes[].document_paths[].document_path`", "Relative to the supplier's document root and normalised: no leading slash, no backslash, no empty, `.` or `..` segment. Whether the document exists is checked when the note is created, not here."},
+	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier."},
+}
+
+// Reference returns RULES.md: the field table generated from the schema,
+// then the semantic rules.
+func Reference() string {
+	var b strings.Builder
+	b.WriteString(`# Account payload rules
+
+<!-- Generated by TestRulesFile from jobs/account (schema.go, rules.go). Do not edit by hand:
+     change the code and run go test ./jobs/account -run TestRulesFile -update -->
+
+These rules apply to the account import payload (spec section 2.2) in E3 (validate), E4 (stage) and when the
+worker creates the account. A refused payload gets status 400 with code ` + "`" + CodeFailedValidation + "`" + ` and one entry in
+` + "`errors`" + ` per problem; every problem is reported, each at its own ` + "`attr`" + `: a dot path with zero-based indexes
+(` + "`customers.0.landline`" + `). A body that is not JSON, or not a JSON object, gets code ` + "`" + CodeParseError + "`" + ` with the byte
+offset of the problem in the detail, and no entries.
+
+## Fields
+
+Paths below write arrays as ` + "`[]`" + `. Any field not listed is refused with ` + "`unknown_field`" + ` at its own path, and a key
+that appears twice in one object with ` + "`duplicate_key`" + ` at the second one. ` + "`invalid`" + ` means a wrong JSON type, or null
+where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold. Strings that
+must not be blank are refused when empty or made of spaces only.
+
+`)
+	b.WriteString(validate.Reference(accountSchema.Spec()))
+	b.WriteString("\n## Rules across fields and outside the payload\n\n| Code | Reported at | Rule |\n|---|---|---|\n")
+	for _, r := range semanticRules {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.code, r.at, r.text)
+	}
+	return b.String()
+}

@@ -1,0 +1,238 @@
+package account
+
+import (
+	"encoding/json"
+
+	v "bulkimport/jobs/validate"
+)
+
+// String length limits. The spec fixes only external_account_number; the
+// others are generous bounds that keep one payload from carrying megabytes
+// in a single field, sized to what the platform stores.
+const (
+	maxCode       = 128  // identifiers, codes, serial numbers
+	maxShortText  = 255  // names, address lines, makes and models
+	maxLongText   = 2000 // descriptions, product notes, street addresses
+	maxNoteBody   = 20000
+	maxPhone      = 32
+	maxEmail      = 254 // RFC 5321 path limit
+	maxPostcode   = 16
+	maxPath       = 1024
+	maxReading    = 32
+	maxAccountRef = 128 // set by the issue
+)
+
+// Blank strings: a field that carries a format or an identifier (codes,
+// e-mail, phone numbers, postcodes, serial numbers) must have content when
+// sent; a caller without one omits the field. Free-text fields (names,
+// address lines, descriptions) accept "", because migrated records often
+// have empty columns and there is nothing to check in them; the spec shows
+// an empty landline in use, so landline is the one formatted exception.
+
+var alternativePhoneSchema = v.NewObject(
+	v.Req("phone_number", v.StringValue, func(p *AlternativePhoneNumber) *string { return &p.PhoneNumber },
+		v.MaxLength(maxPhone), v.Codes(CodeInvalidPhoneNumber)),
+)
+
+var preferencesSchema = v.NewObject(
+	v.Opt("opted_into_updates", v.BooleanValue, func(p *CustomerPreferences) **bool { return &p.OptedIntoUpdates }),
+	v.Opt("opted_into_offers", v.BooleanValue, func(p *CustomerPreferences) **bool { return &p.OptedIntoOffers }),
+	v.Opt("opted_into_sms", v.BooleanValue, func(p *CustomerPreferences) **bool { return &p.OptedIntoSMS }),
+)
+
+var userDetailSchema = v.NewObject(
+	v.Req("key", v.StringValue, func(d *UserDetail) *string { return &d.Key }, v.MaxLength(maxShortText)),
+	v.Req("value", v.StringValue, func(d *UserDetail) *string { return &d.Value }, v.MaxLength(maxLongText), v.AllowBlank()),
+)
+
+var customerSchema = v.NewObject(
+	v.Opt("given_name", v.StringValue, func(c *Customer) **string { return &c.GivenName }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("family_name", v.StringValue, func(c *Customer) **string { return &c.FamilyName }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("email", v.StringValue, func(c *Customer) **string { return &c.Email }, v.MaxLength(maxEmail),
+		v.Codes(CodeInvalidEmail, CodeTestEmail), v.Note("The domain is lower-cased.")),
+	v.Opt("mobile", v.StringValue, func(c *Customer) **string { return &c.Mobile }, v.MaxLength(maxPhone),
+		v.Codes(CodeInvalidPhoneNumber), v.Note("International format (leading +), a mobile number; normalised to E.164.")),
+	v.Opt("landline", v.StringValue, func(c *Customer) **string { return &c.Landline }, v.MaxLength(maxPhone), v.AllowBlank(),
+		v.Codes(CodeInvalidPhoneNumber), v.Note("National numbers are read in the supplier's country; normalised to E.164.")),
+	v.List("alternative_phone_numbers", alternativePhoneSchema, func(c *Customer) *[]AlternativePhoneNumber { return &c.AlternativePhoneNumbers }),
+	v.Opt("date_of_birth", v.DateValue, func(c *Customer) **v.Date { return &c.DateOfBirth }, v.Codes(CodeInvalidDateOfBirth)),
+	v.Obj("customer_preferences", preferencesSchema, func(c *Customer) **CustomerPreferences { return &c.CustomerPreferences }),
+	v.List("user_details", userDetailSchema, func(c *Customer) *[]UserDetail { return &c.UserDetails }),
+)
+
+var billingAddressSchema = v.NewObject(
+	v.Opt("street_address", v.StringValue, func(b *BillingAddress) **string { return &b.StreetAddress }, v.MaxLength(maxLongText), v.AllowBlank(),
+		v.Note("May contain line breaks.")),
+	v.Opt("locality", v.StringValue, func(b *BillingAddress) **string { return &b.Locality }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("administrative_area", v.StringValue, func(b *BillingAddress) **string { return &b.AdministrativeArea }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Req("country", v.StringValue, func(b *BillingAddress) *string { return &b.Country }, v.Codes(CodeInvalidCountry),
+		v.Note("ISO 3166-1 alpha-2; upper-cased.")),
+	v.Opt("postal_code", v.StringValue, func(b *BillingAddress) **string { return &b.PostalCode }, v.MaxLength(maxPostcode),
+		v.Codes(CodeInvalidPostcode), v.Note("Checked against the billing country.")),
+)
+
+var metadataSchema = v.NewObject(
+	v.Req("key", v.StringValue, func(m *Metadata) *string { return &m.Key }, v.MaxLength(maxShortText), v.Codes(CodeMetadataDuplicateKeys)),
+	v.JSONObject("value", func(m *Metadata) *json.RawMessage { return &m.Value }, v.Required(),
+		v.Note("Any JSON object; kept as compact JSON.")),
+)
+
+var agreementSchema = v.NewObject(
+	v.Req("tariff_code", v.StringValue, func(a *Agreement) *string { return &a.TariffCode }, v.MaxLength(maxCode), v.Codes(CodeTariffNotFound)),
+	v.Req("effective_from", v.DateValue, func(a *Agreement) *v.Date { return &a.EffectiveFrom },
+		v.Codes(CodeAgreementBeforeSupply, CodeAgreementOverlap), v.Note("Inclusive; the agreement runs until the next one starts.")),
+)
+
+var registerSchema = v.NewObject(
+	v.Req("register_type", v.StringValue, func(r *Register) *string { return &r.RegisterType }, v.OneOf(registerTypes...),
+		v.Codes(CodeDuplicateRegisterType), v.Note("Required: readings are recorded per register type.")),
+	v.Opt("whole_digits", v.IntegerValue, func(r *Register) **int64 { return &r.WholeDigits }, v.NonNegative()),
+	v.Opt("decimal_digits", v.IntegerValue, func(r *Register) **int64 { return &r.DecimalDigits }, v.NonNegative()),
+	v.Opt("active_from", v.DateValue, func(r *Register) **v.Date { return &r.ActiveFrom }),
+	v.Opt("multiplier", v.DecimalValue, func(r *Register) **v.Decimal { return &r.Multiplier }, v.NonNegative()),
+)
+
+var meterTypeSchema = v.NewObject(
+	v.Opt("manufacturer", v.StringValue, func(m *MeterType) **string { return &m.Manufacturer }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("model", v.StringValue, func(m *MeterType) **string { return &m.Model }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("amps_low", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.AmpsLow }, v.NonNegative()),
+	v.Opt("amps_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.AmpsHigh }, v.NonNegative()),
+	v.Opt("volts_low", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsLow }, v.NonNegative()),
+	v.Opt("volts_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsHigh }, v.NonNegative()),
+	v.Opt("phase", v.StringValue, func(m *MeterType) **string { return &m.Phase }, v.OneOf(phases...)),
+	v.Opt("elements", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.Elements }, v.NonNegative()),
+	v.Opt("stock_code", v.StringValue, func(m *MeterType) **string { return &m.StockCode }, v.MaxLength(maxCode)),
+	v.Opt("is_bidirectional", v.BooleanValue, func(m *MeterType) **bool { return &m.IsBidirectional }),
+	v.Opt("is_analog", v.BooleanValue, func(m *MeterType) **bool { return &m.IsAnalog }),
+	v.Opt("cover_material", v.StringValue, func(m *MeterType) **string { return &m.CoverMaterial }, v.OneOf(coverMaterials...)),
+	v.Opt("wire_ports", v.IntegerValue, func(m *MeterType) **int64 { return &m.WirePorts }, v.NonNegative()),
+	v.Opt("network_connectivity", v.BooleanValue, func(m *MeterType) **bool { return &m.NetworkConnectivity }),
+	v.Opt("base", v.StringValue, func(m *MeterType) **string { return &m.Base }, v.OneOf(meterBases...)),
+)
+
+var meterSchema = v.NewObject(
+	v.Req("serial_number", v.StringValue, func(m *Meter) *string { return &m.SerialNumber }, v.MaxLength(maxCode),
+		v.Codes(CodeDuplicateMeterSerial), v.Note("Required: readings and industry flows identify a meter by its serial number.")),
+	v.Opt("subgroup", v.IntegerValue, func(m *Meter) **int64 { return &m.Subgroup }, v.NonNegative()),
+	v.Opt("seal_date", v.DateValue, func(m *Meter) **v.Date { return &m.SealDate }),
+	v.Opt("meter_number", v.IntegerValue, func(m *Meter) **int64 { return &m.MeterNumber }, v.NonNegative()),
+	v.Opt("status", v.StringValue, func(m *Meter) **string { return &m.Status }, v.OneOf(meterStatuses...)),
+	v.Opt("active_from", v.DateValue, func(m *Meter) **v.Date { return &m.ActiveFrom }),
+	v.Obj("meter_type", meterTypeSchema, func(m *Meter) **MeterType { return &m.MeterType }),
+	v.List("registers", registerSchema, func(m *Meter) *[]Register { return &m.Registers }),
+)
+
+var transferReadingSchema = v.NewObject(
+	v.Req("register_type", v.StringValue, func(r *TransferReading) *string { return &r.RegisterType }, v.OneOf(registerTypes...),
+		v.Note("Required, with read_date and value: a reading without any of them cannot be billed from.")),
+	v.Req("read_date", v.DateValue, func(r *TransferReading) *v.Date { return &r.ReadDate }),
+	v.Req("value", v.StringValue, func(r *TransferReading) *string { return &r.Value }, v.MaxLength(maxReading),
+		v.Note("A decimal number written as a string.")),
+)
+
+// Fields shared by several supply types are declared once, so that every
+// variant binds them to the same place and documents them the same way.
+var (
+	locationDescriptionField = v.Opt("location_description", v.StringValue, func(p *SupplyPoint) **string { return &p.LocationDescription },
+		v.MaxLength(maxLongText), v.AllowBlank())
+	productNoteField = v.Opt("product_note", v.StringValue, func(p *SupplyPoint) **string { return &p.ProductNote },
+		v.MaxLength(maxLongText), v.AllowBlank())
+	serialNumberField = v.Opt("serial_number", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumber },
+		v.MaxLength(maxCode))
+)
+
+var supplyPointSchema = v.NewUnion("supply_type",
+	[]v.Field[SupplyPoint]{
+		v.Req("supply_type", v.StringValue, func(p *SupplyPoint) *string { return &p.SupplyType },
+			v.Note("Decides which of the fields below are accepted.")),
+		v.Req("supply_start_date", v.DateValue, func(p *SupplyPoint) *v.Date { return &p.SupplyStartDate }, v.Codes(CodeStartAfterEnd)),
+		v.Opt("last_billed_to_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.LastBilledToDate }),
+		v.List("agreements", agreementSchema, func(p *SupplyPoint) *[]Agreement { return &p.Agreements }),
+	},
+	v.Variant[SupplyPoint]{Values: []string{SupplyElectricity}, Fields: []v.Field[SupplyPoint]{
+		v.Opt("identifier", v.StringValue, func(p *SupplyPoint) **string { return &p.Identifier }, v.Required(), v.MaxLength(maxCode),
+			v.Codes(CodeDuplicateSupplyIdentifier), v.Note("Required: the market identifier (MPAN) that readings and industry flows are keyed on.")),
+		v.Opt("initial_connection_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.InitialConnectionDate }),
+		locationDescriptionField,
+		v.Opt("book_number", v.StringValue, func(p *SupplyPoint) **string { return &p.BookNumber }, v.MaxLength(maxCode)),
+		v.Opt("call_number", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.CallNumber }, v.NonNegative()),
+		v.Opt("energization_status", v.StringValue, func(p *SupplyPoint) **string { return &p.EnergizationStatus }, v.OneOf(energizationStatuses...)),
+		v.List("meters", meterSchema, func(p *SupplyPoint) *[]Meter { return &p.Meters }),
+		v.List("transfer_readings", transferReadingSchema, func(p *SupplyPoint) *[]TransferReading { return &p.TransferReadings }),
+	}},
+	v.Variant[SupplyPoint]{Values: []string{SupplyHeatPump}, Fields: []v.Field[SupplyPoint]{
+		v.Opt("serial_number_internal", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberInternal }, v.MaxLength(maxCode)),
+		v.Opt("serial_number_external", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberExternal }, v.MaxLength(maxCode)),
+		v.Opt("make_model", v.StringValue, func(p *SupplyPoint) **string { return &p.MakeModel }, v.MaxLength(maxShortText), v.AllowBlank()),
+		v.Opt("size", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.Size }, v.NonNegative()),
+		locationDescriptionField,
+		productNoteField,
+	}},
+	v.Variant[SupplyPoint]{Values: []string{SupplyLight, SupplyPole}, Fields: []v.Field[SupplyPoint]{
+		serialNumberField,
+		v.Opt("secondary_serial_number", v.StringValue, func(p *SupplyPoint) **string { return &p.SecondarySerialNumber },
+			v.MaxLength(maxCode), v.Nullable()),
+		v.Opt("manufacturer_name", v.StringValue, func(p *SupplyPoint) **string { return &p.ManufacturerName }, v.MaxLength(maxShortText), v.AllowBlank()),
+		v.Opt("model_name", v.StringValue, func(p *SupplyPoint) **string { return &p.ModelName }, v.MaxLength(maxShortText), v.AllowBlank()),
+		v.Opt("location", v.StringValue, func(p *SupplyPoint) **string { return &p.Location }, v.MaxLength(maxLongText), v.AllowBlank()),
+		productNoteField,
+		v.Opt("installed_at", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.InstalledAt }),
+	}},
+	v.Variant[SupplyPoint]{Values: []string{SupplyWaterHeater}, Fields: []v.Field[SupplyPoint]{
+		serialNumberField,
+		v.Opt("tank_size", v.StringValue, func(p *SupplyPoint) **string { return &p.TankSize }, v.OneOf(tankSizes...)),
+		v.Opt("tank_type", v.StringValue, func(p *SupplyPoint) **string { return &p.TankType }, v.OneOf(tankTypes...)),
+		v.Opt("tank_configuration", v.StringValue, func(p *SupplyPoint) **string { return &p.TankConfiguration }, v.MaxLength(maxShortText), v.AllowBlank()),
+	}},
+)
+
+var supplyAddressSchema = v.NewObject(
+	v.Req("supply_address1", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyAddress1 }, v.MaxLength(maxShortText)),
+	v.Opt("supply_address2", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress2 }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("supply_address3", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress3 }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("supply_address4", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress4 }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Req("supply_postcode", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyPostcode }, v.MaxLength(maxPostcode),
+		v.Codes(CodeInvalidPostcode), v.Note("Checked against the supplier's country.")),
+	v.Req("customer_at_supply_address_from_date", v.DateValue, func(a *SupplyAddress) *v.Date { return &a.CustomerAtSupplyAddressFromDate },
+		v.Codes(CodeFromDateInFuture)),
+	v.List("supply_points", supplyPointSchema, func(a *SupplyAddress) *[]SupplyPoint { return &a.SupplyPoints }),
+)
+
+var documentPathSchema = v.NewObject(
+	v.Req("document_path", v.StringValue, func(d *DocumentPath) *string { return &d.DocumentPath }, v.MaxLength(maxPath),
+		v.Codes(CodeInvalidDocumentPath)),
+)
+
+var noteSchema = v.NewObject(
+	v.Opt("body", v.StringValue, func(n *Note) **string { return &n.Body }, v.MaxLength(maxNoteBody), v.AllowBlank(), v.Codes(CodeNoteEmpty),
+		v.Note("At least one of body or document_paths.")),
+	v.List("document_paths", documentPathSchema, func(n *Note) *[]DocumentPath { return &n.DocumentPaths }, v.Codes(CodeNoteEmpty)),
+	v.Opt("created_at", v.DatetimeValue, func(n *Note) **v.Datetime { return &n.CreatedAt }, v.Note("Omitted: the note is created at the current time.")),
+	v.Opt("is_pinned", v.BooleanValue, func(n *Note) **bool { return &n.IsPinned }),
+	v.Opt("unpin_at", v.DatetimeValue, func(n *Note) **v.Datetime { return &n.UnpinAt }, v.Codes(CodeNoteUnpinBeforeCreation)),
+)
+
+var businessSchema = v.NewObject(
+	v.Req("business_contract_identifier", v.StringValue, func(b *Business) *string { return &b.BusinessContractIdentifier },
+		v.MaxLength(maxCode), v.Codes(CodeContractNotFound)),
+)
+
+const notSupportedDetail = "Import transactions and statements after the account is created, with E7 and E8."
+
+var accountSchema = v.NewObject(
+	v.Req("external_account_number", v.StringValue, func(a *Account) *string { return &a.ExternalAccountNumber }, v.MaxLength(maxAccountRef)),
+	v.Req("import_supplier", v.StringValue, func(a *Account) *string { return &a.ImportSupplier }, v.MaxLength(maxCode), v.Codes(CodeSupplierNotFound)),
+	v.Obj("billing_address", billingAddressSchema, func(a *Account) **BillingAddress { return &a.BillingAddress }, v.Required()),
+	v.List("metadata", metadataSchema, func(a *Account) *[]Metadata { return &a.Metadata }),
+	v.List("customers", customerSchema, func(a *Account) *[]Customer { return &a.Customers },
+		v.Codes(v.CodeRequired, CodeCustomerWithUnknown), v.Note("At least one, unless unknown_occupier is true.")),
+	v.List("supply_addresses", supplyAddressSchema, func(a *Account) *[]SupplyAddress { return &a.SupplyAddresses }),
+	v.EmptyList("ledgers", func(a *Account) *[]json.RawMessage { return &a.Ledgers }, notSupportedDetail,
+		v.Note("The element shape is not specified: only [] is accepted. "+notSupportedDetail)),
+	v.EmptyList("statements", func(a *Account) *[]json.RawMessage { return &a.Statements }, notSupportedDetail,
+		v.Note("The element shape is not specified: only [] is accepted. "+notSupportedDetail)),
+	v.List("notes", noteSchema, func(a *Account) *[]Note { return &a.Notes }),
+	v.Opt("unknown_occupier", v.BooleanValue, func(a *Account) **bool { return &a.UnknownOccupier },
+		v.Codes(CodeCustomerWithUnknown), v.Note("true: nobody is known at the account, and customers must be omitted or empty.")),
+	v.Obj("business", businessSchema, func(a *Account) **Business { return &a.Business }),
+)

@@ -1,0 +1,374 @@
+package account
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"bulkimport/jobs/problem"
+	"bulkimport/jobs/validate"
+)
+
+// Validator checks account payloads. The zero value is not usable: Catalog
+// is required.
+type Validator struct {
+	// Catalog resolves the supplier, tariffs and business contracts. When it
+	// is a BatchCatalog, one round trip answers all three.
+	Catalog Catalog
+	// Now returns the current time; nil means time.Now. "Today" is Now's
+	// date in UTC: dates of birth, move-in dates and note unpin times are
+	// judged against it, so tests fix it.
+	Now func() time.Time
+}
+
+// detailFailed is the top-level detail of a refused payload (spec E3).
+const detailFailed = "Could not validate account data."
+
+// Validate parses body (raw request bytes) and checks every rule. On
+// success it returns the normalised Account, with Supplier set. On failure
+// it returns a *problem.Error of Kind Invalid: code "parse_error" for
+// malformed JSON (detail names the byte offset) or a body that is not a
+// JSON object, without field problems; otherwise code
+// "account_failed_validation" with one problem.FieldError per problem, each
+// at its own dot path. A failing catalogue (database down, context
+// cancelled) comes back as a plain error wrapping the cause.
+//
+// Validate queries the catalogue once per payload when it is a
+// BatchCatalog, and at most three times otherwise.
+func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) {
+	if v.Catalog == nil {
+		return nil, errors.New("account: Validator has no Catalog")
+	}
+	root, err := validate.Parse(body)
+	if err != nil {
+		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
+	}
+	if root.Kind != validate.KindObject {
+		return nil, problem.New(problem.Invalid, CodeParseError,
+			fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
+	}
+
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	c := checker{now: now().UTC()}
+	c.today = validate.DateOf(c.now)
+	accountSchema.Bind(&c.w, root, &c.a)
+
+	if err := c.lookup(ctx, v.Catalog); err != nil {
+		return nil, fmt.Errorf("validate account: %w", err)
+	}
+	c.checkCustomers()
+	c.checkBillingAddress()
+	c.checkSupplyAddresses()
+	c.checkMetadata()
+	c.checkNotes()
+	c.checkBusiness()
+	if len(c.w.Errors) > 0 {
+		return nil, c.w.Errors.Err(CodeFailedValidation, detailFailed)
+	}
+
+	// Sorting waits until every rule has run, because problems name
+	// agreements by their index in the input.
+	for i := range c.a.SupplyAddresses {
+		for j := range c.a.SupplyAddresses[i].SupplyPoints {
+			slices.SortStableFunc(c.a.SupplyAddresses[i].SupplyPoints[j].Agreements, func(x, y Agreement) int {
+				return cmp.Compare(x.EffectiveFrom, y.EffectiveFrom)
+			})
+		}
+	}
+	c.a.Supplier = c.supplier
+	return &c.a, nil
+}
+
+// checker runs the rules that the schema cannot express, on the Account as
+// far as the schema could bind it. A field that had a problem of its own is
+// left at its zero value, so every rule here skips zero values rather than
+// piling a second problem onto the first.
+type checker struct {
+	w     validate.Walker
+	a     Account
+	now   time.Time
+	today validate.Date
+
+	supplier      Supplier
+	supplierFound bool
+	// country is the supplier's country, or "" when the supplier is unknown.
+	country        string
+	missingTariffs []string
+	contractExists bool
+}
+
+// lookup asks the catalogue everything the payload needs at once.
+func (c *checker) lookup(ctx context.Context, cat Catalog) error {
+	code := c.a.ImportSupplier
+	var tariffs []string
+	for _, sa := range c.a.SupplyAddresses {
+		for _, sp := range sa.SupplyPoints {
+			for _, ag := range sp.Agreements {
+				if ag.TariffCode != "" && !slices.Contains(tariffs, ag.TariffCode) {
+					tariffs = append(tariffs, ag.TariffCode)
+				}
+			}
+		}
+	}
+	var contract string
+	if c.a.Business != nil {
+		contract = c.a.Business.BusinessContractIdentifier
+	}
+
+	if bc, ok := cat.(BatchCatalog); ok {
+		if code == "" && len(tariffs) == 0 {
+			return nil
+		}
+		l, err := bc.Lookup(ctx, code, tariffs, contract)
+		if err != nil {
+			return err
+		}
+		c.supplier, c.supplierFound = l.Supplier, l.SupplierFound
+		c.missingTariffs, c.contractExists = l.MissingTariffs, l.ContractExists
+	} else {
+		var err error
+		if code != "" {
+			if c.supplier, c.supplierFound, err = cat.Supplier(ctx, code); err != nil {
+				return err
+			}
+		}
+		if len(tariffs) > 0 {
+			if c.missingTariffs, err = cat.MissingTariffs(ctx, tariffs); err != nil {
+				return err
+			}
+		}
+		if c.supplierFound && contract != "" {
+			if c.contractExists, err = cat.ContractExists(ctx, c.supplier.ID, contract); err != nil {
+				return err
+			}
+		}
+	}
+
+	if code != "" && !c.supplierFound {
+		c.w.AddAt("import_supplier", CodeSupplierNotFound, "Import supplier %q not found.", code)
+	}
+	if c.supplierFound {
+		c.country = c.supplier.Country
+	}
+	return nil
+}
+
+func (c *checker) checkCustomers() {
+	a := &c.a
+	if a.UnknownOccupier != nil && *a.UnknownOccupier {
+		if len(a.Customers) > 0 {
+			c.w.AddAt("customers", CodeCustomerWithUnknown,
+				"An account with an unknown occupier has no customers; omit customers or set unknown_occupier to false.")
+		}
+	} else if len(a.Customers) == 0 && !c.w.HasErrorAt("customers") {
+		c.w.AddAt("customers", validate.CodeRequired, "At least one customer is required unless unknown_occupier is true.")
+	}
+
+	oldest := validate.Date("1900-01-01")
+	youngest := validate.DateOf(c.now.AddDate(-16, 0, 0))
+	for i := range a.Customers {
+		cu := &a.Customers[i]
+		if cu.Email != nil {
+			e, code := normaliseEmail(*cu.Email)
+			switch code {
+			case "":
+				*cu.Email = e
+			case CodeInvalidEmail:
+				c.w.AddAt(validate.Attr("customers", i, "email"), code, "Enter a valid email address.")
+			default:
+				c.w.AddAt(validate.Attr("customers", i, "email"), code,
+					"%s looks like a test address; send the customer's real address or omit the field.", *cu.Email)
+			}
+		}
+		if cu.Mobile != nil {
+			c.phone(cu.Mobile, true, "customers", i, "mobile")
+		}
+		if cu.Landline != nil && *cu.Landline != "" {
+			c.phone(cu.Landline, false, "customers", i, "landline")
+		}
+		for j := range cu.AlternativePhoneNumbers {
+			if p := &cu.AlternativePhoneNumbers[j].PhoneNumber; *p != "" {
+				c.phone(p, false, "customers", i, "alternative_phone_numbers", j, "phone_number")
+			}
+		}
+		if d := cu.DateOfBirth; d != nil && (*d < oldest || *d > youngest) {
+			c.w.AddAt(validate.Attr("customers", i, "date_of_birth"), CodeInvalidDateOfBirth,
+				"Date of birth must be on or after %s and at least 16 years ago (on or before %s).", oldest, youngest)
+		}
+	}
+}
+
+// phone checks and normalises *p in place; attr gives its path.
+func (c *checker) phone(p *string, mobile bool, attr ...any) {
+	n, res := normalisePhone(*p, c.country, mobile)
+	switch res {
+	case phoneValid:
+		*p = n
+	case phoneInvalid:
+		if mobile {
+			c.w.AddAt(validate.Attr(attr...), CodeInvalidPhoneNumber,
+				"%s is not a valid phone number: a mobile number in international format (+44...) is required.", *p)
+		} else {
+			c.w.AddAt(validate.Attr(attr...), CodeInvalidPhoneNumber, "%s is not a valid phone number.", *p)
+		}
+	}
+}
+
+func (c *checker) checkBillingAddress() {
+	b := c.a.BillingAddress
+	if b == nil || b.Country == "" {
+		return
+	}
+	country, ok := normaliseCountry(b.Country)
+	if !ok {
+		c.w.AddAt("billing_address.country", CodeInvalidCountry, "%q is not an ISO 3166-1 alpha-2 country code.", b.Country)
+		return
+	}
+	b.Country = country
+	if b.PostalCode != nil {
+		if pc, ok := normalisePostcode(*b.PostalCode, country); ok {
+			*b.PostalCode = pc
+		} else {
+			c.w.AddAt("billing_address.postal_code", CodeInvalidPostcode, "%q is not a valid postcode in %s.", *b.PostalCode, country)
+		}
+	}
+}
+
+func (c *checker) checkSupplyAddresses() {
+	var identifiers, serials map[string]bool // across the account
+	for i := range c.a.SupplyAddresses {
+		sa := &c.a.SupplyAddresses[i]
+		if sa.SupplyPostcode != "" && c.country != "" {
+			if pc, ok := normalisePostcode(sa.SupplyPostcode, c.country); ok {
+				sa.SupplyPostcode = pc
+			} else {
+				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_postcode"), CodeInvalidPostcode,
+					"%q is not a valid postcode in %s.", sa.SupplyPostcode, c.country)
+			}
+		}
+		if d := sa.CustomerAtSupplyAddressFromDate; d != "" && d > c.today {
+			c.w.AddAt(validate.Attr("supply_addresses", i, "customer_at_supply_address_from_date"), CodeFromDateInFuture,
+				"The customer cannot be at the supply address from a date after today (%s).", c.today)
+		}
+		for j := range sa.SupplyPoints {
+			sp := &sa.SupplyPoints[j]
+			c.checkSupplyPoint(sp, i, j)
+			if id := sp.Identifier; id != nil && sp.SupplyType == SupplyElectricity {
+				if identifiers[*id] {
+					c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "identifier"), CodeDuplicateSupplyIdentifier,
+						"Supply point identifier %q appears more than once in the account.", *id)
+				}
+				identifiers = setAdd(identifiers, *id)
+			}
+			for m := range sp.Meters {
+				mt := &sp.Meters[m]
+				if mt.SerialNumber != "" {
+					if serials[mt.SerialNumber] {
+						c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "serial_number"), CodeDuplicateMeterSerial,
+							"Meter serial number %q appears more than once in the account.", mt.SerialNumber)
+					}
+					serials = setAdd(serials, mt.SerialNumber)
+				}
+				for r := range mt.Registers {
+					rt := mt.Registers[r].RegisterType
+					if rt != "" && slices.ContainsFunc(mt.Registers[:r], func(x Register) bool { return x.RegisterType == rt }) {
+						c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "registers", r, "register_type"),
+							CodeDuplicateRegisterType, "Register type %s appears more than once on this meter.", rt)
+					}
+				}
+			}
+		}
+	}
+}
+
+func setAdd(m map[string]bool, k string) map[string]bool {
+	if m == nil {
+		m = map[string]bool{}
+	}
+	m[k] = true
+	return m
+}
+
+func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
+	start := sp.SupplyStartDate
+	if start != "" && sp.LastBilledToDate != nil && start > *sp.LastBilledToDate {
+		c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "supply_start_date"), CodeStartAfterEnd,
+			"supply_start_date (%s) is later than last_billed_to_date (%s).", start, *sp.LastBilledToDate)
+	}
+	for k, ag := range sp.Agreements {
+		if ag.EffectiveFrom != "" {
+			if start != "" && ag.EffectiveFrom < start {
+				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementBeforeSupply,
+					"The agreement starts (%s) before the supply does (%s).", ag.EffectiveFrom, start)
+			}
+			if slices.ContainsFunc(sp.Agreements[:k], func(x Agreement) bool { return x.EffectiveFrom == ag.EffectiveFrom }) {
+				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementOverlap,
+					"Another agreement of this supply point also starts on %s; agreements must follow each other without overlap.", ag.EffectiveFrom)
+			}
+		}
+		if ag.TariffCode != "" && slices.Contains(c.missingTariffs, ag.TariffCode) {
+			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "tariff_code"), CodeTariffNotFound,
+				"Tariff %q not found.", ag.TariffCode)
+		}
+	}
+	for r, tr := range sp.TransferReadings {
+		if tr.Value == "" {
+			continue
+		}
+		if d, err := validate.ParseDecimal(tr.Value); err != nil || d.Negative() {
+			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "transfer_readings", r, "value"), validate.CodeInvalid,
+				"A reading is a non-negative decimal number in a string, such as \"12345.6\".")
+		}
+	}
+}
+
+func (c *checker) checkMetadata() {
+	for i, m := range c.a.Metadata {
+		if m.Key != "" && slices.ContainsFunc(c.a.Metadata[:i], func(x Metadata) bool { return x.Key == m.Key }) {
+			c.w.AddAt(validate.Attr("metadata", i, "key"), CodeMetadataDuplicateKeys, "Metadata key %q appears more than once.", m.Key)
+		}
+	}
+}
+
+func (c *checker) checkNotes() {
+	for i := range c.a.Notes {
+		n := &c.a.Notes[i]
+		hasBody := n.Body != nil && strings.TrimSpace(*n.Body) != ""
+		if !hasBody && len(n.DocumentPaths) == 0 &&
+			!c.w.HasErrorAt(validate.Attr("notes", i, "body")) && !c.w.HasErrorAt(validate.Attr("notes", i, "document_paths")) {
+			c.w.AddAt(validate.Attr("notes", i), CodeNoteEmpty, "A note needs a body, at least one document path, or both.")
+		}
+		if n.UnpinAt != nil {
+			created := validate.DatetimeOf(c.now)
+			if n.CreatedAt != nil {
+				created = *n.CreatedAt
+			}
+			if *n.UnpinAt < created {
+				c.w.AddAt(validate.Attr("notes", i, "unpin_at"), CodeNoteUnpinBeforeCreation,
+					"unpin_at (%s) is earlier than the note's creation time (%s).", *n.UnpinAt, created)
+			}
+		}
+		for k, d := range n.DocumentPaths {
+			if d.DocumentPath != "" && !validDocumentPath(d.DocumentPath) {
+				c.w.AddAt(validate.Attr("notes", i, "document_paths", k, "document_path"), CodeInvalidDocumentPath,
+					"%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no empty, . or .. segment).", d.DocumentPath)
+			}
+		}
+	}
+}
+
+func (c *checker) checkBusiness() {
+	b := c.a.Business
+	if b == nil || b.BusinessContractIdentifier == "" || !c.supplierFound || c.contractExists {
+		return
+	}
+	c.w.AddAt("business.business_contract_identifier", CodeContractNotFound,
+		"No business contract %q exists for import supplier %s; create the business (E1) first.", b.BusinessContractIdentifier, c.supplier.Code)
+}

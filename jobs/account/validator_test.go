@@ -1,0 +1,537 @@
+package account
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"bulkimport/jobs/problem"
+	"bulkimport/jobs/validate"
+)
+
+func TestValidate_FixtureIsValidAndNormalised(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, err := b.v.Validate(context.Background(), fixture(t))
+	if err != nil {
+		t.Fatalf("fixture refused: %v %+v", err, err)
+	}
+	type view struct {
+		Supplier                     Supplier
+		Email, Mobile, Landline, Alt string
+		SecondLandline               string
+		Country, BillingPostcode     string
+		SupplyPostcode               string
+		AgreementDates               []validate.Date
+		VoltsHigh, Multiplier        string
+		Metadata                     string
+	}
+	sp := a.SupplyAddresses[0].SupplyPoints[0]
+	got := view{
+		Supplier: a.Supplier,
+		Email:    *a.Customers[0].Email, Mobile: *a.Customers[0].Mobile, Landline: *a.Customers[0].Landline,
+		Alt:            a.Customers[0].AlternativePhoneNumbers[0].PhoneNumber,
+		SecondLandline: *a.Customers[1].Landline,
+		Country:        a.BillingAddress.Country, BillingPostcode: *a.BillingAddress.PostalCode,
+		SupplyPostcode: a.SupplyAddresses[1].SupplyPostcode,
+		AgreementDates: []validate.Date{sp.Agreements[0].EffectiveFrom, sp.Agreements[1].EffectiveFrom},
+		VoltsHigh:      sp.Meters[0].MeterType.VoltsHigh.String(), Multiplier: sp.Meters[0].Registers[1].Multiplier.String(),
+		Metadata: string(a.Metadata[0].Value),
+	}
+	want := view{
+		Supplier: Supplier{ID: got.Supplier.ID, Code: "DEMO", Status: "Ongoing", Country: "GB", DocumentRoot: "imports/demo"},
+		Email:    "Amelia.Hughes@brightmail.co.uk", Mobile: "+447911123456", Landline: "+441614960123", Alt: "+442079460018",
+		SecondLandline: "",
+		Country:        "GB", BillingPostcode: "M20 2GL", SupplyPostcode: "SK4 1AB",
+		AgreementDates: []validate.Date{"2019-04-01", "2024-06-01"},
+		VoltsHigh:      "253.0", Multiplier: "0.50",
+		Metadata: `{"system":"legacy-crm","id":883421}`,
+	}
+	if got.Supplier.ID == 0 {
+		t.Error("Supplier.ID is not set")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("normalised values (-want +got):\n%s", diff)
+	}
+
+	out, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	if l, ok := m["ledgers"].([]any); !ok || len(l) != 0 {
+		t.Errorf("ledgers encodes as %v, want the [] that was sent", m["ledgers"])
+	}
+	second := m["customers"].([]any)[1].(map[string]any)
+	for _, k := range []string{"alternative_phone_numbers", "customer_preferences", "user_details"} {
+		if _, ok := second[k]; ok {
+			t.Errorf("customers.1.%s was omitted but the normalised payload has it", k)
+		}
+	}
+	if _, ok := m["Supplier"]; ok {
+		t.Error("the resolved supplier leaks into the payload")
+	}
+}
+
+func TestValidate_NormalisedPayloadValidatesToTheSameAccount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	bodies := map[string][]byte{
+		"fixture":          fixture(t),
+		"unknown occupier": fixtureDoc(t).del(t, "customers").set(t, "unknown_occupier", true).bytes(t),
+		"lights and poles": fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1", map[string]any{
+			"supply_type": "LIGHT", "supply_start_date": "2020-01-01", "serial_number": "L-1", "secondary_serial_number": nil,
+			"manufacturer_name": "", "installed_at": "2019-12-01"}).bytes(t),
+	}
+	for name, body := range bodies {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			first, err := b.v.Validate(ctx, body)
+			if err != nil {
+				t.Fatalf("refused: %+v", err)
+			}
+			enc, err := json.Marshal(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := b.v.Validate(ctx, enc)
+			if err != nil {
+				t.Fatalf("normalised payload refused: %+v\n%s", err, enc)
+			}
+			if diff := cmp.Diff(first, second); diff != "" {
+				t.Errorf("second validation changed the account (-first +second):\n%s", diff)
+			}
+			enc2, _ := json.Marshal(second)
+			if string(enc) != string(enc2) {
+				t.Errorf("encodings differ:\n%s\n%s", enc, enc2)
+			}
+		})
+	}
+}
+
+// ruleCase edits the fixture so that exactly the listed problems arise.
+type ruleCase struct {
+	name string
+	edit func(t testing.TB, d doc) doc
+	body string // used instead of edit when set
+	want []pair
+}
+
+func set(path string, v any) func(testing.TB, doc) doc {
+	return func(t testing.TB, d doc) doc { return d.set(t, path, v) }
+}
+
+func del(path string) func(testing.TB, doc) doc {
+	return func(t testing.TB, d doc) doc { return d.del(t, path) }
+}
+
+func edits(fs ...func(testing.TB, doc) doc) func(testing.TB, doc) doc {
+	return func(t testing.TB, d doc) doc {
+		for _, f := range fs {
+			d = f(t, d)
+		}
+		return d
+	}
+}
+
+const (
+	elec  = "supply_addresses.0.supply_points.0."
+	elec2 = "supply_addresses.1.supply_points.0."
+	meter = elec + "meters.0."
+)
+
+var ruleCases = []ruleCase{
+	// Shape.
+	{name: "undocumented top-level field", edit: set("account_type", "DOMESTIC"), want: []pair{{"account_type", "unknown_field"}}},
+	{name: "undocumented field deep in a register", edit: set(meter+"registers.0.colour", "red"), want: []pair{{meter + "registers.0.colour", "unknown_field"}}},
+	{name: "electricity field on a water heater", edit: set("supply_addresses.0.supply_points.1.identifier", "X1"),
+		want: []pair{{"supply_addresses.0.supply_points.1.identifier", "unknown_field"}}},
+	{name: "undocumented field in business", edit: set("business.company_name", "ACME"), want: []pair{{"business.company_name", "unknown_field"}}},
+	{name: "number for a string", edit: set("customers.0.given_name", 5), want: []pair{{"customers.0.given_name", "invalid"}}},
+	{name: "string for a boolean", edit: set("unknown_occupier", "false"), want: []pair{{"unknown_occupier", "invalid"}}},
+	{name: "string for an integer", edit: set(elec+"call_number", "42"), want: []pair{{elec + "call_number", "invalid"}}},
+	{name: "fraction for an integer", edit: set(elec+"call_number", json.Number("4.5")), want: []pair{{elec + "call_number", "invalid"}}},
+	{name: "exponent for a decimal", edit: set(meter+"meter_type.amps_low", json.Number("1e2")), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
+	{name: "string for a decimal", edit: set(meter+"meter_type.amps_low", "5"), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
+	{name: "negative count", edit: set(meter+"meter_type.wire_ports", -1), want: []pair{{meter + "meter_type.wire_ports", "min_value"}}},
+	{name: "negative multiplier", edit: set(meter+"registers.0.multiplier", json.Number("-1.5")), want: []pair{{meter + "registers.0.multiplier", "min_value"}}},
+	{name: "null optional string", edit: set("billing_address.locality", nil), want: []pair{{"billing_address.locality", "invalid"}}},
+	{name: "null customers list", edit: set("customers", nil), want: []pair{{"customers", "invalid"}}},
+	{name: "object where an array is expected", edit: set("supply_addresses", map[string]any{}), want: []pair{{"supply_addresses", "invalid"}}},
+	{name: "array element not an object", edit: set("customers.1", "Tom"), want: []pair{{"customers.1", "invalid"}}},
+	{name: "date in another format", edit: set("customers.0.date_of_birth", "12/03/1984"), want: []pair{{"customers.0.date_of_birth", "invalid_date"}}},
+	{name: "date that does not exist", edit: set(elec+"agreements.0.effective_from", "2023-02-29"), want: []pair{{elec + "agreements.0.effective_from", "invalid_date"}}},
+	{name: "datetime without T and Z", edit: set("notes.0.created_at", "2025-05-20 09:30:00"), want: []pair{{"notes.0.created_at", "invalid_datetime"}}},
+	{name: "datetime with offset", edit: set("notes.0.unpin_at", "2026-01-01T00:00:00+01:00"), want: []pair{{"notes.0.unpin_at", "invalid_datetime"}}},
+	{name: "ledger entries not supported", edit: set("ledgers", []any{map[string]any{"amount": 1}}), want: []pair{{"ledgers.0", "not_supported"}}},
+	{name: "statement entries not supported", edit: set("statements", []any{map[string]any{}, map[string]any{}}), want: []pair{{"statements.0", "not_supported"}, {"statements.1", "not_supported"}}},
+	{name: "metadata value not an object", edit: set("metadata.0.value", "883421"), want: []pair{{"metadata.0.value", "invalid"}}},
+	{name: "user detail value not a string", edit: set("customers.0.user_details.0.value", 7), want: []pair{{"customers.0.user_details.0.value", "invalid"}}},
+	{name: "preference not a boolean", edit: set("customers.0.customer_preferences.opted_into_sms", "yes"), want: []pair{{"customers.0.customer_preferences.opted_into_sms", "invalid"}}},
+	{name: "null character", edit: set("customers.0.given_name", "Ame\u0000lia"), want: []pair{{"customers.0.given_name", "null_characters_not_allowed"}}},
+	{name: "duplicate key at top level", body: "dup-import_supplier", want: []pair{{"import_supplier", "duplicate_key"}}},
+	{name: "duplicate key in billing address", body: "dup-country", want: []pair{{"billing_address.country", "duplicate_key"}}},
+
+	// Closed sets.
+	{name: "unknown supply type", edit: set(elec+"supply_type", "GAS"), want: []pair{{elec + "supply_type", "invalid_choice"}}},
+	{name: "unknown energization status", edit: set(elec+"energization_status", "ON"), want: []pair{{elec + "energization_status", "invalid_choice"}}},
+	{name: "unknown meter status", edit: set(meter+"status", "BROKEN"), want: []pair{{meter + "status", "invalid_choice"}}},
+	{name: "unknown phase", edit: set(meter+"meter_type.phase", "TWO"), want: []pair{{meter + "meter_type.phase", "invalid_choice"}}},
+	{name: "unknown register type", edit: set(meter+"registers.0.register_type", "kwh_import"), want: []pair{{meter + "registers.0.register_type", "invalid_choice"}}},
+	{name: "unknown transfer reading register type", edit: set(elec+"transfer_readings.0.register_type", "KWH"), want: []pair{{elec + "transfer_readings.0.register_type", "invalid_choice"}}},
+	{name: "unknown cover material", edit: set(meter+"meter_type.cover_material", "WOOD"), want: []pair{{meter + "meter_type.cover_material", "invalid_choice"}}},
+	{name: "unknown base", edit: set(meter+"meter_type.base", "DIN_RAIL"), want: []pair{{meter + "meter_type.base", "invalid_choice"}}},
+	{name: "unknown tank size", edit: set("supply_addresses.0.supply_points.1.tank_size", "HUGE"), want: []pair{{"supply_addresses.0.supply_points.1.tank_size", "invalid_choice"}}},
+	{name: "unknown tank type", edit: set("supply_addresses.0.supply_points.1.tank_type", "RED"), want: []pair{{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"}}},
+
+	// Required, blank, length.
+	{name: "missing import supplier", edit: del("import_supplier"), want: []pair{{"import_supplier", "required"}}},
+	{name: "missing external account number", edit: del("external_account_number"), want: []pair{{"external_account_number", "required"}}},
+	{name: "missing billing address", edit: del("billing_address"), want: []pair{{"billing_address", "required"}}},
+	{name: "missing billing country", edit: del("billing_address.country"), want: []pair{{"billing_address.country", "required"}}},
+	{name: "missing supply address line 1", edit: del("supply_addresses.0.supply_address1"), want: []pair{{"supply_addresses.0.supply_address1", "required"}}},
+	{name: "missing supply postcode", edit: del("supply_addresses.0.supply_postcode"), want: []pair{{"supply_addresses.0.supply_postcode", "required"}}},
+	{name: "missing move-in date", edit: del("supply_addresses.0.customer_at_supply_address_from_date"),
+		want: []pair{{"supply_addresses.0.customer_at_supply_address_from_date", "required"}}},
+	{name: "missing supply type", edit: del(elec + "supply_type"), want: []pair{{elec + "supply_type", "required"}}},
+	{name: "missing supply start date", edit: del(elec + "supply_start_date"), want: []pair{{elec + "supply_start_date", "required"}}},
+	{name: "missing electricity identifier", edit: del(elec + "identifier"), want: []pair{{elec + "identifier", "required"}}},
+	{name: "missing tariff code", edit: del(elec + "agreements.0.tariff_code"), want: []pair{{elec + "agreements.0.tariff_code", "required"}}},
+	{name: "missing effective from", edit: del(elec + "agreements.0.effective_from"), want: []pair{{elec + "agreements.0.effective_from", "required"}}},
+	{name: "missing meter serial number", edit: del(meter + "serial_number"), want: []pair{{meter + "serial_number", "required"}}},
+	{name: "missing register type", edit: del(meter + "registers.1.register_type"), want: []pair{{meter + "registers.1.register_type", "required"}}},
+	{name: "missing transfer reading value", edit: del(elec + "transfer_readings.0.value"), want: []pair{{elec + "transfer_readings.0.value", "required"}}},
+	{name: "missing metadata key and value", edit: set("metadata.0", map[string]any{}), want: []pair{{"metadata.0.key", "required"}, {"metadata.0.value", "required"}}},
+	{name: "missing alternative phone number", edit: set("customers.0.alternative_phone_numbers.0", map[string]any{}),
+		want: []pair{{"customers.0.alternative_phone_numbers.0.phone_number", "required"}}},
+	{name: "missing user detail key", edit: del("customers.0.user_details.0.key"), want: []pair{{"customers.0.user_details.0.key", "required"}}},
+	{name: "missing business contract identifier", edit: set("business", map[string]any{}), want: []pair{{"business.business_contract_identifier", "required"}}},
+	{name: "missing document path", edit: set("notes.1.document_paths.0", map[string]any{}), want: []pair{{"notes.1.document_paths.0.document_path", "required"}}},
+	{name: "empty external account number", edit: set("external_account_number", ""), want: []pair{{"external_account_number", "blank"}}},
+	{name: "external account number of spaces", edit: set("external_account_number", "   "), want: []pair{{"external_account_number", "blank"}}},
+	{name: "empty tariff code", edit: set(elec+"agreements.0.tariff_code", ""), want: []pair{{elec + "agreements.0.tariff_code", "blank"}}},
+	{name: "empty mobile", edit: set("customers.0.mobile", ""), want: []pair{{"customers.0.mobile", "blank"}}},
+	{name: "external account number too long", edit: set("external_account_number", strings.Repeat("A", 129)), want: []pair{{"external_account_number", "max_length"}}},
+
+	// Supplier.
+	{name: "unknown supplier", edit: set("import_supplier", "NOPE"), want: []pair{{"import_supplier", "import_supplier_not_found"}}},
+	{name: "supplier the key may not see", edit: set("import_supplier", hiddenSupplier), want: []pair{{"import_supplier", "import_supplier_not_found"}}},
+
+	// Customers.
+	{name: "no customers", edit: del("customers"), want: []pair{{"customers", "required"}}},
+	{name: "empty customers", edit: set("customers", []any{}), want: []pair{{"customers", "required"}}},
+	{name: "customers with unknown occupier", edit: set("unknown_occupier", true), want: []pair{{"customers", "customer_with_unknown_occupier"}}},
+	{name: "invalid landline", edit: set("customers.0.landline", "12345"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
+	{name: "landline with extension", edit: set("customers.0.landline", "0161 496 0123 ext. 12"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
+	{name: "mobile in national format", edit: set("customers.0.mobile", "07911 123456"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
+	{name: "mobile that is a landline", edit: set("customers.0.mobile", "+441614960123"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
+	{name: "invalid alternative phone number", edit: set("customers.0.alternative_phone_numbers.0.phone_number", "0800"),
+		want: []pair{{"customers.0.alternative_phone_numbers.0.phone_number", "invalid_phone_number"}}},
+	{name: "e-mail without domain", edit: set("customers.0.email", "amelia.hughes"), want: []pair{{"customers.0.email", "invalid_email"}}},
+	{name: "e-mail with two dots", edit: set("customers.0.email", "amelia..hughes@brightmail.co.uk"), want: []pair{{"customers.0.email", "invalid_email"}}},
+	{name: "e-mail with a bare host", edit: set("customers.1.email", "tom@localhost"), want: []pair{{"customers.1.email", "invalid_email"}}},
+	{name: "e-mail at example.com", edit: set("customers.0.email", "amelia@Example.COM"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
+	{name: "e-mail at a .test domain", edit: set("customers.0.email", "amelia@mail.test"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
+	{name: "e-mail at a subdomain of test.com", edit: set("customers.1.email", "tom@mx.test.com"), want: []pair{{"customers.1.email", "possible_test_email_address"}}},
+	{name: "date of birth in the future", edit: set("customers.0.date_of_birth", "2030-01-01"), want: []pair{{"customers.0.date_of_birth", "invalid_date_of_birth"}}},
+	{name: "date of birth before 1900", edit: set("customers.0.date_of_birth", "1899-12-31"), want: []pair{{"customers.0.date_of_birth", "invalid_date_of_birth"}}},
+	{name: "customer younger than 16", edit: set("customers.1.date_of_birth", "2009-06-16"), want: []pair{{"customers.1.date_of_birth", "invalid_date_of_birth"}}},
+
+	// Addresses.
+	{name: "unknown country", edit: set("billing_address.country", "XX"), want: []pair{{"billing_address.country", "invalid_country"}}},
+	{name: "three-letter country", edit: set("billing_address.country", "GBR"), want: []pair{{"billing_address.country", "invalid_country"}}},
+	{name: "billing postcode not in GB format", edit: set("billing_address.postal_code", "ABC 123"), want: []pair{{"billing_address.postal_code", "invalid_postcode"}}},
+	{name: "supply postcode not in the supplier's format", edit: set("supply_addresses.1.supply_postcode", "12345"),
+		want: []pair{{"supply_addresses.1.supply_postcode", "invalid_postcode"}}},
+	{name: "move-in after today", edit: set("supply_addresses.0.customer_at_supply_address_from_date", "2025-06-16"),
+		want: []pair{{"supply_addresses.0.customer_at_supply_address_from_date", "invalid_supply_address_from_date"}}},
+
+	// Supply points.
+	{name: "supply starts after last billed", edit: set(elec+"last_billed_to_date", "2019-03-31"), want: []pair{{elec + "supply_start_date", "start_date_later_than_end_date"}}},
+	{name: "agreement before supply start", edit: set(elec+"agreements.1.effective_from", "2019-03-31"),
+		want: []pair{{elec + "agreements.1.effective_from", "agreement_start_date_before_supply_start_date"}}},
+	{name: "two agreements from the same date", edit: set(elec+"agreements.0.effective_from", "2019-04-01"),
+		want: []pair{{elec + "agreements.1.effective_from", "gaps_or_overlaps_in_agreement_dates"}}},
+	{name: "tariff not in the catalogue", edit: edits(set(elec+"agreements.0.tariff_code", "E-GONE"), set(elec2+"agreements.0.tariff_code", "E-GONE")),
+		want: []pair{{elec + "agreements.0.tariff_code", "tariff_code_not_found"}, {elec2 + "agreements.0.tariff_code", "tariff_code_not_found"}}},
+	{name: "electricity identifier twice", edit: set(elec2+"identifier", "1200023456789"), want: []pair{{elec2 + "identifier", "duplicate_supply_point_identifier"}}},
+	{name: "meter serial number twice in the account", edit: set(elec2+"meters.0.serial_number", "E21Z012345"),
+		want: []pair{{elec2 + "meters.0.serial_number", "duplicate_meter_serial_number"}}},
+	{name: "register type twice on a meter", edit: set(meter+"registers.1.register_type", "KWH_IMPORT"),
+		want: []pair{{meter + "registers.1.register_type", "duplicate_register_type"}}},
+	{name: "transfer reading value not a number", edit: set(elec+"transfer_readings.0.value", "about 23k"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "negative transfer reading", edit: set(elec+"transfer_readings.0.value", "-5"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+
+	// Metadata, notes, business.
+	{name: "metadata key twice", edit: set("metadata.1.key", "legacy_account_id"), want: []pair{{"metadata.1.key", "metadata_has_duplicate_keys"}}},
+	{name: "note with neither body nor documents", edit: set("notes.1", map[string]any{"created_at": "2019-04-02T10:00:00Z"}),
+		want: []pair{{"notes.1", "note_body_or_document_path_not_found"}}},
+	{name: "note with a blank body and no documents", edit: set("notes.1", map[string]any{"body": "  ", "document_paths": []any{}}),
+		want: []pair{{"notes.1", "note_body_or_document_path_not_found"}}},
+	{name: "note unpinned before it was created", edit: set("notes.0.unpin_at", "2025-05-01T00:00:00Z"),
+		want: []pair{{"notes.0.unpin_at", "note_unpin_at_earlier_than_creation_date"}}},
+	{name: "note created now unpinned in the past", edit: edits(del("notes.0.created_at"), set("notes.0.unpin_at", "2025-06-01T00:00:00Z")),
+		want: []pair{{"notes.0.unpin_at", "note_unpin_at_earlier_than_creation_date"}}},
+	{name: "document path leaving the root", edit: set("notes.1.document_paths.0.document_path", "../other/secret.pdf"),
+		want: []pair{{"notes.1.document_paths.0.document_path", "invalid_document_path"}}},
+	{name: "absolute document path", edit: set("notes.1.document_paths.0.document_path", "/letters/a.pdf"),
+		want: []pair{{"notes.1.document_paths.0.document_path", "invalid_document_path"}}},
+	{name: "document path with backslash", edit: set("notes.1.document_paths.0.document_path", `letters\a.pdf`),
+		want: []pair{{"notes.1.document_paths.0.document_path", "invalid_document_path"}}},
+	{name: "document path with empty segment", edit: set("notes.1.document_paths.0.document_path", "letters//a.pdf"),
+		want: []pair{{"notes.1.document_paths.0.document_path", "invalid_document_path"}}},
+	{name: "unknown business contract", edit: set("business.business_contract_identifier", "BC-NOPE"),
+		want: []pair{{"business.business_contract_identifier", "business_contract_not_found"}}},
+	{name: "business contract of another supplier", edit: set("business.business_contract_identifier", otherContract),
+		want: []pair{{"business.business_contract_identifier", "business_contract_not_found"}}},
+}
+
+func (rc ruleCase) bodyBytes(t testing.TB) []byte {
+	switch rc.body {
+	case "":
+		return rc.edit(t, fixtureDoc(t)).bytes(t)
+	case "dup-import_supplier":
+		return []byte(strings.Replace(string(fixture(t)), `"import_supplier": "DEMO",`, `"import_supplier": "DEMO", "import_supplier": "DEMO",`, 1))
+	case "dup-country":
+		return []byte(strings.Replace(string(fixture(t)), `"country": "GB",`, `"country": "GB", "country": "GB",`, 1))
+	}
+	t.Fatalf("unknown body %q", rc.body)
+	return nil
+}
+
+// TestValidate_EachRuleReportsItsCodeAtItsPath breaks the fixture in one
+// place per case and expects exactly the listed problems: the rule's own
+// (attr, code) and no cascade of others.
+func TestValidate_EachRuleReportsItsCodeAtItsPath(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	documented := documentedCodes()
+	for _, rc := range ruleCases {
+		t.Run(rc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := b.v.Validate(context.Background(), rc.bodyBytes(t))
+			if err == nil {
+				t.Fatalf("accepted; want %v", rc.want)
+			}
+			errs := fieldErrors(t, err)
+			if diff := cmp.Diff(rc.want, pairsOf(errs)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+			for _, e := range errs {
+				if e.Detail == "" {
+					t.Errorf("problem %s at %s has no detail", e.Code, e.Attr)
+				}
+				if !documented[e.Code] {
+					t.Errorf("code %q is reported but not in RULES.md", e.Code)
+				}
+			}
+		})
+	}
+}
+
+// documentedCodes is every code RULES.md lists.
+func documentedCodes() map[string]bool {
+	codes := map[string]bool{validate.CodeUnknownField: true, validate.CodeDuplicateKey: true}
+	var walk func(o *validate.ObjectSpec)
+	walk = func(o *validate.ObjectSpec) {
+		specs := slices.Clone(o.Fields)
+		for _, v := range o.Variants {
+			specs = append(specs, v.Fields...)
+		}
+		for _, s := range specs {
+			for _, c := range s.ErrorCodes() {
+				codes[c] = true
+			}
+			if s.Object != nil {
+				walk(s.Object)
+			}
+		}
+	}
+	walk(accountSchema.Spec())
+	for _, r := range semanticRules {
+		codes[r.code] = true
+	}
+	return codes
+}
+
+func TestRules_EverySemanticCodeIsTested(t *testing.T) {
+	t.Parallel()
+	tested := map[string]bool{}
+	for _, rc := range ruleCases {
+		for _, p := range rc.want {
+			tested[p.Code] = true
+		}
+	}
+	for _, r := range semanticRules {
+		if !tested[r.code] {
+			t.Errorf("semantic rule %s has no case in ruleCases", r.code)
+		}
+	}
+}
+
+func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name  string
+		edit  func(testing.TB, doc) doc
+		check func(t *testing.T, a *Account)
+	}{
+		{name: "external account number of exactly 128 characters", edit: set("external_account_number", strings.Repeat("A", 128))},
+		{name: "unknown occupier without customers", edit: edits(del("customers"), set("unknown_occupier", true))},
+		{name: "unknown occupier with an empty customer list", edit: edits(set("customers", []any{}), set("unknown_occupier", true))},
+		{name: "customer exactly 16 today", edit: set("customers.1.date_of_birth", "2009-06-15")},
+		{name: "move-in today", edit: set("supply_addresses.0.customer_at_supply_address_from_date", "2025-06-15")},
+		{name: "supply billed on its start day", edit: set(elec+"last_billed_to_date", "2019-04-01")},
+		{name: "electricity point without meters or agreements", edit: edits(del(elec+"meters"), del(elec+"agreements"), del(elec+"transfer_readings"))},
+		{name: "lower-case country and a foreign postcode", edit: edits(set("billing_address.country", "ie"), set("billing_address.postal_code", "D02 X285")),
+			check: func(t *testing.T, a *Account) {
+				if a.BillingAddress.Country != "IE" || *a.BillingAddress.PostalCode != "D02 X285" {
+					t.Errorf("billing address = %s %q", a.BillingAddress.Country, *a.BillingAddress.PostalCode)
+				}
+			}},
+		{name: "pole with null secondary serial number", edit: set("supply_addresses.1.supply_points.1", map[string]any{
+			"supply_type": "POLE", "supply_start_date": "2020-01-01", "serial_number": "P-9", "secondary_serial_number": nil,
+			"manufacturer_name": "Pole Co", "model_name": "Tall", "location": "Corner", "product_note": "", "installed_at": "2019-12-01"}),
+			check: func(t *testing.T, a *Account) {
+				if p := a.SupplyAddresses[1].SupplyPoints[1]; p.SecondarySerialNumber != nil || *p.SerialNumber != "P-9" {
+					t.Errorf("pole = %+v", p)
+				}
+			}},
+		{name: "Irish supplier reads national numbers in Ireland and accepts any supply postcode", edit: edits(
+			set("import_supplier", "IEDEMO"), del("business"),
+			set("customers.0.landline", "01 234 5678"), set("customers.0.alternative_phone_numbers.0.phone_number", "+44 20 7946 0018"),
+			set("supply_addresses.1.supply_postcode", "D02 X285")),
+			check: func(t *testing.T, a *Account) {
+				if *a.Customers[0].Landline != "+35312345678" || a.Supplier.Country != "IE" {
+					t.Errorf("landline = %s, supplier %+v", *a.Customers[0].Landline, a.Supplier)
+				}
+			}},
+		{name: "GB postcode in any spacing and case", edit: set("supply_addresses.0.supply_postcode", " sw1a1aa "),
+			check: func(t *testing.T, a *Account) {
+				if a.SupplyAddresses[0].SupplyPostcode != "SW1A 1AA" {
+					t.Errorf("postcode = %q", a.SupplyAddresses[0].SupplyPostcode)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, err := b.v.Validate(context.Background(), tc.edit(t, fixtureDoc(t)).bytes(t))
+			if err != nil {
+				p, _ := problem.As(err)
+				t.Fatalf("refused: %v %+v", err, p)
+			}
+			if tc.check != nil {
+				tc.check(t, a)
+			}
+		})
+	}
+}
+
+func TestValidate_ReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	d := fixtureDoc(t)
+	d.set(t, "external_account_number", "")
+	d.set(t, "customers.0.landline", "12345")
+	d.set(t, "customers.1.email", "tom@example.com")
+	d.set(t, "billing_address.fax", "0161")
+	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")
+	d.set(t, meter+"status", "LOST")
+	d.del(t, "supply_addresses.1.supply_postcode")
+	d.set(t, "metadata.1.key", "legacy_account_id")
+	d.set(t, "notes.1.document_paths.0.document_path", "/abs.pdf")
+	_, err := b.v.Validate(context.Background(), d.bytes(t))
+	errs := fieldErrors(t, err)
+	want := []pair{
+		{"external_account_number", "blank"},
+		{"customers.0.landline", "invalid_phone_number"},
+		{"customers.1.email", "possible_test_email_address"},
+		{"billing_address.fax", "unknown_field"},
+		{elec + "agreements.0.tariff_code", "tariff_code_not_found"},
+		{meter + "status", "invalid_choice"},
+		{"supply_addresses.1.supply_postcode", "required"},
+		{"metadata.1.key", "metadata_has_duplicate_keys"},
+		{"notes.1.document_paths.0.document_path", "invalid_document_path"},
+	}
+	for _, w := range want {
+		if !hasPair(errs, w) {
+			t.Errorf("missing %v", w)
+		}
+	}
+	if len(errs) != len(want) {
+		t.Errorf("got %d problems, want %d: %v", len(errs), len(want), pairsOf(errs))
+	}
+}
+
+func TestValidate_UnknownSupplierStillReportsEverythingItCanCheck(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	d := fixtureDoc(t)
+	d.set(t, "import_supplier", "NOPE")
+	d.set(t, "customers.0.landline", "12345")                          // national: needs the country, skipped
+	d.set(t, "customers.0.mobile", "+44 161 496 0123")                 // international: checked
+	d.set(t, "supply_addresses.1.supply_postcode", "not a postcode")   // needs the country, skipped
+	d.set(t, "billing_address.postal_code", "not a postcode")          // billing country is known
+	d.set(t, "business.business_contract_identifier", "BC-NOPE")       // needs the supplier, skipped
+	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")                // independent of the supplier
+	d.set(t, "supply_addresses.0.supply_points.1.tank_type", "PURPLE") // structural
+	_, err := b.v.Validate(context.Background(), d.bytes(t))
+	want := []pair{
+		{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"},
+		{"import_supplier", "import_supplier_not_found"},
+		{"customers.0.mobile", "invalid_phone_number"},
+		{"billing_address.postal_code", "invalid_postcode"},
+		{elec + "agreements.0.tariff_code", "tariff_code_not_found"},
+	}
+	if diff := cmp.Diff(want, pairsOf(fieldErrors(t, err))); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidate_RefusesBodiesThatAreNotAJSONObject(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct{ name, body, detail string }{
+		{"truncated", `{"import_supplier": "DEMO", "customers": [`, "byte offset 42"},
+		{"trailing garbage", `{} x`, "byte offset 3"},
+		{"empty", ``, "byte offset 0"},
+		{"array", `[{"import_supplier": "DEMO"}]`, "not array"},
+		{"string", `"DEMO"`, "not string"},
+		{"null", `null`, "not null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := b.v.Validate(context.Background(), []byte(tc.body))
+			p, ok := problem.As(err)
+			if !ok || p.Kind != problem.Invalid || p.Code != CodeParseError || len(p.Errors) != 0 {
+				t.Fatalf("error = %#v, want Invalid %s without field problems", err, CodeParseError)
+			}
+			if !strings.Contains(p.Detail, tc.detail) {
+				t.Errorf("detail %q does not contain %q", p.Detail, tc.detail)
+			}
+		})
+	}
+}
+
+func TestValidate_DatabaseFailureIsNotAValidationProblem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.db.Close()
+	_, err := b.v.Validate(context.Background(), fixture(t))
+	if err == nil {
+		t.Fatal("validated without a database")
+	}
+	if _, ok := problem.As(err); ok {
+		t.Fatalf("a database failure came back as a problem: %v", err)
+	}
+}

@@ -1,0 +1,298 @@
+package process
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"bulkimport/jobs/account"
+	"bulkimport/jobs/problem"
+	"bulkimport/jobs/validate"
+)
+
+// CreateOptions are the facts account creation needs beyond the payload.
+type CreateOptions struct {
+	ProcessID        int64
+	OperationsTeamID int64
+	Now              time.Time
+}
+
+// Created describes a new account.
+type Created struct {
+	AccountID            int64
+	ServiceAccountNumber string
+	CreatedAt            time.Time
+	// Outbox lists the e-mail outbox rows to send once the transaction commits.
+	Outbox []int64
+}
+
+// CreateAccount writes a validated account and everything in it inside tx:
+// the account with its ledger, customers, addresses, supply points with
+// their type-specific rows, meters, registers, agreements, transfer readings,
+// metadata, notes and, when the supplier wants them, migration e-mails in the
+// outbox. The caller commits or rolls back.
+//
+// It returns a *problem.Error of Kind Invalid when the catalogue changed
+// since validation (a tariff or contract disappeared).
+func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) (Created, error) {
+	c := Created{CreatedAt: opt.Now.UTC().Truncate(time.Microsecond)}
+	var contractID *int64
+	if acc.Business != nil {
+		var id int64
+		err := tx.GetContext(ctx, &id, `SELECT id FROM business_contracts WHERE supplier_id = $1 AND identifier = $2`,
+			acc.Supplier.ID, acc.Business.BusinessContractIdentifier)
+		if err != nil {
+			return c, problem.Invalidf("business_contract_not_found", "business.business_contract_identifier",
+				"Business contract %q does not exist.", acc.Business.BusinessContractIdentifier)
+		}
+		contractID = &id
+	}
+	var lastBilled *string
+	for _, sa := range acc.SupplyAddresses {
+		for _, sp := range sa.SupplyPoints {
+			if sp.LastBilledToDate != nil && (lastBilled == nil || string(*sp.LastBilledToDate) > *lastBilled) {
+				d := string(*sp.LastBilledToDate)
+				lastBilled = &d
+			}
+		}
+	}
+	ba := acc.BillingAddress
+	if ba == nil {
+		ba = &account.BillingAddress{}
+	}
+	// Service account numbers are random, so a clash is possible but rare;
+	// ON CONFLICT on the number alone lets us draw again without aborting the
+	// transaction. A clash on (supplier, external account number) is not
+	// caught: it means the account exists, and the error must surface.
+	for attempt := 0; c.AccountID == 0; attempt++ {
+		if attempt == 5 {
+			return c, fmt.Errorf("create account: no free service account number after 5 draws")
+		}
+		number, err := newServiceAccountNumber()
+		if err != nil {
+			return c, err
+		}
+		rows, err := tx.QueryContext(ctx, `
+			INSERT INTO accounts (service_account_number, supplier_id, external_account_number, import_process_id,
+				operations_team_id, business_contract_id, unknown_occupier, billing_street_address, billing_locality,
+				billing_administrative_area, billing_country, billing_postal_code, last_billed_to_date, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			ON CONFLICT (service_account_number) DO NOTHING RETURNING id`,
+			number, acc.Supplier.ID, acc.ExternalAccountNumber, opt.ProcessID, opt.OperationsTeamID, contractID,
+			acc.UnknownOccupier != nil && *acc.UnknownOccupier, ba.StreetAddress, ba.Locality, ba.AdministrativeArea,
+			ba.Country, ba.PostalCode, lastBilled, c.CreatedAt)
+		if err != nil {
+			return c, fmt.Errorf("create account: %w", err)
+		}
+		if rows.Next() {
+			if err := rows.Scan(&c.AccountID); err != nil {
+				rows.Close()
+				return c, err
+			}
+			c.ServiceAccountNumber = number
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return c, err
+		}
+	}
+	w := writer{ctx: ctx, tx: tx, accountID: c.AccountID}
+	w.exec(`INSERT INTO ledgers (account_id) VALUES ($1)`, c.AccountID)
+	customerIDs := make([]int64, len(acc.Customers))
+	for i, cu := range acc.Customers {
+		var prefs account.CustomerPreferences
+		if cu.CustomerPreferences != nil {
+			prefs = *cu.CustomerPreferences
+		}
+		customerIDs[i] = w.id(`INSERT INTO customers (account_id, position, given_name, family_name, email, mobile, landline,
+			date_of_birth, opted_into_updates, opted_into_offers, opted_into_sms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+			c.AccountID, i, cu.GivenName, cu.FamilyName, cu.Email, cu.Mobile, cu.Landline, datePtr(cu.DateOfBirth),
+			prefs.OptedIntoUpdates, prefs.OptedIntoOffers, prefs.OptedIntoSMS)
+		for j, p := range cu.AlternativePhoneNumbers {
+			w.exec(`INSERT INTO customer_phone_numbers (customer_id, position, phone_number) VALUES ($1, $2, $3)`, customerIDs[i], j, p.PhoneNumber)
+		}
+		for j, d := range cu.UserDetails {
+			w.exec(`INSERT INTO customer_user_details (customer_id, position, key, value) VALUES ($1, $2, $3, $4)`, customerIDs[i], j, d.Key, d.Value)
+		}
+	}
+	for i, sa := range acc.SupplyAddresses {
+		addrID := w.id(`INSERT INTO supply_addresses (account_id, position, supply_address1, supply_address2, supply_address3,
+			supply_address4, supply_postcode, customer_at_supply_address_from_date)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+			c.AccountID, i, sa.SupplyAddress1, sa.SupplyAddress2, sa.SupplyAddress3, sa.SupplyAddress4, sa.SupplyPostcode,
+			string(sa.CustomerAtSupplyAddressFromDate))
+		for j, sp := range sa.SupplyPoints {
+			w.supplyPoint(addrID, j, sp)
+		}
+	}
+	for _, m := range acc.Metadata {
+		w.exec(`INSERT INTO account_metadata (account_id, key, value) VALUES ($1, $2, $3)`, c.AccountID, m.Key, []byte(m.Value))
+	}
+	for _, n := range acc.Notes {
+		created := opt.Now.UTC()
+		if n.CreatedAt != nil {
+			created = n.CreatedAt.Time()
+		}
+		var unpin *time.Time
+		if n.UnpinAt != nil {
+			t := n.UnpinAt.Time()
+			unpin = &t
+		}
+		body := ""
+		if n.Body != nil {
+			body = *n.Body
+		}
+		noteID := w.id(`INSERT INTO notes (account_id, body, created_at, is_pinned, unpin_at) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			c.AccountID, body, created, n.IsPinned != nil && *n.IsPinned, unpin)
+		for j, d := range n.DocumentPaths {
+			w.exec(`INSERT INTO note_documents (note_id, position, document_path) VALUES ($1, $2, $3)`, noteID, j, d.DocumentPath)
+		}
+	}
+	if acc.Supplier.MigrationEmails {
+		for i, cu := range acc.Customers {
+			if cu.Email == nil || *cu.Email == "" {
+				continue
+			}
+			subject, body := migrationEmail(cu, c.ServiceAccountNumber)
+			c.Outbox = append(c.Outbox, w.id(`INSERT INTO email_outbox (account_id, customer_id, to_address, subject, body)
+				VALUES ($1, $2, $3, $4, $5) RETURNING id`, c.AccountID, customerIDs[i], *cu.Email, subject, body))
+		}
+	}
+	if w.err != nil {
+		return c, w.err
+	}
+	return c, nil
+}
+
+func newServiceAccountNumber() (string, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("service account number: %w", err)
+	}
+	return "A-" + strings.ToUpper(hex.EncodeToString(b)), nil
+}
+
+func migrationEmail(cu account.Customer, number string) (subject, body string) {
+	name := "customer"
+	if cu.GivenName != nil && *cu.GivenName != "" {
+		name = *cu.GivenName
+	}
+	return "Your account has moved to us",
+		"Dear " + name + ",\n\nYour energy account has been moved to our billing platform. " +
+			"Your new account number is " + number + ".\n\nNothing changes in your supply.\n"
+}
+
+func datePtr(d *validate.Date) *string {
+	if d == nil {
+		return nil
+	}
+	s := string(*d)
+	return &s
+}
+
+func decPtr(d *validate.Decimal) *string {
+	if d == nil {
+		return nil
+	}
+	s := d.String()
+	return &s
+}
+
+// writer runs a sequence of statements and keeps the first error, so that
+// the long creation reads as the list of rows it writes.
+type writer struct {
+	ctx       context.Context
+	tx        *sqlx.Tx
+	accountID int64
+	err       error
+}
+
+func (w *writer) exec(q string, args ...any) {
+	if w.err != nil {
+		return
+	}
+	if _, err := w.tx.ExecContext(w.ctx, q, args...); err != nil {
+		w.err = fmt.Errorf("create account: %w", err)
+	}
+}
+
+func (w *writer) id(q string, args ...any) int64 {
+	if w.err != nil {
+		return 0
+	}
+	var id int64
+	if err := w.tx.GetContext(w.ctx, &id, q, args...); err != nil {
+		w.err = fmt.Errorf("create account: %w", err)
+	}
+	return id
+}
+
+func (w *writer) supplyPoint(addrID int64, pos int, sp account.SupplyPoint) {
+	spID := w.id(`INSERT INTO supply_points (account_id, supply_address_id, position, supply_type, supply_start_date, last_billed_to_date)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+		w.accountID, addrID, pos, sp.SupplyType, string(sp.SupplyStartDate), datePtr(sp.LastBilledToDate))
+	switch sp.SupplyType {
+	case "ELECTRICITY":
+		w.exec(`INSERT INTO electricity_supply_points (supply_point_id, account_id, identifier, initial_connection_date,
+			location_description, book_number, call_number, energization_status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			spID, w.accountID, sp.Identifier, datePtr(sp.InitialConnectionDate), sp.LocationDescription, sp.BookNumber,
+			sp.CallNumber, sp.EnergizationStatus)
+	case "HEAT_PUMP":
+		w.exec(`INSERT INTO heat_pump_supply_points (supply_point_id, serial_number_internal, serial_number_external,
+			make_model, size, location_description, product_note) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			spID, sp.SerialNumberInternal, sp.SerialNumberExternal, sp.MakeModel, sp.Size, sp.LocationDescription, sp.ProductNote)
+	case "LIGHT", "POLE":
+		w.exec(`INSERT INTO light_pole_supply_points (supply_point_id, serial_number, secondary_serial_number,
+			manufacturer_name, model_name, location, product_note, installed_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			spID, sp.SerialNumber, sp.SecondarySerialNumber, sp.ManufacturerName, sp.ModelName, sp.Location, sp.ProductNote,
+			datePtr(sp.InstalledAt))
+	case "WATER_HEATER":
+		w.exec(`INSERT INTO water_heater_supply_points (supply_point_id, serial_number, tank_size, tank_type, tank_configuration)
+			VALUES ($1, $2, $3, $4, $5)`, spID, sp.SerialNumber, sp.TankSize, sp.TankType, sp.TankConfiguration)
+	}
+	for _, m := range sp.Meters {
+		mt := account.MeterType{}
+		if m.MeterType != nil {
+			mt = *m.MeterType
+		}
+		meterID := w.id(`INSERT INTO meters (supply_point_id, account_id, serial_number, subgroup, seal_date, meter_number,
+			status, active_from, manufacturer, model, amps_low, amps_high, volts_low, volts_high, phase, elements,
+			stock_code, is_bidirectional, is_analog, cover_material, wire_ports, network_connectivity, base)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+			RETURNING id`,
+			spID, w.accountID, m.SerialNumber, m.Subgroup, datePtr(m.SealDate), m.MeterNumber, m.Status, datePtr(m.ActiveFrom),
+			mt.Manufacturer, mt.Model, decPtr(mt.AmpsLow), decPtr(mt.AmpsHigh), decPtr(mt.VoltsLow), decPtr(mt.VoltsHigh),
+			mt.Phase, decPtr(mt.Elements), mt.StockCode, mt.IsBidirectional, mt.IsAnalog, mt.CoverMaterial, mt.WirePorts,
+			mt.NetworkConnectivity, mt.Base)
+		for _, r := range m.Registers {
+			w.exec(`INSERT INTO registers (meter_id, register_type, whole_digits, decimal_digits, active_from, multiplier)
+				VALUES ($1, $2, $3, $4, $5, $6)`, meterID, r.RegisterType, r.WholeDigits, r.DecimalDigits,
+				datePtr(r.ActiveFrom), decPtr(r.Multiplier))
+		}
+	}
+	for _, a := range sp.Agreements {
+		if w.err != nil {
+			return
+		}
+		res, err := w.tx.ExecContext(w.ctx, `INSERT INTO agreements (supply_point_id, tariff_id, effective_from)
+			SELECT $1, id, $3 FROM tariffs WHERE code = $2`, spID, a.TariffCode, string(a.EffectiveFrom))
+		if err != nil {
+			w.err = fmt.Errorf("create account: %w", err)
+			return
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			w.err = problem.New(problem.Invalid, "tariff_code_not_found", "Tariff "+a.TariffCode+" is no longer in the catalogue.")
+			return
+		}
+	}
+	for _, r := range sp.TransferReadings {
+		w.exec(`INSERT INTO transfer_readings (supply_point_id, register_type, read_date, value) VALUES ($1, $2, $3, $4)`,
+			spID, r.RegisterType, string(r.ReadDate), r.Value)
+	}
+}

@@ -1,0 +1,53 @@
+package process
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// limiter counts accounts queued or processing across every API replica and
+// worker: a sorted set in Redis of task ids scored by the time their slot
+// expires. Taking a slot and counting happen in one script, so two replicas
+// cannot both take the last slot. Expiry frees the slot of a task whose
+// worker died without releasing it.
+type limiter struct {
+	rdb   redis.UniversalClient
+	key   string
+	limit int
+	ttl   time.Duration
+}
+
+// acquireScript: KEYS[1] set; ARGV: now (ms), expiry (ms), limit, member.
+// Returns 1 when the member holds a slot (newly or already), 0 when full.
+var acquireScript = redis.NewScript(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZSCORE', KEYS[1], ARGV[4]) then
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+  return 1
+end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+return 1
+`)
+
+// LimiterKey is the Redis key of the accounts-in-flight set.
+const LimiterKey = "importd:accounts-in-flight"
+
+// acquire takes a slot for taskID. A task that holds one already (another
+// request for the same account) shares it.
+func (l *limiter) acquire(ctx context.Context, taskID string) (bool, error) {
+	now := time.Now()
+	n, err := acquireScript.Run(ctx, l.rdb, []string{l.key},
+		now.UnixMilli(), now.Add(l.ttl).UnixMilli(), l.limit, taskID).Int()
+	return n == 1, err
+}
+
+// Release frees the slot of taskID. The worker calls it when the task ends,
+// whatever the outcome; releasing a slot not held is harmless.
+func Release(ctx context.Context, rdb redis.UniversalClient, taskID string) error {
+	return rdb.ZRem(ctx, LimiterKey, taskID).Err()
+}

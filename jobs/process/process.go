@@ -1,0 +1,304 @@
+// Package process is account processing (E5): the API side checks what is
+// cheap to check, enqueues an account:process task and waits for its
+// outcome; the worker side re-validates the staged payload and creates the
+// account in one PostgreSQL transaction. PostgreSQL records every outcome;
+// Redis only carries the task and the wake-up signal.
+package process
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"bulkimport/jobs"
+	"bulkimport/jobs/account"
+	"bulkimport/jobs/imports"
+	"bulkimport/jobs/problem"
+)
+
+// Error codes of E5 answers.
+const (
+	CodeTeamNotFound       = "operations_team_name_does_not_exist"
+	CodeLimitExceeded      = "concurrency_limit_exceeded"
+	CodeQueueUnavailable   = "queue_unavailable"
+	CodeStillInProgress    = "account_processing_in_progress"
+	CodeDryRunSucceeded    = "dry_run_rolled_back"
+	DetailDryRunSucceeded  = "Account would successfully import. Rolled back due to dry run."
+	limitRetryAfter        = 5 * time.Second
+	slotTTL                = 10 * time.Minute
+	defaultWait            = 30 * time.Second
+	outcomeCreated         = "created"
+	outcomeFailed          = "failed"
+	outcomeDryRunSucceeded = "dry_run_succeeded"
+)
+
+// Request is the body of E5.
+type Request struct {
+	ExternalAccountNumber string `json:"external_account_number"`
+	ImportSupplierCode    string `json:"import_supplier_code"`
+	OperationsTeamName    string `json:"operations_team_name"`
+	DryRun                bool   `json:"dry_run"`
+}
+
+// Config tunes the API side.
+type Config struct {
+	// Limit is PROCESS_CONCURRENCY_LIMIT: accounts queued or processing at
+	// once across all replicas; 0 disables it.
+	Limit int
+	// Wait is how long a request waits for its task before answering that
+	// the account is still being processed.
+	Wait time.Duration
+}
+
+// Service is the API side of E5.
+type Service struct {
+	db        *sqlx.DB
+	rdb       redis.UniversalClient
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	cfg       Config
+	lim       *limiter
+}
+
+// New returns the API side of E5.
+func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
+	if cfg.Wait <= 0 {
+		cfg.Wait = defaultWait
+	}
+	s := &Service{
+		db: d, rdb: rdb, cfg: cfg,
+		client:    asynq.NewClientFromRedisClient(rdb),
+		inspector: asynq.NewInspectorFromRedisClient(rdb),
+	}
+	if cfg.Limit > 0 {
+		s.lim = &limiter{rdb: rdb, key: LimiterKey, limit: cfg.Limit, ttl: slotTTL}
+	}
+	return s
+}
+
+// Result is the answer of a successful E5 call.
+type Result struct {
+	ServiceAccountNumber string `json:"service_account_number"`
+}
+
+// outcome is what the worker publishes when a task ends for good.
+type outcome struct {
+	Outcome              string          `json:"outcome"`
+	ServiceAccountNumber string          `json:"service_account_number,omitempty"`
+	Error                *problem.Record `json:"error,omitempty"`
+}
+
+type target struct {
+	SupplierID     int64          `db:"supplier_id"`
+	SupplierStatus string         `db:"supplier_status"`
+	TeamID         sql.NullInt64  `db:"team_id"`
+	ProcessID      sql.NullInt64  `db:"process_id"`
+	Number         sql.NullString `db:"service_account_number"`
+}
+
+// check answers what is cheap to answer without the queue: the supplier, the
+// staged data, the team, and whether the account exists already. The
+// supplier's status is read fresh here, never from a cache.
+func (s *Service) check(ctx context.Context, req Request, visible func(string) bool) (target, error) {
+	var t target
+	if _, ok, err := account.NewCatalog(s.db, visible).Supplier(ctx, req.ImportSupplierCode); err != nil {
+		return t, err
+	} else if !ok {
+		return t, problem.Invalidf(imports.CodeImportSupplierNotFound, "import_supplier_code", "Import supplier %s does not exist.", req.ImportSupplierCode)
+	}
+	err := s.db.GetContext(ctx, &t, `
+		SELECT s.id AS supplier_id, s.status AS supplier_status, t.id AS team_id,
+		       p.id AS process_id, p.service_account_number
+		FROM import_suppliers s
+		LEFT JOIN operations_teams t ON t.name = $2
+		LEFT JOIN import_processes p ON p.supplier_id = s.id AND p.external_account_number = $3
+		WHERE s.code = $1`, req.ImportSupplierCode, req.OperationsTeamName, req.ExternalAccountNumber)
+	if err != nil {
+		return t, fmt.Errorf("process: check: %w", err)
+	}
+	switch {
+	case t.Number.Valid:
+		return t, imports.AlreadyImported(req.ExternalAccountNumber, t.Number.String)
+	case !t.ProcessID.Valid:
+		return t, problem.Invalidf(imports.CodeProcessDoesNotExist, "external_account_number",
+			"No staged data for account %s of supplier %s; stage it first.", req.ExternalAccountNumber, req.ImportSupplierCode)
+	case t.SupplierStatus != "Ongoing":
+		return t, problem.Invalidf(imports.CodeSupplierNotOngoing, "import_supplier_code",
+			"Import supplier %s is %s; it does not accept accounts.", req.ImportSupplierCode, t.SupplierStatus)
+	case !t.TeamID.Valid:
+		return t, problem.Invalidf(CodeTeamNotFound, "operations_team_name", "Operations team %q does not exist.", req.OperationsTeamName)
+	}
+	return t, nil
+}
+
+func unavailable(err error) *problem.Error {
+	p := problem.New(problem.Unavailable, CodeQueueUnavailable,
+		"The job queue is unavailable; nothing was changed. Retry later.")
+	p.Cause = err
+	return p
+}
+
+// Process runs E5: it enqueues (or joins) the account's task and waits for
+// its outcome.
+func (s *Service) Process(ctx context.Context, req Request, visible func(string) bool) (Result, error) {
+	t, err := s.check(ctx, req, visible)
+	if err != nil {
+		return Result{}, err
+	}
+	taskID := jobs.AccountTaskID(req.ImportSupplierCode, req.ExternalAccountNumber, req.DryRun)
+	if s.lim != nil {
+		ok, err := s.lim.acquire(ctx, taskID)
+		if err != nil {
+			return Result{}, unavailable(err)
+		}
+		if !ok {
+			p := problem.New(problem.TooManyRequests, CodeLimitExceeded,
+				fmt.Sprintf("%d accounts are already being processed; retry when others finish.", s.cfg.Limit))
+			p.RetryAfter = limitRetryAfter
+			return Result{}, p
+		}
+	}
+	// Subscribe before enqueueing, so that a task finishing at once cannot
+	// announce its outcome before anyone listens.
+	sub := s.rdb.Subscribe(ctx, jobs.DoneChannel(taskID))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		s.release(taskID)
+		return Result{}, unavailable(err)
+	}
+	if !req.DryRun {
+		// IN_PROGRESS from the moment the task is queued (E10). A dry run
+		// leaves the status alone: it must change nothing.
+		if _, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', updated_at = now()
+			WHERE id = $1 AND service_account_number IS NULL`, t.ProcessID.Int64); err != nil {
+			s.release(taskID)
+			return Result{}, fmt.Errorf("process: mark in progress: %w", err)
+		}
+	}
+	task, err := jobs.NewAccountProcessTask(jobs.AccountProcessPayload{
+		ProcessID: t.ProcessID.Int64, SupplierID: t.SupplierID, SupplierCode: req.ImportSupplierCode,
+		ExternalAccountNumber: req.ExternalAccountNumber, OperationsTeamID: t.TeamID.Int64, DryRun: req.DryRun,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if err := s.enqueue(ctx, task, taskID); err != nil {
+		s.release(taskID)
+		if !req.DryRun {
+			// Nothing was queued: put the status back so that E10 does not
+			// show IN_PROGRESS for work that will never run.
+			_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN'
+				WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL`, t.ProcessID.Int64)
+		}
+		return Result{}, unavailable(err)
+	}
+	return s.wait(ctx, sub, req, t.ProcessID.Int64)
+}
+
+func (s *Service) release(taskID string) {
+	if s.lim != nil {
+		_ = Release(context.Background(), s.rdb, taskID)
+	}
+}
+
+// enqueue queues the task, or joins the one already queued or running for
+// the same account. A finished task that Asynq still retains (completed, or
+// archived after failing) is deleted first, so the account can be tried again.
+func (s *Service) enqueue(ctx context.Context, task *asynq.Task, taskID string) error {
+	for attempt := 0; attempt < 3; attempt++ {
+		_, err := s.client.EnqueueContext(ctx, task)
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return err
+		}
+		info, err := s.inspector.GetTaskInfo(jobs.QueueAccounts, taskID)
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			continue // gone between the two calls; enqueue again
+		}
+		if err != nil {
+			return err
+		}
+		switch info.State {
+		case asynq.TaskStateCompleted, asynq.TaskStateArchived:
+			if err := s.inspector.DeleteTask(jobs.QueueAccounts, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+				return err
+			}
+		default:
+			return nil // queued, running or retrying: share it
+		}
+	}
+	return fmt.Errorf("process: could not enqueue %s", taskID)
+}
+
+func (s *Service) wait(ctx context.Context, sub *redis.PubSub, req Request, processID int64) (Result, error) {
+	timer := time.NewTimer(s.cfg.Wait)
+	defer timer.Stop()
+	ch := sub.Channel()
+	for {
+		select {
+		case msg, ok := <-ch:
+			if !ok {
+				return s.fromDatabase(ctx, req, processID)
+			}
+			var o outcome
+			if err := json.Unmarshal([]byte(msg.Payload), &o); err != nil {
+				slog.WarnContext(ctx, "bad outcome message", "error", err)
+				continue
+			}
+			switch o.Outcome {
+			case outcomeDryRunSucceeded:
+				return Result{}, problem.New(problem.Invalid, CodeDryRunSucceeded, DetailDryRunSucceeded)
+			case outcomeFailed:
+				if o.Error != nil {
+					return Result{}, o.Error.Invalid()
+				}
+			}
+			if req.DryRun {
+				continue
+			}
+			// PostgreSQL is the truth; the message only woke us.
+			return s.fromDatabase(ctx, req, processID)
+		case <-timer.C:
+			if req.DryRun {
+				return Result{}, stillInProgress(req)
+			}
+			return s.fromDatabase(ctx, req, processID)
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
+	}
+}
+
+func stillInProgress(req Request) *problem.Error {
+	return problem.New(problem.Timeout, CodeStillInProgress,
+		fmt.Sprintf("Account %s is still being processed. Poll GET /v1/data-import/account-transfer-status/%s/%s/ for the outcome.",
+			req.ExternalAccountNumber, req.ImportSupplierCode, req.ExternalAccountNumber))
+}
+
+func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64) (Result, error) {
+	var r struct {
+		Status    string         `db:"status"`
+		Number    sql.NullString `db:"service_account_number"`
+		LastError []byte         `db:"last_error"`
+	}
+	if err := s.db.GetContext(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE id = $1`, processID); err != nil {
+		return Result{}, fmt.Errorf("process: read outcome: %w", err)
+	}
+	switch {
+	case r.Number.Valid:
+		return Result{ServiceAccountNumber: r.Number.String}, nil
+	case r.Status == imports.StatusUnknown && len(r.LastError) > 0:
+		var rec problem.Record
+		if err := json.Unmarshal(r.LastError, &rec); err == nil {
+			return Result{}, rec.Invalid()
+		}
+	}
+	return Result{}, stillInProgress(req)
+}

@@ -1,0 +1,159 @@
+package process
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"bulkimport/db"
+	"bulkimport/jobs"
+	"bulkimport/jobs/account"
+	"bulkimport/jobs/problem"
+)
+
+// Creator is the worker side of E5.
+type Creator struct {
+	db      *sqlx.DB
+	rdb     redis.UniversalClient
+	client  *asynq.Client
+	catalog account.Catalog
+	now     func() time.Time
+}
+
+// NewCreator returns the worker side of E5. catalog is unscoped: the API
+// already checked what the caller may see.
+func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog) *Creator {
+	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, now: time.Now}
+}
+
+// errDryRun rolls back the transaction of a dry run that would have succeeded.
+var errDryRun = errors.New("dry run")
+
+// Run creates (or dry-runs) the account of one task. final is true on the
+// task's last attempt, when an infrastructure failure must be recorded
+// because no retry will record a better outcome.
+//
+// It is safe to run twice for one account: the process row is locked, an
+// account that exists already is reported as created, and the unique
+// constraints on accounts make a second creation impossible.
+func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final bool) error {
+	taskID := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
+	var (
+		number  string
+		invalid *problem.Error
+		outbox  []int64
+	)
+	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
+		var row struct {
+			Payload []byte         `db:"payload"`
+			Number  sql.NullString `db:"service_account_number"`
+		}
+		if err := tx.GetContext(ctx, &row, `SELECT payload, service_account_number FROM import_processes WHERE id = $1 FOR UPDATE`, p.ProcessID); err != nil {
+			return fmt.Errorf("lock process %d: %w", p.ProcessID, err)
+		}
+		if row.Number.Valid {
+			number = row.Number.String
+			return nil
+		}
+		acc, err := account.Validator{Catalog: c.catalog, Now: c.now}.Validate(ctx, row.Payload)
+		if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
+			invalid = pe
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		created, err := CreateAccount(ctx, tx, acc, CreateOptions{
+			ProcessID: p.ProcessID, OperationsTeamID: p.OperationsTeamID, Now: c.now(),
+		})
+		if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
+			invalid = pe
+			return errDryRun // roll back whatever was written
+		}
+		if err != nil {
+			return err
+		}
+		if p.DryRun {
+			return errDryRun
+		}
+		number = created.ServiceAccountNumber
+		if _, err := tx.ExecContext(ctx, `UPDATE import_processes SET status = 'COMPLETED', service_account_number = $2,
+			account_created_at = $3, last_error = NULL, updated_at = now() WHERE id = $1`, p.ProcessID, number, created.CreatedAt); err != nil {
+			return fmt.Errorf("record completion: %w", err)
+		}
+		outbox = created.Outbox
+		return nil
+	})
+	switch {
+	case errors.Is(err, errDryRun) && invalid == nil:
+		c.finish(ctx, taskID, outcome{Outcome: outcomeDryRunSucceeded})
+		return nil
+	case invalid != nil:
+		// Not retried: the same data would fail the same way. The team fixes
+		// the payload, stages it again and calls E5 again.
+		rec := invalid.ToRecord()
+		if !p.DryRun {
+			c.recordFailure(ctx, p.ProcessID, rec)
+		}
+		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
+		return fmt.Errorf("account %s failed validation: %w", p.ExternalAccountNumber, asynq.SkipRetry)
+	case err != nil:
+		if final {
+			rec := problem.Wrap(err, "process").ToRecord()
+			rec.Detail = "Account creation failed after retries; see the service logs. Stage again or call E5 again to retry."
+			if !p.DryRun {
+				c.recordFailure(ctx, p.ProcessID, rec)
+			}
+			c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
+		}
+		return err
+	}
+	for _, id := range outbox {
+		c.enqueueEmail(ctx, id)
+	}
+	c.finish(ctx, taskID, outcome{Outcome: outcomeCreated, ServiceAccountNumber: number})
+	return nil
+}
+
+func (c *Creator) recordFailure(ctx context.Context, processID int64, rec problem.Record) {
+	b, _ := json.Marshal(rec)
+	if _, err := c.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
+		WHERE id = $1 AND service_account_number IS NULL`, processID, b); err != nil {
+		slog.ErrorContext(ctx, "record failure", "process_id", processID, "error", err)
+	}
+}
+
+// finish frees the concurrency slot and wakes the waiting requests. Both are
+// best effort: PostgreSQL already holds the outcome, and a waiter that hears
+// nothing reads it there when its wait ends.
+func (c *Creator) finish(ctx context.Context, taskID string, o outcome) {
+	ctx = context.WithoutCancel(ctx)
+	if err := Release(ctx, c.rdb, taskID); err != nil {
+		slog.WarnContext(ctx, "release slot", "task_id", taskID, "error", err)
+	}
+	b, _ := json.Marshal(o)
+	if err := c.rdb.Publish(ctx, jobs.DoneChannel(taskID), b).Err(); err != nil {
+		slog.WarnContext(ctx, "publish outcome", "task_id", taskID, "error", err)
+	}
+}
+
+// enqueueEmail queues one migration e-mail after the account committed. The
+// outbox row exists whatever happens here; an e-mail whose task was lost is
+// found by its empty sent_at.
+func (c *Creator) enqueueEmail(ctx context.Context, outboxID int64) {
+	task, err := jobs.NewEmailSendTask(outboxID)
+	if err == nil {
+		_, err = c.client.EnqueueContext(context.WithoutCancel(ctx), task)
+	}
+	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+		slog.ErrorContext(ctx, "enqueue e-mail", "outbox_id", outboxID, "error", err)
+	}
+}

@@ -1,0 +1,154 @@
+// Package jobs holds the work of the service: the Asynq task contracts in
+// this file (type names, queues, payloads and constructors) and, in its
+// sub-packages, the domain rules those tasks and the API run. The API and the
+// worker both import it, never each other.
+package jobs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Task types are noun:verb, and no type is a prefix of another, because
+// asynq's ServeMux matches by prefix.
+const (
+	TypeAccountProcess = "account:process"
+	TypeEmailSend      = "email:send"
+	// TypePaymentInstructionVerify asks a payment vendor about an
+	// instruction and stores it (E2, E9).
+	TypePaymentInstructionVerify = "payment_instruction:verify"
+)
+
+// Queues. Accounts get their own so that their concurrency can be limited
+// (PROCESS_CONCURRENCY_LIMIT) apart from the other work.
+const (
+	QueueAccounts = "accounts"
+	QueueVendors  = "vendors"
+	QueueEmails   = "emails"
+)
+
+// Account processing task settings, chosen for a caller who waits:
+//   - MaxRetry 3: a creation fails for infrastructure reasons only (an invalid
+//     payload is not retried at all); three tries ride out a database
+//     failover without keeping a broken task alive for days.
+//   - Timeout 2m: a large account creates in well under a second; a task that
+//     runs for minutes is stuck, and its lease must return to the queue.
+//   - Retention 2m: a finished task stays visible in the dashboard briefly;
+//     after that a new E5 call for the same account may enqueue again.
+const (
+	AccountProcessMaxRetry  = 3
+	AccountProcessTimeout   = 2 * time.Minute
+	AccountProcessRetention = 2 * time.Minute
+)
+
+// AccountProcessPayload is the payload of TypeAccountProcess. The worker
+// re-reads the staged data from PostgreSQL; the payload only names it.
+type AccountProcessPayload struct {
+	ProcessID             int64  `json:"process_id"`
+	SupplierID            int64  `json:"supplier_id"`
+	SupplierCode          string `json:"supplier_code"`
+	ExternalAccountNumber string `json:"external_account_number"`
+	OperationsTeamID      int64  `json:"operations_team_id"`
+	DryRun                bool   `json:"dry_run"`
+}
+
+// AccountTaskID derives the task id from the supplier and the external
+// account number, so that concurrent E5 calls for one account share one task.
+// Dry runs get ids of their own: they must never stand in for a real run.
+func AccountTaskID(supplierCode, externalAccountNumber string, dryRun bool) string {
+	h := sha256.Sum256([]byte(supplierCode + "\x00" + externalAccountNumber))
+	id := "account-" + hex.EncodeToString(h[:16])
+	if dryRun {
+		id += "-dry"
+	}
+	return id
+}
+
+// NewAccountProcessTask returns the task that creates (or dry-runs) an account.
+func NewAccountProcessTask(p AccountProcessPayload) (*asynq.Task, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s payload: %w", TypeAccountProcess, err)
+	}
+	return asynq.NewTask(TypeAccountProcess, b,
+		asynq.TaskID(AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)),
+		asynq.Queue(QueueAccounts),
+		asynq.MaxRetry(AccountProcessMaxRetry),
+		asynq.Timeout(AccountProcessTimeout),
+		asynq.Retention(AccountProcessRetention),
+	), nil
+}
+
+// EmailSendPayload is the payload of TypeEmailSend: one outbox row.
+type EmailSendPayload struct {
+	OutboxID int64 `json:"outbox_id"`
+}
+
+// NewEmailSendTask returns the task that sends one migration e-mail.
+func NewEmailSendTask(outboxID int64) (*asynq.Task, error) {
+	b, err := json.Marshal(EmailSendPayload{OutboxID: outboxID})
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTask(TypeEmailSend, b,
+		asynq.TaskID(fmt.Sprintf("email-%d", outboxID)),
+		asynq.Queue(QueueEmails),
+		asynq.MaxRetry(10),
+		asynq.Timeout(time.Minute),
+	), nil
+}
+
+// PaymentInstructionVerifyRetention keeps a finished verification visible
+// in the dashboard briefly. The task has no Asynq retries (MaxRetry 0): the
+// bounded retry with backoff happens inside the task, against the vendor,
+// while the API waits; a failed task is archived for the operator to see.
+const PaymentInstructionVerifyRetention = 2 * time.Minute
+
+// PaymentInstructionVerifyPayload is the payload of
+// TypePaymentInstructionVerify. Exactly one of AccountID (E9) and BusinessID
+// (E2) is set; AccountIDs are the accounts of a business's instruction. The
+// worker re-reads the vendor and re-checks for a duplicate in PostgreSQL.
+type PaymentInstructionVerifyPayload struct {
+	SupplierID int64   `json:"supplier_id"`
+	VendorID   int64   `json:"vendor_id"`
+	Reference  string  `json:"reference"`
+	Type       string  `json:"type"`
+	AccountID  int64   `json:"account_id,omitempty"`
+	BusinessID int64   `json:"business_id,omitempty"`
+	AccountIDs []int64 `json:"account_ids,omitempty"`
+}
+
+// PaymentInstructionTaskID derives the task id from the whole payload, so
+// that identical concurrent requests share one task, and requests that
+// differ in anything (vendor, type, accounts) never stand in for each other.
+func PaymentInstructionTaskID(p PaymentInstructionVerifyPayload) string {
+	b, _ := json.Marshal(p) // cannot fail: plain fields
+	h := sha256.Sum256(b)
+	return "payment-instruction-" + hex.EncodeToString(h[:16])
+}
+
+// NewPaymentInstructionVerifyTask returns the verification task. timeout
+// must exceed the vendor's attempts times its timeout plus the backoff
+// between them (payment.Vendor.Budget), or Asynq would cut the retries short.
+func NewPaymentInstructionVerifyTask(p PaymentInstructionVerifyPayload, timeout time.Duration) (*asynq.Task, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s payload: %w", TypePaymentInstructionVerify, err)
+	}
+	return asynq.NewTask(TypePaymentInstructionVerify, b,
+		asynq.TaskID(PaymentInstructionTaskID(p)),
+		asynq.Queue(QueueVendors),
+		asynq.MaxRetry(0),
+		asynq.Timeout(timeout),
+		asynq.Retention(PaymentInstructionVerifyRetention),
+	), nil
+}
+
+// DoneChannel is the Redis pub/sub channel on which the worker announces
+// that a task finished, so that a waiting API request wakes at once.
+func DoneChannel(taskID string) string { return "importd:done:" + taskID }

@@ -1,0 +1,476 @@
+package validate
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Kind is the JSON type of a Value.
+type Kind uint8
+
+// The JSON types. The zero Kind never comes out of Parse.
+const (
+	KindNull Kind = iota + 1
+	KindBool
+	KindNumber
+	KindString
+	KindArray
+	KindObject
+)
+
+// String returns the JSON name of the kind, as used in error details.
+func (k Kind) String() string {
+	switch k {
+	case KindNull:
+		return "null"
+	case KindBool:
+		return "boolean"
+	case KindNumber:
+		return "number"
+	case KindString:
+		return "string"
+	case KindArray:
+		return "array"
+	case KindObject:
+		return "object"
+	}
+	return "invalid"
+}
+
+// Value is one parsed JSON value. Numbers keep their literal text, so no
+// number ever passes through float64, and objects keep every member in input
+// order, duplicates included, so that a duplicate key can be reported at its
+// own path instead of being silently overwritten as encoding/json does.
+type Value struct {
+	Kind Kind
+	Bool bool
+	// Text is the decoded contents of a string, or the literal of a number.
+	Text string
+	// Raw is the exact input text of the value, for fields kept as JSON.
+	Raw     string
+	Items   []Value
+	Members []Member
+}
+
+// Member is one key of a JSON object with its value.
+type Member struct {
+	Key   string
+	Value Value
+}
+
+// SyntaxError is malformed JSON. Offset is the byte offset of the problem.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("invalid JSON at byte offset %d: %s", e.Offset, e.Msg)
+}
+
+// MaxDepth is how deeply arrays and objects may nest. The account schema needs
+// seven levels; the limit exists because metadata values are free-form and a
+// hostile body of a million '[' must not exhaust the stack.
+const MaxDepth = 512
+
+// Parse decodes one JSON value that spans all of data (surrounding whitespace
+// allowed). It accepts exactly RFC 8259 JSON in UTF-8; escaped lone
+// surrogates become U+FFFD, as with encoding/json. It returns a *SyntaxError
+// for anything else.
+//
+// Parse exists instead of json.Decoder.Token because it is several times
+// faster, allocates one tree, and keeps the information validation needs:
+// literal numbers, member order, duplicate keys and raw text.
+func Parse(data []byte) (*Value, error) {
+	p := parser{s: string(data)}
+	p.skipSpace()
+	v := new(Value)
+	if err := p.value(v); err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.i < len(p.s) {
+		return nil, p.errorf("invalid character %s after top-level value", quoteByte(p.s[p.i]))
+	}
+	return v, nil
+}
+
+type parser struct {
+	s     string
+	i     int
+	depth int
+	buf   []byte // scratch space for strings with escapes
+}
+
+func (p *parser) errorf(format string, args ...any) *SyntaxError {
+	return &SyntaxError{Offset: p.i, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (p *parser) eof() *SyntaxError {
+	return &SyntaxError{Offset: len(p.s), Msg: "unexpected end of JSON input"}
+}
+
+func quoteByte(c byte) string {
+	if c == '\'' {
+		return `'\''`
+	}
+	if c == '"' {
+		return `'"'`
+	}
+	s := strconv.QuoteRune(rune(c))
+	if c >= utf8.RuneSelf {
+		s = fmt.Sprintf("byte 0x%02x", c)
+	}
+	return s
+}
+
+func (p *parser) skipSpace() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(v *Value) error {
+	if p.i >= len(p.s) {
+		return p.eof()
+	}
+	start := p.i
+	switch c := p.s[p.i]; {
+	case c == '{':
+		if err := p.object(v); err != nil {
+			return err
+		}
+	case c == '[':
+		if err := p.array(v); err != nil {
+			return err
+		}
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return err
+		}
+		v.Kind, v.Text = KindString, s
+	case c == '-' || (c >= '0' && c <= '9'):
+		if err := p.number(); err != nil {
+			return err
+		}
+		v.Kind, v.Text = KindNumber, p.s[start:p.i]
+	case c == 't':
+		if err := p.literal("true"); err != nil {
+			return err
+		}
+		v.Kind, v.Bool = KindBool, true
+	case c == 'f':
+		if err := p.literal("false"); err != nil {
+			return err
+		}
+		v.Kind = KindBool
+	case c == 'n':
+		if err := p.literal("null"); err != nil {
+			return err
+		}
+		v.Kind = KindNull
+	default:
+		return p.errorf("invalid character %s looking for beginning of value", quoteByte(c))
+	}
+	v.Raw = p.s[start:p.i]
+	return nil
+}
+
+func (p *parser) literal(word string) error {
+	for j := 0; j < len(word); j++ {
+		if p.i >= len(p.s) {
+			return p.eof()
+		}
+		if p.s[p.i] != word[j] {
+			return p.errorf("invalid character %s in literal %s", quoteByte(p.s[p.i]), word)
+		}
+		p.i++
+	}
+	return nil
+}
+
+func (p *parser) enter() error {
+	p.depth++
+	if p.depth > MaxDepth {
+		return p.errorf("exceeded maximum nesting depth of %d", MaxDepth)
+	}
+	return nil
+}
+
+func (p *parser) object(v *Value) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	p.i++ // '{'
+	v.Kind = KindObject
+	p.skipSpace()
+	if p.i < len(p.s) && p.s[p.i] == '}' {
+		p.i++
+		v.Members = []Member{}
+		p.depth--
+		return nil
+	}
+	members := make([]Member, 0, 8)
+	for {
+		if p.i >= len(p.s) {
+			return p.eof()
+		}
+		if p.s[p.i] != '"' {
+			return p.errorf("invalid character %s looking for beginning of object key string", quoteByte(p.s[p.i]))
+		}
+		key, err := p.str()
+		if err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.i >= len(p.s) {
+			return p.eof()
+		}
+		if p.s[p.i] != ':' {
+			return p.errorf("invalid character %s after object key", quoteByte(p.s[p.i]))
+		}
+		p.i++
+		p.skipSpace()
+		members = append(members, Member{Key: key})
+		if err := p.value(&members[len(members)-1].Value); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.i >= len(p.s) {
+			return p.eof()
+		}
+		switch p.s[p.i] {
+		case ',':
+			p.i++
+			p.skipSpace()
+		case '}':
+			p.i++
+			v.Members = members
+			p.depth--
+			return nil
+		default:
+			return p.errorf("invalid character %s after object key:value pair", quoteByte(p.s[p.i]))
+		}
+	}
+}
+
+func (p *parser) array(v *Value) error {
+	if err := p.enter(); err != nil {
+		return err
+	}
+	p.i++ // '['
+	v.Kind = KindArray
+	p.skipSpace()
+	if p.i < len(p.s) && p.s[p.i] == ']' {
+		p.i++
+		v.Items = []Value{}
+		p.depth--
+		return nil
+	}
+	items := make([]Value, 0, 4)
+	for {
+		items = append(items, Value{})
+		if err := p.value(&items[len(items)-1]); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.i >= len(p.s) {
+			return p.eof()
+		}
+		switch p.s[p.i] {
+		case ',':
+			p.i++
+			p.skipSpace()
+		case ']':
+			p.i++
+			v.Items = items
+			p.depth--
+			return nil
+		default:
+			return p.errorf("invalid character %s after array element", quoteByte(p.s[p.i]))
+		}
+	}
+}
+
+// number scans a number literal; the caller slices its text.
+func (p *parser) number() error {
+	s := p.s
+	if s[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i >= len(s):
+		return p.eof()
+	case s[p.i] == '0':
+		p.i++
+	case s[p.i] >= '1' && s[p.i] <= '9':
+		for p.i < len(s) && s[p.i] >= '0' && s[p.i] <= '9' {
+			p.i++
+		}
+	default:
+		return p.errorf("invalid character %s in numeric literal", quoteByte(s[p.i]))
+	}
+	if p.i < len(s) && s[p.i] == '.' {
+		p.i++
+		if err := p.digits(); err != nil {
+			return err
+		}
+	}
+	if p.i < len(s) && (s[p.i] == 'e' || s[p.i] == 'E') {
+		p.i++
+		if p.i < len(s) && (s[p.i] == '+' || s[p.i] == '-') {
+			p.i++
+		}
+		if err := p.digits(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) digits() error {
+	if p.i >= len(p.s) {
+		return p.eof()
+	}
+	if p.s[p.i] < '0' || p.s[p.i] > '9' {
+		return p.errorf("invalid character %s in numeric literal", quoteByte(p.s[p.i]))
+	}
+	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+		p.i++
+	}
+	return nil
+}
+
+// str scans a string starting at its opening quote and returns its contents.
+// Strings without escapes are substrings of the input and cost nothing.
+func (p *parser) str() (string, error) {
+	p.i++ // opening quote
+	start := p.i
+	s := p.s
+	for p.i < len(s) {
+		c := s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return s[start : p.i-1], nil
+		case c == '\\':
+			return p.strEscaped(start)
+		case c < 0x20:
+			return "", p.errorf("invalid character %s in string literal", quoteByte(c))
+		case c < utf8.RuneSelf:
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				return "", p.errorf("invalid UTF-8 in string literal")
+			}
+			p.i += size
+		}
+	}
+	return "", p.eof()
+}
+
+func (p *parser) strEscaped(start int) (string, error) {
+	s := p.s
+	b := append(p.buf[:0], s[start:p.i]...)
+	for p.i < len(s) {
+		c := s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			p.buf = b
+			return string(b), nil
+		case c == '\\':
+			p.i++
+			if p.i >= len(s) {
+				return "", p.eof()
+			}
+			e := s[p.i]
+			p.i++
+			switch e {
+			case '"', '\\', '/':
+				b = append(b, e)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r, err := p.hex4()
+				if err != nil {
+					return "", err
+				}
+				if utf16.IsSurrogate(r) {
+					// A high surrogate pairs with a following \u escape; any
+					// other surrogate becomes U+FFFD, as with encoding/json.
+					if p.i+1 < len(s) && s[p.i] == '\\' && s[p.i+1] == 'u' {
+						save := p.i
+						p.i += 2
+						r2, err := p.hex4()
+						if err != nil {
+							return "", err
+						}
+						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+							b = utf8.AppendRune(b, d)
+							continue
+						}
+						p.i = save
+					}
+					r = utf8.RuneError
+				}
+				b = utf8.AppendRune(b, r)
+			default:
+				p.i--
+				return "", p.errorf("invalid character %s in string escape code", quoteByte(e))
+			}
+		case c < 0x20:
+			return "", p.errorf("invalid character %s in string literal", quoteByte(c))
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				return "", p.errorf("invalid UTF-8 in string literal")
+			}
+			b = append(b, s[p.i:p.i+size]...)
+			p.i += size
+		}
+	}
+	return "", p.eof()
+}
+
+func (p *parser) hex4() (rune, error) {
+	var r rune
+	for j := 0; j < 4; j++ {
+		if p.i >= len(p.s) {
+			return 0, p.eof()
+		}
+		c := p.s[p.i]
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, p.errorf("invalid character %s in \\u hexadecimal character escape", quoteByte(c))
+		}
+		p.i++
+	}
+	return r, nil
+}

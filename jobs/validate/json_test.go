@@ -1,0 +1,145 @@
+package validate
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParse_KeepsNumberTextMemberOrderAndDuplicates(t *testing.T) {
+	t.Parallel()
+	v, err := Parse([]byte(` {"b": 1.50, "a": [true, null, "x\u00e9\n"], "b": -0e+3} `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, m := range v.Members {
+		got = append(got, m.Key+"="+m.Value.Raw)
+	}
+	if diff := cmp.Diff([]string{"b=1.50", `a=[true, null, "x\u00e9\n"]`, "b=-0e+3"}, got); diff != "" {
+		t.Errorf("members (-want +got):\n%s", diff)
+	}
+	if s := v.Members[1].Value.Items[2].Text; s != "xé\n" {
+		t.Errorf("string = %q, want %q", s, "xé\n")
+	}
+	if n := v.Members[0].Value; n.Kind != KindNumber || n.Text != "1.50" {
+		t.Errorf("number = %v %q", n.Kind, n.Text)
+	}
+}
+
+func TestParse_RejectsMalformedInputWithItsOffset(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		in     string
+		offset int
+	}{
+		{"empty body", ``, 0},
+		{"trailing comma in object", `{"a":1,}`, 7},
+		{"missing colon", `{"a" 1}`, 5},
+		{"unquoted key", `{a:1}`, 1},
+		{"leading zero", `[01]`, 2},
+		{"bare fraction dot", `[1.]`, 3},
+		{"truncated", `{"a":[1,2`, 9},
+		{"second value", `{} {}`, 3},
+		{"control character in string", "[\"a\tb\"]", 3},
+		{"bad escape", `["\x"]`, 3},
+		{"invalid UTF-8", "[\"\xff\"]", 2},
+		{"single quotes", `{'a':1}`, 1},
+		{"NaN", `[NaN]`, 1},
+		{"bad literal", `[tru]`, 4},
+		{"byte order mark", "\xef\xbb\xbf{}", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.in))
+			var se *SyntaxError
+			if !errors.As(err, &se) {
+				t.Fatalf("Parse(%q) error = %v, want *SyntaxError", tt.in, err)
+			}
+			if se.Offset != tt.offset {
+				t.Errorf("offset = %d, want %d (%v)", se.Offset, tt.offset, se)
+			}
+			if !strings.Contains(se.Error(), "byte offset") {
+				t.Errorf("error %q does not name the offset", se)
+			}
+		})
+	}
+}
+
+func TestParse_LimitsNestingDepth(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)
+	if _, err := Parse([]byte(deep)); err == nil {
+		t.Fatal("Parse accepted nesting deeper than MaxDepth")
+	}
+	ok := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
+	if _, err := Parse([]byte(ok)); err != nil {
+		t.Fatalf("Parse refused nesting of exactly MaxDepth: %v", err)
+	}
+}
+
+func TestParse_SurrogatesDecodeLikeEncodingJSON(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{`"\ud83d\ude00"`, `"\ud83d"`, `"\ude00x"`, `"\ud83d\u0041"`, `"\ud83d\ud83d\ude00"`} {
+		v, err := Parse([]byte(in))
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", in, err)
+		}
+		var want string
+		if err := json.Unmarshal([]byte(in), &want); err != nil {
+			t.Fatal(err)
+		}
+		if v.Text != want {
+			t.Errorf("Parse(%s) = %q, encoding/json gives %q", in, v.Text, want)
+		}
+	}
+}
+
+// FuzzParse checks that Parse accepts exactly what encoding/json accepts
+// (for UTF-8 input: encoding/json lets invalid UTF-8 through, Parse refuses
+// it) and decodes strings to the same text.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `{"a":[1,-2.5e3,"x\"y",true,false,null]}`, `"\u00e9\ud83d\ude00"`, `{"a":1,"a":2}`, ` 0 `, `[1,]`, `{"a" 1}`, "\"\xff\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := Parse(data)
+		if !utf8.Valid(data) {
+			if err == nil && !utf8.ValidString(v.Raw) {
+				t.Fatalf("Parse accepted invalid UTF-8 %q", data)
+			}
+			return
+		}
+		valid := json.Valid(data)
+		if (err == nil) != valid {
+			t.Fatalf("Parse(%q) error = %v, json.Valid = %v", data, err, valid)
+		}
+		if err == nil && v.Kind == KindString {
+			var want string
+			if err := json.Unmarshal(data, &want); err != nil {
+				t.Fatal(err)
+			}
+			if v.Text != want {
+				t.Fatalf("Parse(%q).Text = %q, encoding/json gives %q", data, v.Text, want)
+			}
+		}
+	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	data := []byte(`{"customers":[{"given_name":"Amelia","family_name":"Hughes","email":"a@b.co.uk","date_of_birth":"1984-03-12"}],` +
+		`"supply_addresses":[{"supply_address1":"14 Albert Road","supply_points":[{"supply_type":"ELECTRICITY","meters":[{"serial_number":"E21","meter_type":{"amps_low":5,"volts_low":216.2}}]}]}]}`)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package validate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"bulkimport/jobs/problem"
+)
+
+type pet struct {
+	Kind   string          `json:"kind"`
+	Name   *string         `json:"name,omitzero"`
+	Wings  *int64          `json:"wings,omitzero"`
+	Barks  *bool           `json:"barks,omitzero"`
+	Weight *Decimal        `json:"weight,omitzero"`
+	Born   *Date           `json:"born,omitzero"`
+	Extra  json.RawMessage `json:"extra,omitzero"`
+}
+
+type owner struct {
+	ID    string            `json:"id"`
+	Pets  []pet             `json:"pets,omitzero"`
+	Home  *home             `json:"home,omitzero"`
+	Later []json.RawMessage `json:"later,omitzero"`
+	Seen  *Datetime         `json:"seen,omitzero"`
+}
+
+type home struct {
+	Street string `json:"street"`
+}
+
+var (
+	homeSchema = NewObject(Req("street", StringValue, func(h *home) *string { return &h.Street }, MaxLength(5)))
+	petSchema  = NewUnion("kind",
+		[]Field[pet]{
+			Req("kind", StringValue, func(p *pet) *string { return &p.Kind }),
+			Opt("name", StringValue, func(p *pet) **string { return &p.Name }, AllowBlank(), Nullable()),
+			Opt("weight", DecimalValue, func(p *pet) **Decimal { return &p.Weight }, NonNegative()),
+			Opt("born", DateValue, func(p *pet) **Date { return &p.Born }),
+			JSONObject("extra", func(p *pet) *json.RawMessage { return &p.Extra }),
+		},
+		Variant[pet]{Values: []string{"BIRD"}, Fields: []Field[pet]{
+			Opt("wings", IntegerValue, func(p *pet) **int64 { return &p.Wings }, Required(), NonNegative()),
+		}},
+		Variant[pet]{Values: []string{"DOG"}, Fields: []Field[pet]{
+			Opt("barks", BooleanValue, func(p *pet) **bool { return &p.Barks }),
+		}},
+	)
+	ownerSchema = NewObject(
+		Req("id", StringValue, func(o *owner) *string { return &o.ID }, Codes("owner_unknown")),
+		List("pets", petSchema, func(o *owner) *[]pet { return &o.Pets }),
+		Obj("home", homeSchema, func(o *owner) **home { return &o.Home }, Required()),
+		EmptyList("later", func(o *owner) *[]json.RawMessage { return &o.Later }, "Not yet."),
+		Opt("seen", DatetimeValue, func(o *owner) **Datetime { return &o.Seen }),
+	)
+)
+
+func bindOwner(t *testing.T, in string) (owner, problem.List) {
+	t.Helper()
+	v, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w Walker
+	var o owner
+	ownerSchema.Bind(&w, v, &o)
+	return o, w.Errors
+}
+
+type pair struct{ Attr, Code string }
+
+func pairs(l problem.List) []pair {
+	p := []pair{}
+	for _, e := range l {
+		p = append(p, pair{e.Attr, e.Code})
+	}
+	return p
+}
+
+func TestObjectBind_ReportsEveryProblemAtItsPath(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []pair
+	}{
+		{"valid", `{"id":"o1","home":{"street":"Elm"},"pets":[{"kind":"BIRD","wings":2},{"kind":"DOG","barks":true,"name":null}],"later":[]}`, []pair{}},
+		{"missing required fields", `{"pets":[{}]}`, []pair{{"pets.0.kind", CodeRequired}, {"id", CodeRequired}, {"home", CodeRequired}}},
+		{"variant field required only in its variant", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"BIRD"},{"kind":"DOG"}]}`, []pair{{"pets.0.wings", CodeRequired}}},
+		{"field of another variant is unknown", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"DOG","wings":2}]}`, []pair{{"pets.0.wings", CodeUnknownField}}},
+		{"unknown discriminator accepts any variant's field", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"CAT","wings":2,"fur":1}]}`,
+			[]pair{{"pets.0.kind", CodeInvalidChoice}, {"pets.0.fur", CodeUnknownField}}},
+		{"unknown and duplicate keys", `{"id":"o","id":"p","home":{"street":"a","door":1},"x":1,"":2}`,
+			[]pair{{"id", CodeDuplicateKey}, {"home.door", CodeUnknownField}, {"x", CodeUnknownField}, {`""`, CodeUnknownField}}},
+		{"wrong types", `{"id":1,"home":[],"pets":{},"seen":true}`,
+			[]pair{{"id", CodeInvalid}, {"home", CodeInvalid}, {"pets", CodeInvalid}, {"seen", CodeInvalid}}},
+		{"null where not allowed", `{"id":null,"home":null,"pets":[null]}`,
+			[]pair{{"id", CodeInvalid}, {"home", CodeInvalid}, {"pets.0", CodeInvalid}}},
+		{"string rules", `{"id":" ","home":{"street":"Long Road"}}`, []pair{{"id", CodeBlank}, {"home.street", CodeMaxLength}}},
+		{"max length counts characters not bytes", `{"id":"o","home":{"street":"ééééé"}}`, []pair{}},
+		{"null character", `{"id":"a\u0000b","home":{"street":"a"}}`, []pair{{"id", CodeNullCharacters}}},
+		{"numbers", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"BIRD","wings":2.0},{"kind":"BIRD","wings":-1,"weight":1e3},{"kind":"BIRD","wings":99999999999999999999,"weight":-0.5}]}`,
+			[]pair{{"pets.0.wings", CodeInvalid}, {"pets.1.wings", CodeMinValue}, {"pets.1.weight", CodeInvalid}, {"pets.2.wings", CodeInvalid}, {"pets.2.weight", CodeMinValue}}},
+		{"dates", `{"id":"o","home":{"street":"a"},"seen":"2025-01-01T10:00:00+01:00","pets":[{"kind":"DOG","born":"2023-02-29"}]}`,
+			[]pair{{"seen", CodeInvalidDatetime}, {"pets.0.born", CodeInvalidDate}}},
+		{"free-form object", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"DOG","extra":{"a":{"b":1,"b":2},"c":["\u0000"],"d":1e99999}},{"kind":"DOG","extra":[]}]}`,
+			[]pair{{"pets.0.extra.a.b", CodeDuplicateKey}, {"pets.0.extra.c.0", CodeNullCharacters}, {"pets.0.extra.d", CodeNumberOutOfRange}, {"pets.1.extra", CodeInvalid}}},
+		{"non-empty empty list", `{"id":"o","home":{"street":"a"},"later":[{},1]}`, []pair{{"later.0", CodeNotSupported}, {"later.1", CodeNotSupported}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, errs := bindOwner(t, tt.in)
+			if diff := cmp.Diff(tt.want, pairs(errs)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+			for _, e := range errs {
+				if e.Detail == "" {
+					t.Errorf("problem at %s has no detail", e.Attr)
+				}
+			}
+		})
+	}
+}
+
+func TestObjectBind_StoresValuesAndEncodesThemBackUnchanged(t *testing.T) {
+	t.Parallel()
+	in := `{"id":"o","home":{"street":"Elm"},"later":[],"seen":"2025-01-01T10:00:00Z",` +
+		`"pets":[{"kind":"BIRD","wings":2,"weight":0.50,"born":"2024-02-29","extra":{ "a" : "<b>", "n": 1.0 }},{"kind":"DOG","name":""}]}`
+	o, errs := bindOwner(t, in)
+	if len(errs) != 0 {
+		t.Fatalf("problems: %v", errs)
+	}
+	out, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"o","pets":[{"kind":"BIRD","wings":2,"weight":0.50,"born":"2024-02-29","extra":{"a":"\u003cb\u003e","n":1.0}},{"kind":"DOG","name":""}],` +
+		`"home":{"street":"Elm"},"later":[],"seen":"2025-01-01T10:00:00Z"}`
+	if string(out) != want {
+		t.Errorf("encoding:\n got %s\nwant %s", out, want)
+	}
+	again, errs := bindOwner(t, string(out))
+	if len(errs) != 0 {
+		t.Fatalf("problems on the encoding: %v", errs)
+	}
+	if diff := cmp.Diff(o, again); diff != "" {
+		t.Errorf("binding the encoding changed the value (-first +second):\n%s", diff)
+	}
+}
+
+func TestReference_ListsEveryFieldWithPathTypeAndCodes(t *testing.T) {
+	t.Parallel()
+	ref := Reference(ownerSchema.Spec())
+	for _, want := range []string{
+		"| `id` | string | yes |  | `required`, `invalid`, `null_characters_not_allowed`, `blank`, `owner_unknown` |",
+		"| `pets[].kind` | string | yes | one of `BIRD`, `DOG` |",
+		"| `pets[].wings` | integer | yes | 0 or more | `required`, `invalid`, `min_value` | Only when kind is BIRD. |",
+		"| `pets[].name` | string or null | no | may be empty; null is the same as omitted |",
+		"| `home.street` | string | yes | at most 5 characters |",
+		"| `later` | array (empty) | no |  | `invalid`, `not_supported` |",
+	} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("reference lacks %q; got:\n%s", want, ref)
+		}
+	}
+}
+
+func TestDatesAndDecimals_ParseOnlyTheirDocumentedForm(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{"2024-02-29": true, "2023-02-29": false, "2024-13-01": false, "2024-1-01": false, "24-01-01": false, "2024-04-31": false, "2024-01-01T00:00:00Z": false} {
+		if _, ok := ParseDate(s); ok != want {
+			t.Errorf("ParseDate(%q) ok = %v, want %v", s, ok, want)
+		}
+	}
+	for s, want := range map[string]bool{"2024-02-29T23:59:59Z": true, "2024-02-29T24:00:00Z": false, "2024-02-29T10:00:00.5Z": false, "2024-02-29 10:00:00Z": false, "2024-02-29T10:00:00": false} {
+		if _, ok := ParseDatetime(s); ok != want {
+			t.Errorf("ParseDatetime(%q) ok = %v, want %v", s, ok, want)
+		}
+	}
+	for s, want := range map[string]bool{"0": true, "-0.50": true, "12.345": true, "01": false, "1.": false, ".5": false, "1e2": false, "+1": false, "": false} {
+		if _, err := ParseDecimal(s); (err == nil) != want {
+			t.Errorf("ParseDecimal(%q) err = %v, want ok %v", s, err, want)
+		}
+	}
+	d, _ := ParseDecimal("216.20")
+	if d.String() != "216.20" || d.Decimal().String() != "216.2" {
+		t.Errorf("Decimal kept %q / value %s", d.String(), d.Decimal())
+	}
+}

@@ -1,0 +1,280 @@
+package validate
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Date is a calendar date in the spec's YYYY-MM-DD form. It is a string so
+// that it encodes as itself and compares chronologically with < and >.
+type Date string
+
+// ParseDate returns s as a Date when it is a real calendar date in
+// YYYY-MM-DD form, and false otherwise.
+func ParseDate(s string) (Date, bool) {
+	if len(s) != 10 || s[4] != '-' || s[7] != '-' {
+		return "", false
+	}
+	y, ok1 := digits(s[0:4])
+	m, ok2 := digits(s[5:7])
+	d, ok3 := digits(s[8:10])
+	if !ok1 || !ok2 || !ok3 || m < 1 || m > 12 || d < 1 || d > daysIn(y, m) {
+		return "", false
+	}
+	return Date(s), true
+}
+
+// DateOf returns the date of t in t's location.
+func DateOf(t time.Time) Date { return Date(t.Format(time.DateOnly)) }
+
+// Time returns midnight UTC at the start of d; the zero Time if d is invalid.
+func (d Date) Time() time.Time {
+	t, _ := time.Parse(time.DateOnly, string(d))
+	return t
+}
+
+// Datetime is an instant in the spec's YYYY-MM-DDTHH:MM:SSZ form (UTC, whole
+// seconds). Like Date it compares chronologically as a string.
+type Datetime string
+
+// ParseDatetime returns s as a Datetime when it is a real UTC instant in
+// YYYY-MM-DDTHH:MM:SSZ form, and false otherwise.
+func ParseDatetime(s string) (Datetime, bool) {
+	if len(s) != 20 || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[19] != 'Z' {
+		return "", false
+	}
+	if _, ok := ParseDate(s[:10]); !ok {
+		return "", false
+	}
+	h, ok1 := digits(s[11:13])
+	mi, ok2 := digits(s[14:16])
+	se, ok3 := digits(s[17:19])
+	if !ok1 || !ok2 || !ok3 || h > 23 || mi > 59 || se > 59 {
+		return "", false
+	}
+	return Datetime(s), true
+}
+
+// DatetimeOf returns t in UTC as a Datetime, truncated to the second.
+func DatetimeOf(t time.Time) Datetime { return Datetime(t.UTC().Format("2006-01-02T15:04:05Z")) }
+
+// Time returns the instant; the zero Time if dt is invalid.
+func (dt Datetime) Time() time.Time {
+	t, _ := time.Parse("2006-01-02T15:04:05Z", string(dt))
+	return t
+}
+
+func digits(s string) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+func daysIn(y, m int) int {
+	switch m {
+	case 4, 6, 9, 11:
+		return 30
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	}
+	return 31
+}
+
+// Decimal is a non-integer JSON number kept exactly as written: "10.50"
+// stays "10.50" through validation, storage and re-validation, and is never a
+// float64. The zero Decimal is invalid and marshals to an error.
+type Decimal struct{ text string }
+
+// maxDecimalLen bounds decimal literals, which no meter attribute needs
+// beyond a few digits, so that arithmetic on them stays cheap.
+const maxDecimalLen = 40
+
+// ParseDecimal accepts a plain decimal literal: an optional minus sign,
+// digits, and an optional fraction. Exponents are refused because a meter
+// attribute written as 1e2 is almost certainly a float leaking out of the
+// caller's system, and because they let a short literal stand for a huge
+// number.
+func ParseDecimal(s string) (Decimal, error) {
+	if len(s) == 0 || len(s) > maxDecimalLen {
+		return Decimal{}, errors.New("decimal: length out of range")
+	}
+	i := 0
+	if s[0] == '-' {
+		i++
+	}
+	intStart := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == intStart || (s[intStart] == '0' && i-intStart > 1) {
+		return Decimal{}, errors.New("decimal: malformed integer part")
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		fracStart := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == fracStart {
+			return Decimal{}, errors.New("decimal: malformed fraction")
+		}
+	}
+	if i != len(s) {
+		return Decimal{}, errors.New("decimal: unexpected character")
+	}
+	return Decimal{text: s}, nil
+}
+
+// String returns the literal as written.
+func (d Decimal) String() string { return d.text }
+
+// Decimal returns the value for arithmetic; zero for the zero Decimal.
+func (d Decimal) Decimal() decimal.Decimal {
+	if d.text == "" {
+		return decimal.Zero
+	}
+	return decimal.RequireFromString(d.text) // ParseDecimal accepted the text
+}
+
+// Negative reports whether the value is below zero ("-0" is not).
+func (d Decimal) Negative() bool {
+	if len(d.text) == 0 || d.text[0] != '-' {
+		return false
+	}
+	for i := 1; i < len(d.text); i++ {
+		if c := d.text[i]; c >= '1' && c <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// Equal reports whether both literals are the same text; go-cmp uses it.
+func (d Decimal) Equal(o Decimal) bool { return d.text == o.text }
+
+// MarshalJSON writes the literal as a JSON number.
+func (d Decimal) MarshalJSON() ([]byte, error) {
+	if d.text == "" {
+		return nil, errors.New("decimal: marshal of zero Decimal")
+	}
+	return []byte(d.text), nil
+}
+
+// UnmarshalJSON reads a JSON number in ParseDecimal's form.
+func (d *Decimal) UnmarshalJSON(b []byte) error {
+	v, err := ParseDecimal(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// Scalar is how one JSON type becomes a Go value of type V. The schema
+// constructors Req and Opt take one of the Scalar variables below.
+type Scalar[V any] struct {
+	typ   Type
+	parse func(w *Walker, s *Spec, v *Value) (V, bool)
+}
+
+// The scalar types fields can have.
+var (
+	StringValue = Scalar[string]{TypeString, parseString}
+	// IntegerValue is a JSON number without fraction or exponent that fits
+	// in 64 bits.
+	IntegerValue  = Scalar[int64]{TypeInteger, parseInteger}
+	DecimalValue  = Scalar[Decimal]{TypeDecimal, parseDecimal}
+	BooleanValue  = Scalar[bool]{TypeBoolean, parseBoolean}
+	DateValue     = Scalar[Date]{TypeDate, parseDate}
+	DatetimeValue = Scalar[Datetime]{TypeDatetime, parseDatetime}
+)
+
+func wrongType(w *Walker, want string, v *Value) {
+	w.Add(CodeInvalid, "Expected %s but got %s.", want, v.Kind)
+}
+
+func parseString(w *Walker, s *Spec, v *Value) (string, bool) {
+	if v.Kind != KindString {
+		wrongType(w, "a string", v)
+		return "", false
+	}
+	return v.Text, s.checkString(w, v.Text)
+}
+
+func parseInteger(w *Walker, s *Spec, v *Value) (int64, bool) {
+	if v.Kind != KindNumber {
+		wrongType(w, "an integer", v)
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Text, 10, 64)
+	if err != nil {
+		w.Add(CodeInvalid, "A valid integer is required.")
+		return 0, false
+	}
+	if s.NonNegative && n < 0 {
+		w.Add(CodeMinValue, "Ensure this value is greater than or equal to 0.")
+		return 0, false
+	}
+	return n, true
+}
+
+func parseDecimal(w *Walker, s *Spec, v *Value) (Decimal, bool) {
+	if v.Kind != KindNumber {
+		wrongType(w, "a number", v)
+		return Decimal{}, false
+	}
+	d, err := ParseDecimal(v.Text)
+	if err != nil {
+		w.Add(CodeInvalid, "A valid number is required: plain digits with an optional fraction, at most %d characters, no exponent.", maxDecimalLen)
+		return Decimal{}, false
+	}
+	if s.NonNegative && d.Negative() {
+		w.Add(CodeMinValue, "Ensure this value is greater than or equal to 0.")
+		return Decimal{}, false
+	}
+	return d, true
+}
+
+func parseBoolean(w *Walker, _ *Spec, v *Value) (bool, bool) {
+	if v.Kind != KindBool {
+		wrongType(w, "a boolean", v)
+		return false, false
+	}
+	return v.Bool, true
+}
+
+func parseDate(w *Walker, _ *Spec, v *Value) (Date, bool) {
+	if v.Kind != KindString {
+		wrongType(w, "a date string", v)
+		return "", false
+	}
+	d, ok := ParseDate(v.Text)
+	if !ok {
+		w.Add(CodeInvalidDate, "Date has wrong format. Use one of these formats instead: YYYY-MM-DD.")
+	}
+	return d, ok
+}
+
+func parseDatetime(w *Walker, _ *Spec, v *Value) (Datetime, bool) {
+	if v.Kind != KindString {
+		wrongType(w, "a datetime string", v)
+		return "", false
+	}
+	d, ok := ParseDatetime(v.Text)
+	if !ok {
+		w.Add(CodeInvalidDatetime, "Datetime has wrong format. Use one of these formats instead: YYYY-MM-DDTHH:MM:SSZ.")
+	}
+	return d, ok
+}

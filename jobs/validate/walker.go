@@ -1,0 +1,78 @@
+package validate
+
+import (
+	"strconv"
+	"strings"
+
+	"bulkimport/jobs/problem"
+)
+
+// Walker collects problems while a schema walks a decoded payload. It keeps
+// the current dot path as a stack of segments and renders it only when a
+// problem is recorded, because a valid payload, the common case, never needs
+// the string.
+type Walker struct {
+	// Errors holds every problem found so far, in the order found.
+	Errors problem.List
+	segs   []string
+}
+
+// Push enters the member key of the current object. The empty key, which
+// JSON allows, is written "" so that every path stays non-empty and a
+// problem under it still points somewhere.
+func (w *Walker) Push(key string) {
+	if key == "" {
+		key = `""`
+	}
+	w.segs = append(w.segs, key)
+}
+
+// PushIndex enters element i of the current array.
+func (w *Walker) PushIndex(i int) { w.segs = append(w.segs, strconv.Itoa(i)) }
+
+// Pop leaves the segment entered last.
+func (w *Walker) Pop() { w.segs = w.segs[:len(w.segs)-1] }
+
+// Path returns the current dot path ("customers.0.landline").
+func (w *Walker) Path() string { return strings.Join(w.segs, ".") }
+
+// Add records a problem at the current path.
+func (w *Walker) Add(code, format string, args ...any) {
+	w.Errors.Add(w.Path(), code, format, args...)
+}
+
+// AddAt records a problem at attr, a path built with Attr.
+func (w *Walker) AddAt(attr, code, format string, args ...any) {
+	w.Errors.Add(attr, code, format, args...)
+}
+
+// HasErrorAt reports whether a problem was already recorded at attr, so that
+// a later rule does not pile a second, less precise problem onto it.
+func (w *Walker) HasErrorAt(attr string) bool {
+	for _, e := range w.Errors {
+		if e.Attr == attr {
+			return true
+		}
+	}
+	return false
+}
+
+// Attr joins field names (string) and zero-based indexes (int) into a dot
+// path, for rules that run after the walk.
+func Attr(parts ...any) string {
+	var b strings.Builder
+	for i, p := range parts {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		switch p := p.(type) {
+		case string:
+			b.WriteString(p)
+		case int:
+			b.WriteString(strconv.Itoa(p))
+		default:
+			panic("validate.Attr: parts must be string or int")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,41 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+
+	"bulkimport/jobs"
+	"bulkimport/jobs/email"
+	"bulkimport/jobs/process"
+)
+
+// accountHandler runs account:process tasks.
+type accountHandler struct {
+	creator *process.Creator
+}
+
+func (h accountHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	var p jobs.AccountProcessPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("decode %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	return h.creator.Run(ctx, p, retried >= maxRetry)
+}
+
+// emailHandler runs email:send tasks.
+type emailHandler struct {
+	sender *email.Sender
+}
+
+func (h emailHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	var p jobs.EmailSendPayload
+	if err := json.Unmarshal(t.Payload(), &p); err != nil {
+		return fmt.Errorf("decode %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	return h.sender.Send(ctx, p.OutboxID)
+}
