@@ -32,7 +32,7 @@ type service struct {
 
 // startService migrates a fresh database, starts `importd <mode>` on port 0
 // with a Redis database of the test's own, and stops it when the test ends.
-func startService(t *testing.T, mode string, extra map[string]string) *service {
+func startService(t testing.TB, mode string, extra map[string]string) *service {
 	t.Helper()
 	dbURL := dbtest.NewDatabase(t)
 	env := map[string]string{
@@ -88,7 +88,7 @@ type response struct {
 	Raw    []byte
 }
 
-func (s *service) do(t *testing.T, method, path, token string, body any) response {
+func (s *service) do(t testing.TB, method, path, token string, body any) response {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -109,7 +109,7 @@ func (s *service) do(t *testing.T, method, path, token string, body any) respons
 	return doReq(t, req)
 }
 
-func doReq(t *testing.T, req *http.Request) response {
+func doReq(t testing.TB, req *http.Request) response {
 	t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -123,7 +123,7 @@ func doReq(t *testing.T, req *http.Request) response {
 }
 
 // token runs the GraphQL mutation and returns data.obtainServiceToken and errors.
-func (s *service) token(t *testing.T, input string) (map[string]any, []any) {
+func (s *service) token(t testing.TB, input string) (map[string]any, []any) {
 	t.Helper()
 	q := map[string]any{"query": `mutation($input: ObtainJSONWebTokenInput!) { obtainServiceToken(input: $input) { token payload refreshToken refreshExpiresIn } }`,
 		"variables": map[string]any{"input": json.RawMessage(input)}}
@@ -137,7 +137,7 @@ func (s *service) token(t *testing.T, input string) (map[string]any, []any) {
 	return out, errs
 }
 
-func (s *service) newKey(t *testing.T, name string, suppliers ...string) string {
+func (s *service) newKey(t testing.TB, name string, suppliers ...string) string {
 	t.Helper()
 	key, err := auth.CreateKey(context.Background(), s.db, name, "", suppliers)
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *service) newKey(t *testing.T, name string, suppliers ...string) string 
 	return key
 }
 
-func (s *service) accessToken(t *testing.T, key string) string {
+func (s *service) accessToken(t testing.TB, key string) string {
 	t.Helper()
 	out, errs := s.token(t, fmt.Sprintf(`{"APIKey": %q}`, key))
 	if len(errs) > 0 || out == nil {
@@ -155,7 +155,7 @@ func (s *service) accessToken(t *testing.T, key string) string {
 	return out["token"].(string)
 }
 
-func errorCode(t *testing.T, errs []any) string {
+func errorCode(t testing.TB, errs []any) string {
 	t.Helper()
 	if len(errs) != 1 {
 		t.Fatalf("want one GraphQL error, got %v", errs)

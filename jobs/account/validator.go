@@ -100,7 +100,7 @@ type checker struct {
 	supplierFound bool
 	// country is the supplier's country, or "" when the supplier is unknown.
 	country        string
-	missingTariffs []string
+	missingTariffs map[string]bool
 	contractExists bool
 }
 
@@ -108,10 +108,12 @@ type checker struct {
 func (c *checker) lookup(ctx context.Context, cat Catalog) error {
 	code := c.a.ImportSupplier
 	var tariffs []string
+	seen := map[string]bool{}
 	for _, sa := range c.a.SupplyAddresses {
 		for _, sp := range sa.SupplyPoints {
 			for _, ag := range sp.Agreements {
-				if ag.TariffCode != "" && !slices.Contains(tariffs, ag.TariffCode) {
+				if ag.TariffCode != "" && !seen[ag.TariffCode] {
+					seen[ag.TariffCode] = true
 					tariffs = append(tariffs, ag.TariffCode)
 				}
 			}
@@ -131,7 +133,8 @@ func (c *checker) lookup(ctx context.Context, cat Catalog) error {
 			return err
 		}
 		c.supplier, c.supplierFound = l.Supplier, l.SupplierFound
-		c.missingTariffs, c.contractExists = l.MissingTariffs, l.ContractExists
+		c.contractExists = l.ContractExists
+		c.setMissing(l.MissingTariffs)
 	} else {
 		var err error
 		if code != "" {
@@ -140,9 +143,11 @@ func (c *checker) lookup(ctx context.Context, cat Catalog) error {
 			}
 		}
 		if len(tariffs) > 0 {
-			if c.missingTariffs, err = cat.MissingTariffs(ctx, tariffs); err != nil {
+			missing, err := cat.MissingTariffs(ctx, tariffs)
+			if err != nil {
 				return err
 			}
+			c.setMissing(missing)
 		}
 		if c.supplierFound && contract != "" {
 			if c.contractExists, err = cat.ContractExists(ctx, c.supplier.ID, contract); err != nil {
@@ -158,6 +163,15 @@ func (c *checker) lookup(ctx context.Context, cat Catalog) error {
 		c.country = c.supplier.Country
 	}
 	return nil
+}
+
+func (c *checker) setMissing(codes []string) {
+	for _, t := range codes {
+		if c.missingTariffs == nil {
+			c.missingTariffs = map[string]bool{}
+		}
+		c.missingTariffs[t] = true
+	}
 }
 
 func (c *checker) checkCustomers() {
@@ -276,12 +290,9 @@ func (c *checker) checkSupplyAddresses() {
 					}
 					serials = setAdd(serials, mt.SerialNumber)
 				}
-				for r := range mt.Registers {
-					rt := mt.Registers[r].RegisterType
-					if rt != "" && slices.ContainsFunc(mt.Registers[:r], func(x Register) bool { return x.RegisterType == rt }) {
-						c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "registers", r, "register_type"),
-							CodeDuplicateRegisterType, "Register type %s appears more than once on this meter.", rt)
-					}
+				for _, r := range validate.Repeats(mt.Registers, func(x *Register) string { return x.RegisterType }) {
+					c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "registers", r, "register_type"),
+						CodeDuplicateRegisterType, "Register type %s appears more than once on this meter.", mt.Registers[r].RegisterType)
 				}
 			}
 		}
@@ -302,18 +313,19 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 		c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "supply_start_date"), CodeStartAfterEnd,
 			"supply_start_date (%s) is later than last_billed_to_date (%s).", start, *sp.LastBilledToDate)
 	}
+	repeats := validate.Repeats(sp.Agreements, func(x *Agreement) string { return string(x.EffectiveFrom) })
 	for k, ag := range sp.Agreements {
 		if ag.EffectiveFrom != "" {
 			if start != "" && ag.EffectiveFrom < start {
 				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementBeforeSupply,
 					"The agreement starts (%s) before the supply does (%s).", ag.EffectiveFrom, start)
 			}
-			if slices.ContainsFunc(sp.Agreements[:k], func(x Agreement) bool { return x.EffectiveFrom == ag.EffectiveFrom }) {
+			if slices.Contains(repeats, k) {
 				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementOverlap,
 					"Another agreement of this supply point also starts on %s; agreements must follow each other without overlap.", ag.EffectiveFrom)
 			}
 		}
-		if ag.TariffCode != "" && slices.Contains(c.missingTariffs, ag.TariffCode) {
+		if c.missingTariffs[ag.TariffCode] {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "tariff_code"), CodeTariffNotFound,
 				"Tariff %q not found.", ag.TariffCode)
 		}
@@ -330,10 +342,8 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 }
 
 func (c *checker) checkMetadata() {
-	for i, m := range c.a.Metadata {
-		if m.Key != "" && slices.ContainsFunc(c.a.Metadata[:i], func(x Metadata) bool { return x.Key == m.Key }) {
-			c.w.AddAt(validate.Attr("metadata", i, "key"), CodeMetadataDuplicateKeys, "Metadata key %q appears more than once.", m.Key)
-		}
+	for _, i := range validate.Repeats(c.a.Metadata, func(m *Metadata) string { return m.Key }) {
+		c.w.AddAt(validate.Attr("metadata", i, "key"), CodeMetadataDuplicateKeys, "Metadata key %q appears more than once.", c.a.Metadata[i].Key)
 	}
 }
 

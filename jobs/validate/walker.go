@@ -12,9 +12,11 @@ import (
 // problem is recorded, because a valid payload, the common case, never needs
 // the string.
 type Walker struct {
-	// Errors holds every problem found so far, in the order found.
+	// Errors holds every problem found so far, in the order found. Record
+	// problems with Add or AddAt, so that HasErrorAt sees them.
 	Errors problem.List
 	segs   []string
+	attrs  map[string]bool // paths with a problem; built on the first HasErrorAt
 }
 
 // Push enters the member key of the current object. The empty key, which
@@ -38,23 +40,59 @@ func (w *Walker) Path() string { return strings.Join(w.segs, ".") }
 
 // Add records a problem at the current path.
 func (w *Walker) Add(code, format string, args ...any) {
-	w.Errors.Add(w.Path(), code, format, args...)
+	w.AddAt(w.Path(), code, format, args...)
 }
 
 // AddAt records a problem at attr, a path built with Attr.
 func (w *Walker) AddAt(attr, code, format string, args ...any) {
 	w.Errors.Add(attr, code, format, args...)
+	if w.attrs != nil {
+		w.attrs[attr] = true
+	}
 }
 
 // HasErrorAt reports whether a problem was already recorded at attr, so that
-// a later rule does not pile a second, less precise problem onto it.
+// a later rule does not pile a second, less precise problem onto it. The
+// index keeps a payload with thousands of problems from making this
+// quadratic.
 func (w *Walker) HasErrorAt(attr string) bool {
-	for _, e := range w.Errors {
-		if e.Attr == attr {
-			return true
+	if w.attrs == nil {
+		w.attrs = make(map[string]bool, len(w.Errors))
+		for _, e := range w.Errors {
+			w.attrs[e.Attr] = true
 		}
 	}
-	return false
+	return w.attrs[attr]
+}
+
+// Repeats returns the indexes of the items whose key (other than "") already
+// appeared at a lower index, for "must be unique" rules that report the
+// second occurrence. Short lists are compared pairwise; long ones, which only
+// a hostile payload has, through a map.
+func Repeats[T any](items []T, key func(*T) string) []int {
+	var out []int
+	if len(items) <= 16 {
+		for i := range items {
+			k := key(&items[i])
+			for j := 0; j < i && k != ""; j++ {
+				if key(&items[j]) == k {
+					out = append(out, i)
+					break
+				}
+			}
+		}
+		return out
+	}
+	seen := make(map[string]bool, len(items))
+	for i := range items {
+		if k := key(&items[i]); k != "" {
+			if seen[k] {
+				out = append(out, i)
+			}
+			seen[k] = true
+		}
+	}
+	return out
 }
 
 // Attr joins field names (string) and zero-based indexes (int) into a dot
