@@ -1,0 +1,564 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"bulkimport/jobs"
+	"bulkimport/jobs/admin"
+)
+
+// fixture is the realistic example account (supplier DEMO, 2 customers, 2
+// supply addresses, electricity meters with registers).
+func fixture(t testing.TB, ean string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile("../../jobs/account/testdata/account.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	if ean != "" {
+		m["external_account_number"] = ean
+	}
+	return m
+}
+
+// seedDemo creates what the fixture refers to: supplier DEMO, a team, the
+// tariffs and the business contract.
+func seedDemo(t testing.TB, s *service, supplier admin.Supplier) {
+	t.Helper()
+	ctx := context.Background()
+	if supplier.Code == "" {
+		supplier.Code = "DEMO"
+	}
+	sup, err := admin.CreateSupplier(ctx, s.db, supplier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateTeam(ctx, s.db, "Ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateProduct(ctx, s.db, "DEMO-PRODUCTS", []string{"E-1R-FIX-24M-C", "E-1R-VAR-C", "HP-STD", "WH-RENT-STD"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`WITH b AS (INSERT INTO businesses (supplier_id, external_business_identifier, business_type, company_number, company_name)
+		VALUES ($1, 'BIZ-1', 'LTD', '01234567', 'Hughes Ltd') RETURNING id)
+		INSERT INTO business_contracts (business_id, supplier_id, identifier) SELECT id, $1, 'BC-2024-0042' FROM b`, sup.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func processBody(ean string, dryRun bool) map[string]any {
+	b := map[string]any{"external_account_number": ean, "import_supplier_code": "DEMO", "operations_team_name": "Ops"}
+	if dryRun {
+		b["dry_run"] = true
+	}
+	return b
+}
+
+const (
+	stagePath   = "/v1/data-import/account-import-process/create-or-update/"
+	processPath = "/v1/data-import/account-import-process/process/"
+)
+
+var serviceNumberRE = regexp.MustCompile(`^A-[0-9A-F]{8}$`)
+
+func (s *service) stage(t testing.TB, tok string, body map[string]any) {
+	t.Helper()
+	if r := s.do(t, "POST", stagePath, tok, body); r.Status != 201 && r.Status != 200 {
+		t.Fatalf("staging: %d %s", r.Status, r.Raw)
+	}
+}
+
+func (s *service) status(t testing.TB, tok, ean string) map[string]any {
+	t.Helper()
+	r := s.do(t, "GET", "/v1/data-import/account-transfer-status/DEMO/"+ean+"/", tok, nil)
+	if r.Status != 200 {
+		t.Fatalf("E10: %d %s", r.Status, r.Raw)
+	}
+	return r.Body
+}
+
+func (s *service) count(t testing.TB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.db.Get(&n, q, args...); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestProcess_CreatesTheWholeAccount(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-1"))
+
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-1", false))
+	if r.Status != 201 {
+		t.Fatalf("E5: %d %s", r.Status, r.Raw)
+	}
+	number, _ := r.Body["service_account_number"].(string)
+	if !serviceNumberRE.MatchString(number) {
+		t.Fatalf("service_account_number %q", number)
+	}
+	st := s.status(t, tok, "ACC-1")
+	if st["status"] != "COMPLETED" || st["service_account_number"] != number {
+		t.Errorf("E10 after creation: %v", st)
+	}
+	checks := []struct {
+		what string
+		q    string
+		want int
+	}{
+		{"accounts", `SELECT count(*) FROM accounts WHERE service_account_number = $1`, 1},
+		{"customers", `SELECT count(*) FROM customers c JOIN accounts a ON a.id = c.account_id WHERE a.service_account_number = $1`, 2},
+		{"supply addresses", `SELECT count(*) FROM supply_addresses x JOIN accounts a ON a.id = x.account_id WHERE a.service_account_number = $1`, 2},
+		{"a zero ledger", `SELECT count(*) FROM ledgers l JOIN accounts a ON a.id = l.account_id WHERE a.service_account_number = $1 AND l.balance = 0`, 1},
+		{"a team and a contract", `SELECT count(*) FROM accounts a JOIN operations_teams t ON t.id = a.operations_team_id JOIN business_contracts c ON c.id = a.business_contract_id WHERE a.service_account_number = $1 AND t.name = 'Ops'`, 1},
+	}
+	for _, c := range checks {
+		if got := s.count(t, c.q, number); got != c.want {
+			t.Errorf("%s: %d rows, want %d", c.what, got, c.want)
+		}
+	}
+	for _, table := range []string{"supply_points", "meters", "agreements"} {
+		if s.count(t, `SELECT count(*) FROM `+table) == 0 {
+			t.Errorf("no rows in %s", table)
+		}
+	}
+	if s.count(t, `SELECT count(*) FROM registers`) == 0 {
+		t.Error("no registers")
+	}
+
+	// Processing again: 400 with both numbers, so a client that lost the 201 recovers it.
+	r = s.do(t, "POST", processPath, tok, processBody("ACC-1", false))
+	if r.Status != 400 || r.Body["code"] != "account_import_process_already_imported" ||
+		r.Body["external_account_number"] != "ACC-1" || r.Body["service_account_number"] != number {
+		t.Errorf("second E5: %d %s", r.Status, r.Raw)
+	}
+	// Staging an imported account is refused too.
+	if r := s.do(t, "POST", stagePath, tok, fixture(t, "ACC-1")); r.Status != 400 || r.Body["service_account_number"] != number {
+		t.Errorf("staging an imported account: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestProcess_DryRunPersistsNothing(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-DRY"))
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-DRY", true))
+	if r.Status != 400 || r.Body["code"] != "dry_run_rolled_back" || r.Body["detail"] != "Account would successfully import. Rolled back due to dry run." {
+		t.Fatalf("dry run: %d %s", r.Status, r.Raw)
+	}
+	if n := s.count(t, `SELECT count(*) FROM accounts`); n != 0 {
+		t.Errorf("dry run left %d accounts", n)
+	}
+	if n := s.count(t, `SELECT count(*) FROM customers`); n != 0 {
+		t.Errorf("dry run left %d customers", n)
+	}
+	if st := s.status(t, tok, "ACC-DRY"); st["status"] != "UNKNOWN" || st["service_account_number"] != "" {
+		t.Errorf("E10 after a dry run: %v", st)
+	}
+	// A dry run of invalid data reports the problems instead.
+	if _, err := s.db.Exec(`DELETE FROM tariffs WHERE code = 'HP-STD'`); err != nil {
+		t.Fatal(err)
+	}
+	r = s.do(t, "POST", processPath, tok, processBody("ACC-DRY", true))
+	if r.Status != 400 || r.Body["code"] != "account_failed_validation" || !strings.Contains(string(r.Raw), "tariff_code_not_found") {
+		t.Errorf("dry run of invalid data: %d %s", r.Status, r.Raw)
+	}
+}
+
+func TestProcess_CheapChecksAnswerAtOnce(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	ctx := context.Background()
+	if _, err := admin.CreateSupplier(ctx, s.db, admin.Supplier{Code: "PAUSED"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-OK"))
+	if _, err := s.db.Exec(`INSERT INTO import_processes (supplier_id, external_account_number, payload)
+		SELECT id, 'ACC-P', '{}' FROM import_suppliers WHERE code = 'PAUSED'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.SetSupplierStatus(ctx, s.db, "PAUSED", "Paused"); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name       string
+		body       map[string]any
+		code, attr string
+	}{
+		{"nothing staged", processBody("NOPE", false), "import_process_does_not_exist", "external_account_number"},
+		{"unknown team", map[string]any{"external_account_number": "ACC-OK", "import_supplier_code": "DEMO", "operations_team_name": "Nobody"}, "operations_team_name_does_not_exist", "operations_team_name"},
+		{"unknown supplier", map[string]any{"external_account_number": "ACC-OK", "import_supplier_code": "NOPE", "operations_team_name": "Ops"}, "import_supplier_not_found", "import_supplier_code"},
+		{"supplier paused", map[string]any{"external_account_number": "ACC-P", "import_supplier_code": "PAUSED", "operations_team_name": "Ops"}, "import_supplier_migration_not_ongoing", "import_supplier_code"},
+		{"missing field", map[string]any{"external_account_number": "ACC-OK", "import_supplier_code": "DEMO"}, "invalid_request", "operations_team_name"},
+		{"unknown field", map[string]any{"external_account_number": "ACC-OK", "import_supplier_code": "DEMO", "operations_team_name": "Ops", "extra": 1}, "invalid_request", "extra"},
+		{"wrong type", map[string]any{"external_account_number": "ACC-OK", "import_supplier_code": "DEMO", "operations_team_name": "Ops", "dry_run": "yes"}, "invalid_request", "dry_run"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := s.do(t, "POST", processPath, tok, tc.body)
+			if r.Status != 400 || r.Body["code"] != tc.code || !strings.Contains(string(r.Raw), `"attr":"`+tc.attr+`"`) {
+				t.Fatalf("got %d %s, want 400 %s at %s", r.Status, r.Raw, tc.code, tc.attr)
+			}
+		})
+	}
+	if st := s.status(t, tok, "ACC-OK"); st["status"] != "UNKNOWN" {
+		t.Errorf("a refused E5 changed the status: %v", st)
+	}
+}
+
+func TestProcess_ConcurrentCallsCreateOneAccount(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-RACE"))
+	const n = 20
+	results := make([]response, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i] = s.do(t, "POST", processPath, tok, processBody("ACC-RACE", false))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if got := s.count(t, `SELECT count(*) FROM accounts WHERE external_account_number = 'ACC-RACE'`); got != 1 {
+		t.Fatalf("%d accounts created, want 1", got)
+	}
+	var number string
+	_ = s.db.Get(&number, `SELECT service_account_number FROM accounts`)
+	for i, r := range results {
+		switch {
+		case r.Status == 201 && r.Body["service_account_number"] == number:
+		case r.Status == 400 && r.Body["code"] == "account_import_process_already_imported" && r.Body["service_account_number"] == number:
+		default:
+			t.Errorf("call %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+}
+
+func TestProcess_InvalidStagedDataIsNotRetriedAndE10SaysWhy(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-BAD"))
+	// The catalogue changes after staging: the worker's re-validation fails.
+	if _, err := s.db.Exec(`DELETE FROM tariffs WHERE code = 'HP-STD'`); err != nil {
+		t.Fatal(err)
+	}
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-BAD", false))
+	if r.Status != 400 || r.Body["code"] != "account_failed_validation" || !strings.Contains(string(r.Raw), "tariff_code_not_found") {
+		t.Fatalf("E5 of data that no longer validates: %d %s", r.Status, r.Raw)
+	}
+	st := s.status(t, tok, "ACC-BAD")
+	last, _ := st["last_error"].(map[string]any)
+	if st["status"] != "UNKNOWN" || last["code"] != "account_failed_validation" || !strings.Contains(fmt.Sprint(last["errors"]), "tariff_code_not_found") {
+		t.Errorf("E10 after a failed attempt: %v", st)
+	}
+	// Archived at once, never retried.
+	insp := asynq.NewInspector(mustRedisOpt(t, s.env["REDIS_URL"]))
+	defer insp.Close()
+	info, err := insp.GetTaskInfo(jobs.QueueAccounts, jobs.AccountTaskID("DEMO", "ACC-BAD", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != asynq.TaskStateArchived || info.Retried != 0 {
+		t.Errorf("task state %v after %d retries, want archived after 0", info.State, info.Retried)
+	}
+	// Once the data is fixed, E5 can run again for the same account.
+	if _, err := s.db.Exec(`INSERT INTO tariffs (product_id, code) SELECT id, 'HP-STD' FROM products LIMIT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-BAD", false)); r.Status != 201 {
+		t.Errorf("E5 after fixing the data: %d %s", r.Status, r.Raw)
+	}
+	if st := s.status(t, tok, "ACC-BAD"); st["last_error"] != nil {
+		t.Errorf("last_error kept after success: %v", st["last_error"])
+	}
+}
+
+func mustRedisOpt(t testing.TB, url string) asynq.RedisConnOpt {
+	t.Helper()
+	opt, err := asynq.ParseRedisURI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opt
+}
+
+// Without a worker ("api" mode), tasks stay queued: the wait times out, E10
+// shows IN_PROGRESS, and a worker started later finishes the job.
+func TestProcess_WaitTimeoutAnswersPollE10AndTheJobGoesOn(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"PROCESS_WAIT_TIMEOUT": "300ms"})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-SLOW"))
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-SLOW", false))
+	if r.Status != 202 || r.Body["code"] != "account_processing_in_progress" || !strings.Contains(r.Body["detail"].(string), "account-transfer-status") {
+		t.Fatalf("E5 past its wait: %d %s", r.Status, r.Raw)
+	}
+	if st := s.status(t, tok, "ACC-SLOW"); st["status"] != "IN_PROGRESS" {
+		t.Fatalf("E10 while queued: %v", st)
+	}
+	if r := s.do(t, "POST", stagePath, tok, fixture(t, "ACC-SLOW")); r.Status != 400 || r.Body["code"] != "account_import_in_progress" {
+		t.Errorf("staging while in progress: %d %s", r.Status, r.Raw)
+	}
+	startWorker(t, s.env)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := s.status(t, tok, "ACC-SLOW")
+		if st["status"] == "COMPLETED" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("E10 never showed COMPLETED: %v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startWorker runs `importd worker` with env until the test ends.
+func startWorker(t testing.TB, env map[string]string) {
+	t.Helper()
+	wenv := map[string]string{}
+	for k, v := range env {
+		wenv[k] = v
+	}
+	wenv["HTTP_ADDR"] = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"worker"}, func(k string) string { return wenv[k] }, io.Discard, io.Discard, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+}
+
+func TestProcess_ConcurrencyLimit(t *testing.T) {
+	t.Parallel()
+	t.Run("a limit of 1 refuses a second account while one is queued", func(t *testing.T) {
+		t.Parallel()
+		// No worker: the first account stays queued and holds the slot.
+		s := startService(t, "api", map[string]string{"PROCESS_CONCURRENCY_LIMIT": "1", "PROCESS_WAIT_TIMEOUT": "200ms"})
+		seedDemo(t, s, admin.Supplier{})
+		tok := s.accessToken(t, s.newKey(t, "k"))
+		s.stage(t, tok, fixture(t, "ACC-A"))
+		s.stage(t, tok, fixture(t, "ACC-B"))
+		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 202 {
+			t.Fatalf("first account: %d %s", r.Status, r.Raw)
+		}
+		r := s.do(t, "POST", processPath, tok, processBody("ACC-B", false))
+		if r.Status != 429 || r.Body["code"] != "concurrency_limit_exceeded" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("second account over the limit: %d %s (Retry-After %q)", r.Status, r.Raw, r.Header.Get("Retry-After"))
+		}
+		if st := s.status(t, tok, "ACC-B"); st["status"] != "UNKNOWN" {
+			t.Errorf("a refused account changed status: %v", st)
+		}
+		// The same account again shares its slot instead of being refused.
+		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 202 {
+			t.Errorf("the queued account again: %d %s", r.Status, r.Raw)
+		}
+		// When the worker finishes the first, the slot frees and the second goes through.
+		startWorker(t, s.env)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r := s.do(t, "POST", processPath, tok, processBody("ACC-B", false))
+			if r.Status == 201 {
+				break
+			}
+			if r.Status != 429 && r.Status != 202 || time.Now().After(deadline) {
+				t.Fatalf("second account after the first finished: %d %s", r.Status, r.Raw)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Run("a limit of 0 lets requests queue up", func(t *testing.T) {
+		t.Parallel()
+		s := startService(t, "api", map[string]string{"PROCESS_CONCURRENCY_LIMIT": "0", "PROCESS_WAIT_TIMEOUT": "200ms"})
+		seedDemo(t, s, admin.Supplier{})
+		tok := s.accessToken(t, s.newKey(t, "k"))
+		for i := range 5 {
+			ean := fmt.Sprintf("ACC-%d", i)
+			s.stage(t, tok, fixture(t, ean))
+			if r := s.do(t, "POST", processPath, tok, processBody(ean, false)); r.Status != 202 {
+				t.Fatalf("%s with the limit disabled: %d %s", ean, r.Status, r.Raw)
+			}
+		}
+	})
+}
+
+func TestProcess_RedisDownAnswers503AndKeepsStagedData(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitTCP(t, fmt.Sprintf("127.0.0.1:%d", port))
+	s := startService(t, "api", map[string]string{"REDIS_URL": fmt.Sprintf("redis://127.0.0.1:%d/0", port)})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-R"))
+	var before string
+	_ = s.db.Get(&before, `SELECT payload::text FROM import_processes`)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-R", false))
+	if r.Status != 503 || r.Body["code"] != "queue_unavailable" {
+		t.Fatalf("E5 with Redis down: %d %s", r.Status, r.Raw)
+	}
+	var after, status string
+	_ = s.db.Get(&after, `SELECT payload::text FROM import_processes`)
+	_ = s.db.Get(&status, `SELECT status FROM import_processes`)
+	if after != before || status != "UNKNOWN" {
+		t.Errorf("staged data or status changed: status %s, payload same: %v", status, after == before)
+	}
+}
+
+// A worker stopped in the middle of a creation: its transaction rolls back,
+// the task returns to the queue, a later worker runs it, and exactly one
+// account exists.
+func TestProcess_WorkerKilledMidCreationRetriesToExactlyOneAccount(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"PROCESS_WAIT_TIMEOUT": "200ms", "SHUTDOWN_TIMEOUT": "300ms"})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-KILL"))
+
+	// Hold a lock the creation needs after it has inserted the account row,
+	// so that the worker is stuck mid-transaction.
+	lockTx, err := s.db.Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lockTx.Rollback()
+	if _, err := lockTx.Exec(`LOCK TABLE ledgers IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-KILL", false)); r.Status != 202 {
+		t.Fatalf("E5: %d %s", r.Status, r.Raw)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wenv := map[string]string{}
+	for k, v := range s.env {
+		wenv[k] = v
+	}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"worker"}, func(k string) string { return wenv[k] }, io.Discard, io.Discard, nil) }()
+	// Wait until the worker is blocked on the lock inside its transaction.
+	deadline := time.Now().Add(15 * time.Second)
+	for s.count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ledgers%'`) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never reached the ledger insert")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel() // the worker stops; its in-flight task is abandoned after SHUTDOWN_TIMEOUT
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_ = lockTx.Rollback()
+	if n := s.count(t, `SELECT count(*) FROM accounts`); n != 0 {
+		t.Fatalf("%d accounts after the worker died mid-creation; the transaction must roll back", n)
+	}
+	startWorker(t, s.env)
+	deadline = time.Now().Add(30 * time.Second)
+	for s.status(t, tok, "ACC-KILL")["status"] != "COMPLETED" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the task never ran again: %v", s.status(t, tok, "ACC-KILL"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := s.count(t, `SELECT count(*) FROM accounts`); n != 1 {
+		t.Fatalf("%d accounts, want exactly 1", n)
+	}
+}
+
+func TestProcess_MigrationEmailsGoToTheOutbox(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{MigrationEmails: true})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-MAIL"))
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-MAIL", false)); r.Status != 201 {
+		t.Fatalf("E5: %d %s", r.Status, r.Raw)
+	}
+	if n := s.count(t, `SELECT count(*) FROM email_outbox WHERE to_address LIKE '%brightmail.co.uk'`); n != 2 {
+		t.Errorf("%d outbox rows, want one per customer with an address (2)", n)
+	}
+	// Without SMTP_URL nothing is sent, but the e-mail jobs run and leave the rows unsent.
+	insp := asynq.NewInspector(mustRedisOpt(t, s.env["REDIS_URL"]))
+	defer insp.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q, err := insp.GetQueueInfo(jobs.QueueEmails)
+		if err == nil && q.Size == 0 && q.Processed >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("e-mail jobs did not run: %+v %v", q, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestDashboard_ShowsTheAccountsQueueBehindBasicAuth(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": "secret-pass"})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-DASH"))
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-DASH", false)); r.Status != 201 {
+		t.Fatalf("E5: %d %s", r.Status, r.Raw)
+	}
+	req, _ := http.NewRequest("GET", s.base+"/monitoring/api/queues", nil)
+	if r := doReq(t, req); r.Status != 401 {
+		t.Errorf("dashboard without credentials: %d", r.Status)
+	}
+	req.SetBasicAuth("ops", "wrong")
+	if r := doReq(t, req); r.Status != 401 {
+		t.Errorf("dashboard with a wrong password: %d", r.Status)
+	}
+	req.SetBasicAuth("ops", "secret-pass")
+	r := doReq(t, req)
+	if r.Status != 200 || !strings.Contains(string(r.Raw), `"queue":"accounts"`) {
+		t.Fatalf("dashboard queue API: %d %s", r.Status, r.Raw)
+	}
+}
