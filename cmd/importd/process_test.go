@@ -481,7 +481,9 @@ func TestProcess_WorkerKilledMidCreationRetriesToExactlyOneAccount(t *testing.T)
 		wenv[k] = v
 	}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"worker"}, func(k string) string { return wenv[k] }, io.Discard, io.Discard, nil) }()
+	go func() {
+		done <- run(ctx, []string{"worker"}, func(k string) string { return wenv[k] }, io.Discard, io.Discard, nil)
+	}()
 	// Wait until the worker is blocked on the lock inside its transaction.
 	deadline := time.Now().Add(15 * time.Second)
 	for s.count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ledgers%'`) == 0 {
