@@ -14,7 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"bulkimport/jobs/auth"
+	"bulkimport/jobs/business"
 	"bulkimport/jobs/imports"
+	"bulkimport/jobs/payment"
+	"bulkimport/jobs/postimport"
 	"bulkimport/jobs/problem"
 	"bulkimport/jobs/process"
 )
@@ -35,6 +38,12 @@ type Deps struct {
 	Auth    *auth.Service
 	Imports *imports.Service
 	Process *process.Service
+	// PostImport serves E6 to E8 (notes, transactions, statements).
+	PostImport *postimport.Service
+	// Business serves E1.
+	Business *business.Service
+	// Payment serves E2 and E9.
+	Payment *payment.Service
 }
 
 // Server is the HTTP API.
@@ -46,6 +55,10 @@ type Server struct {
 	imports *imports.Service
 	process *process.Service
 	router  *gin.Engine
+
+	postImport *postimport.Service
+	business   *business.Service
+	payment    *payment.Service
 }
 
 func init() { gin.SetMode(gin.ReleaseMode) }
@@ -56,6 +69,8 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.MaxBodyBytes = 10 << 20
 	}
 	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process}
+	s.postImport = deps.PostImport
+	s.business, s.payment = deps.Business, deps.Payment
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
@@ -88,6 +103,12 @@ func New(cfg Config, deps Deps) *Server {
 	v1.GET("/all-account-import-processes/:supplier/", s.listProcesses(imports.All))
 	v1.GET("/pending-account-import-processes/:supplier/", s.listProcesses(imports.Pending))
 	v1.GET("/imported-account-import-processes/:supplier/", s.listProcesses(imports.Imported))
+	v1.POST("/notes/create/", s.createNotes)
+	v1.POST("/transactions/create/", s.createTransactions)
+	v1.POST("/historical-statements/create/", s.createStatements)
+	v1.POST("/business/", s.createBusiness)
+	v1.POST("/payment-instruction/create/", s.createAccountPaymentInstruction)
+	v1.POST("/business-payment-instruction/create/", s.createBusinessPaymentInstruction)
 	s.router = r
 	return s
 }

@@ -19,10 +19,13 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/spf13/cobra"
+	_ "gocloud.dev/blob/fileblob" // DOCUMENTS_URL=file://...
+	_ "gocloud.dev/blob/s3blob"   // DOCUMENTS_URL=s3://...
 
 	"bulkimport/db"
 	"bulkimport/jobs/admin"
 	"bulkimport/jobs/auth"
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/problem"
 )
 
@@ -126,7 +129,8 @@ func (c *cli) commands() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
-	root.AddCommand(c.supplierCmd(), c.teamCmd(), c.productCmd(), c.apikeyCmd(), c.accountCmd())
+	root.AddCommand(c.supplierCmd(), c.teamCmd(), c.productCmd(), c.apikeyCmd(), c.accountCmd(), c.documentCmd(),
+		c.vendorCmd(), c.vendorSimCmd())
 	return root
 }
 
@@ -306,4 +310,61 @@ func (c *cli) accountCmd() *cobra.Command {
 		})}
 	cmd.AddCommand(skip, unskip, list)
 	return cmd
+}
+
+// documentCmd places documents where E6 and E8 look for them, so that teams
+// and tests need no object-store tooling of their own.
+func (c *cli) documentCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "document", Short: "Place documents in the object store (reads DOCUMENTS_URL)"}
+	put := &cobra.Command{Use: "put SUPPLIER PATH FILE", Short: "Upload FILE (- for stdin) as the document at PATH under the supplier's document root",
+		Args: cobra.ExactArgs(3),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			supplier, path, file := args[0], args[1], args[2]
+			if !documents.ValidPath(path) {
+				return fmt.Errorf("PATH %q is not a normalised relative path (no leading /, no \\, no empty, . or .. segment)", path)
+			}
+			u := c.getenv("DOCUMENTS_URL")
+			if u == "" {
+				return fmt.Errorf("DOCUMENTS_URL: required but not set")
+			}
+			root, err := documents.SupplierRoot(ctx, d, supplier)
+			if err != nil {
+				return err
+			}
+			var r io.Reader = os.Stdin
+			if file != "-" {
+				f, err := os.Open(file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				r = f
+			}
+			store, err := documents.Open(ctx, u)
+			if err != nil {
+				return fmt.Errorf("DOCUMENTS_URL: %w", err)
+			}
+			defer store.Close()
+			n := &countingReader{r: r}
+			key, err := store.Put(ctx, root, path, n)
+			if err != nil {
+				return err
+			}
+			return c.done(map[string]any{"supplier": supplier, "path": path, "key": key, "bytes": n.n},
+				fmt.Sprintf("uploaded %d bytes to %s", n.n, key))
+		})}
+	cmd.AddCommand(put)
+	return cmd
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

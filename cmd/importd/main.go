@@ -20,13 +20,19 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	_ "gocloud.dev/blob/fileblob" // DOCUMENTS_URL=file://... (local)
+	_ "gocloud.dev/blob/s3blob"   // DOCUMENTS_URL=s3://... (production)
 	"golang.org/x/sync/errgroup"
 
 	"bulkimport/api"
 	"bulkimport/db"
 	"bulkimport/jobs/account"
 	"bulkimport/jobs/auth"
+	"bulkimport/jobs/business"
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/imports"
+	"bulkimport/jobs/payment"
+	"bulkimport/jobs/postimport"
 	"bulkimport/jobs/process"
 	"bulkimport/worker"
 )
@@ -143,10 +149,25 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	var handler http.Handler
 	switch mode {
 	case "serve", "api":
+		// Without DOCUMENTS_URL the API still starts: only E6 and E8
+		// requests that reference a document are refused (503
+		// document_store_not_configured). A URL that does not open stops
+		// the start, naming the variable.
+		var docs *documents.Store
+		if cfg.DocumentsURL != "" {
+			var err error
+			if docs, err = documents.Open(ctx, cfg.DocumentsURL); err != nil {
+				return fmt.Errorf("DOCUMENTS_URL: %w", err)
+			}
+			defer docs.Close()
+		}
 		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring}, api.Deps{
 			DB: d, Redis: rc, Auth: auth.New(d, cfg.TokenSecret),
-			Imports: imports.New(d),
-			Process: process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
+			Imports:    imports.New(d),
+			Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
+			PostImport: postimport.New(d, docs),
+			Business:   business.New(d, nil),
+			Payment:    payment.New(d, rc, payment.Config{}),
 		}).Handler()
 	case "worker":
 		handler = api.Probes(d, rc)

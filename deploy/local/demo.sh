@@ -88,6 +88,32 @@ ensure supplier code "$supplier" "$supplier" --country "$country" --status Ongoi
 ensure team name "$team" "$team"
 ensure product code "$product" "$product" "${tariff_args[@]}"
 
+# The payment vendor DEMO_PAY (jobs/payment/PROTOCOL.md), served by
+# `importctl vendor-sim` from deploy/local/vendor-instructions.json. The
+# simulator starts in the background unless something answers at its address
+# already. --exit-with-pid ties it to this script's parent: `make run` execs
+# importd in that process, so the simulator stops with the service.
+vendor=DEMO_PAY
+vendor_addr=${VENDOR_SIM_ADDR:-127.0.0.1:18090}
+vendor_file=$here/deploy/local/vendor-instructions.json
+if listed vendor name "$vendor"; then
+	log "vendor $vendor exists"
+elif out=$("$importctl" vendor add "$vendor" --url "http://$vendor_addr" 2>&1); then
+	log "$out"
+elif [[ $out == *"already exists"* ]]; then
+	log "vendor $vendor exists"
+else
+	die "importctl vendor add $vendor: $out"
+fi
+if (exec 3<>"/dev/tcp/${vendor_addr%:*}/${vendor_addr##*:}") 2>/dev/null; then
+	log "something answers at $vendor_addr already; not starting the vendor simulator"
+else
+	mkdir -p "$here/.local"
+	"$importctl" vendor-sim --addr "$vendor_addr" --file "$vendor_file" --exit-with-pid "$PPID" \
+		>>"$here/.local/vendor-sim.log" 2>&1 </dev/null &
+	log "vendor simulator started on http://$vendor_addr (log: .local/vendor-sim.log)"
+fi
+
 key_name="demo-$(date +%s)"
 key=$("$importctl" apikey create "$key_name" --supplier "$supplier") || die "importctl apikey create $key_name failed"
 [[ -n $key ]] || die "importctl apikey create $key_name printed no key"
@@ -122,6 +148,8 @@ fi
 cat <<EOF
  Demo data      supplier $supplier ($country), team "$team",
                 product $product with tariffs ${tariffs[*]}
+ Payment vendor $vendor (simulator at http://$vendor_addr): references
+                DEMO-CARD-0001, DEMO-CARD-0002 (CARD), DEMO-DD-0001 (DIRECT_DEBIT)
 
  Obtain a token, then validate the example account (E3):
 

@@ -313,22 +313,19 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 		c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "supply_start_date"), CodeStartAfterEnd,
 			"supply_start_date (%s) is later than last_billed_to_date (%s).", start, *sp.LastBilledToDate)
 	}
-	repeats := validate.Repeats(sp.Agreements, func(x *Agreement) string { return string(x.EffectiveFrom) })
 	for k, ag := range sp.Agreements {
-		if ag.EffectiveFrom != "" {
-			if start != "" && ag.EffectiveFrom < start {
-				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementBeforeSupply,
-					"The agreement starts (%s) before the supply does (%s).", ag.EffectiveFrom, start)
-			}
-			if slices.Contains(repeats, k) {
-				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementOverlap,
-					"Another agreement of this supply point also starts on %s; agreements must follow each other without overlap.", ag.EffectiveFrom)
-			}
+		if ag.EffectiveFrom != "" && start != "" && ag.EffectiveFrom < start {
+			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementBeforeSupply,
+				"The agreement starts (%s) before the supply does (%s).", ag.EffectiveFrom, start)
 		}
 		if c.missingTariffs[ag.TariffCode] {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "tariff_code"), CodeTariffNotFound,
 				"Tariff %q not found.", ag.TariffCode)
 		}
+	}
+	for _, k := range validate.Repeats(sp.Agreements, func(x *Agreement) string { return string(x.EffectiveFrom) }) {
+		c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementOverlap,
+			"Another agreement of this supply point also starts on %s; agreements must follow each other without overlap.", sp.Agreements[k].EffectiveFrom)
 	}
 	for r, tr := range sp.TransferReadings {
 		if tr.Value == "" {

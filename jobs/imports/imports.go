@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -37,19 +38,32 @@ const (
 
 // Service stages accounts and answers progress queries.
 type Service struct {
-	db  *sqlx.DB
-	now func() time.Time
+	db      *sqlx.DB
+	catalog *account.CatalogCache
+	now     func() time.Time
+
+	mu        sync.Mutex
+	stageStmt *sqlx.Stmt // prepared on first use; see stageStatement
 }
+
+// catalogTTL is how long validation trusts that a supplier, tariff or
+// business contract it has seen still exists. Without the cache, the
+// catalogue query was one of the two database round trips of every E3 and
+// one of three of every E4. Only positive answers are kept, and nothing the
+// operator can do through importctl makes one false (suppliers, tariffs and
+// contracts are never deleted; the supplier status that staging depends on
+// is read again by the staging statement itself).
+const catalogTTL = time.Minute
 
 // New returns a Service.
 func New(d *sqlx.DB) *Service {
-	return &Service{db: d, now: time.Now}
+	return &Service{db: d, catalog: account.NewCatalogCache(d, catalogTTL), now: time.Now}
 }
 
 // Validator returns the account validator for a caller who may see the
 // suppliers for which visible returns true.
 func (s *Service) Validator(visible func(code string) bool) account.Validator {
-	return account.Validator{Catalog: account.NewCatalog(s.db, visible), Now: s.now}
+	return account.Validator{Catalog: s.catalog.View(visible), Now: s.now}
 }
 
 // StageResult is the answer to a successful staging.
@@ -87,6 +101,31 @@ func (s *Service) Stage(ctx context.Context, body []byte, visible func(string) b
 		return StageResult{}, fmt.Errorf("stage: encode: %w", err)
 	}
 	ean := acc.ExternalAccountNumber
+	// The statement's CTEs and its final SELECT all read the snapshot taken
+	// when it started, but the upsert's DO UPDATE ... WHERE is checked
+	// against the newest version of the row, after waiting for any
+	// transaction that holds it. So when the worker marks the row
+	// IN_PROGRESS or COMPLETED while this statement waits for it, the upsert
+	// declines and the snapshot still shows a stageable row. Running the
+	// statement again gives it a snapshot that includes the worker's commit,
+	// which names the reason (or stages, if the worker put the row back).
+	for range stageAttempts {
+		res, explained, err := s.upsert(ctx, acc, payload)
+		if explained {
+			return res, err
+		}
+	}
+	return StageResult{}, fmt.Errorf("stage: upsert of %s declined %d times for no known reason", ean, stageAttempts)
+}
+
+// stageAttempts bounds how often Stage runs its statement when rows keep
+// changing under it.
+const stageAttempts = 3
+
+// upsert runs the staging statement once. explained is false when the
+// upsert declined although the statement's snapshot shows no reason to.
+func (s *Service) upsert(ctx context.Context, acc *account.Account, payload []byte) (res StageResult, explained bool, err error) {
+	ean := acc.ExternalAccountNumber
 	var r struct {
 		SupplierStatus string         `db:"supplier_status"`
 		Skipped        bool           `db:"skipped"`
@@ -94,9 +133,36 @@ func (s *Service) Stage(ctx context.Context, body []byte, visible func(string) b
 		PriorStatus    sql.NullString `db:"prior_status"`
 		PriorNumber    sql.NullString `db:"prior_number"`
 	}
-	// The CTEs all see the snapshot taken before the upsert, so prior_*
-	// describe the row as it was when the upsert declined to touch it.
-	err = s.db.GetContext(ctx, &r, `
+	stmt, err := s.stageStatement(ctx)
+	if err != nil {
+		return StageResult{}, true, err
+	}
+	err = stmt.GetContext(ctx, &r, acc.Supplier.ID, ean, payload)
+	if err != nil {
+		return StageResult{}, true, fmt.Errorf("stage: %w", err)
+	}
+	switch {
+	case r.Inserted.Valid:
+		return StageResult{ImportSupplier: acc.ImportSupplier, ExternalAccountNumber: ean, Created: r.Inserted.Bool}, true, nil
+	case r.SupplierStatus != "Ongoing":
+		return StageResult{}, true, problem.Invalidf(CodeSupplierNotOngoing, "import_supplier",
+			"Import supplier %s is %s; it does not accept accounts.", acc.ImportSupplier, r.SupplierStatus)
+	case r.Skipped:
+		return StageResult{}, true, problem.Invalidf(CodeSkipped, "external_account_number",
+			"Account %s is marked to be skipped by the migration.", ean)
+	case r.PriorNumber.Valid:
+		return StageResult{}, true, AlreadyImported(ean, r.PriorNumber.String)
+	case r.PriorStatus.String == StatusInProgress:
+		return StageResult{}, true, problem.Invalidf(CodeInProgress, "external_account_number",
+			"Account %s is being created now; its staged data cannot change.", ean)
+	}
+	return StageResult{}, false, nil
+}
+
+// stageSQL upserts the staged payload ($3) of account $2 of supplier $1
+// unless the supplier is not Ongoing, the account is marked to be skipped or
+// is being or has been created, and reports which of these held.
+const stageSQL = `
 		WITH sup AS (SELECT status FROM import_suppliers WHERE id = $1),
 		skip AS (SELECT 1 FROM skipped_accounts WHERE supplier_id = $1 AND external_account_number = $2),
 		up AS (
@@ -112,27 +178,25 @@ func (s *Service) Stage(ctx context.Context, body []byte, visible func(string) b
 		       (SELECT inserted FROM up) AS inserted,
 		       p.status AS prior_status, p.service_account_number AS prior_number
 		FROM (SELECT 1) one
-		LEFT JOIN import_processes p ON p.supplier_id = $1 AND p.external_account_number = $2`,
-		acc.Supplier.ID, ean, payload)
-	if err != nil {
-		return StageResult{}, fmt.Errorf("stage: %w", err)
+		LEFT JOIN import_processes p ON p.supplier_id = $1 AND p.external_account_number = $2`
+
+// stageStatement returns stageSQL prepared. The statement is E4's only
+// query besides authentication; prepared, each staging costs PostgreSQL one
+// round trip and no planning, where an unnamed statement costs two round
+// trips and a fresh plan of the whole CTE. database/sql prepares it again on
+// each pooled connection as needed. A failed preparation is not remembered,
+// so a database that was down at the first staging does not break later ones.
+func (s *Service) stageStatement(ctx context.Context) (*sqlx.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stageStmt == nil {
+		st, err := s.db.PreparexContext(ctx, stageSQL)
+		if err != nil {
+			return nil, fmt.Errorf("stage: prepare: %w", err)
+		}
+		s.stageStmt = st
 	}
-	switch {
-	case r.Inserted.Valid:
-		return StageResult{ImportSupplier: acc.ImportSupplier, ExternalAccountNumber: ean, Created: r.Inserted.Bool}, nil
-	case r.SupplierStatus != "Ongoing":
-		return StageResult{}, problem.Invalidf(CodeSupplierNotOngoing, "import_supplier",
-			"Import supplier %s is %s; it does not accept accounts.", acc.ImportSupplier, r.SupplierStatus)
-	case r.Skipped:
-		return StageResult{}, problem.Invalidf(CodeSkipped, "external_account_number",
-			"Account %s is marked to be skipped by the migration.", ean)
-	case r.PriorNumber.Valid:
-		return StageResult{}, AlreadyImported(ean, r.PriorNumber.String)
-	case r.PriorStatus.String == StatusInProgress:
-		return StageResult{}, problem.Invalidf(CodeInProgress, "external_account_number",
-			"Account %s is being created now; its staged data cannot change.", ean)
-	}
-	return StageResult{}, fmt.Errorf("stage: upsert of %s declined for no known reason", ean)
+	return s.stageStmt, nil
 }
 
 // ProcessStatus is the answer of E10. LastError is an addition to the spec:

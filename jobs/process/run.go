@@ -1,6 +1,7 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -34,6 +35,9 @@ func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog) 
 	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, now: time.Now}
 }
 
+// errRestaged makes the task retry when its staged data changed under it.
+var errRestaged = errors.New("staged data changed during processing")
+
 // errDryRun rolls back the transaction of a dry run that would have succeeded.
 var errDryRun = errors.New("dry run")
 
@@ -51,25 +55,45 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		invalid *problem.Error
 		outbox  []int64
 	)
-	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
-		var row struct {
-			Payload []byte         `db:"payload"`
-			Number  sql.NullString `db:"service_account_number"`
+	// Validation runs before the transaction: its catalogue lookups take a
+	// pool connection of their own, and a transaction that waited for one
+	// while holding another would deadlock the pool once more tasks run at
+	// once than it has connections.
+	type processRow struct {
+		Payload []byte         `db:"payload"`
+		Number  sql.NullString `db:"service_account_number"`
+	}
+	var before processRow
+	if err := c.db.GetContext(ctx, &before, `SELECT payload, service_account_number FROM import_processes WHERE id = $1`, p.ProcessID); err != nil {
+		return c.failed(ctx, p, taskID, final, fmt.Errorf("read process %d: %w", p.ProcessID, err))
+	}
+	var acc *account.Account
+	if !before.Number.Valid {
+		var err error
+		acc, err = account.Validator{Catalog: c.catalog, Now: c.now}.Validate(ctx, before.Payload)
+		if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
+			invalid = pe
+		} else if err != nil {
+			return c.failed(ctx, p, taskID, final, err)
 		}
+	}
+	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
+		var row processRow
 		if err := tx.GetContext(ctx, &row, `SELECT payload, service_account_number FROM import_processes WHERE id = $1 FOR UPDATE`, p.ProcessID); err != nil {
 			return fmt.Errorf("lock process %d: %w", p.ProcessID, err)
 		}
 		if row.Number.Valid {
 			number = row.Number.String
+			invalid = nil // another run created it; its outcome stands
 			return nil
 		}
-		acc, err := account.Validator{Catalog: c.catalog, Now: c.now}.Validate(ctx, row.Payload)
-		if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
-			invalid = pe
+		if invalid != nil {
 			return nil
 		}
-		if err != nil {
-			return err
+		if !bytes.Equal(row.Payload, before.Payload) || acc == nil {
+			// Staged again between the read and the lock: validate what is
+			// there now on the next attempt.
+			return errRestaged
 		}
 		created, err := CreateAccount(ctx, tx, acc, CreateOptions{
 			ProcessID: p.ProcessID, OperationsTeamID: p.OperationsTeamID, Now: c.now(),
@@ -106,21 +130,27 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
 		return fmt.Errorf("account %s failed validation: %w", p.ExternalAccountNumber, asynq.SkipRetry)
 	case err != nil:
-		if final {
-			rec := problem.Wrap(err, "process").ToRecord()
-			rec.Detail = "Account creation failed after retries; see the service logs. Stage again or call E5 again to retry."
-			if !p.DryRun {
-				c.recordFailure(ctx, p.ProcessID, rec)
-			}
-			c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
-		}
-		return err
+		return c.failed(ctx, p, taskID, final, err)
 	}
 	for _, id := range outbox {
 		c.enqueueEmail(ctx, id)
 	}
 	c.finish(ctx, taskID, outcome{Outcome: outcomeCreated, ServiceAccountNumber: number})
 	return nil
+}
+
+// failed handles an infrastructure failure: the task is retried, and on its
+// last attempt the failure is recorded so that E10 and the waiters see it.
+func (c *Creator) failed(ctx context.Context, p jobs.AccountProcessPayload, taskID string, final bool, err error) error {
+	if final {
+		rec := problem.Wrap(err, "process").ToRecord()
+		rec.Detail = "Account creation failed after retries; see the service logs. Call E5 again to retry."
+		if !p.DryRun {
+			c.recordFailure(ctx, p.ProcessID, rec)
+		}
+		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
+	}
+	return err
 }
 
 func (c *Creator) recordFailure(ctx context.Context, processID int64, rec problem.Record) {

@@ -66,6 +66,7 @@ type SyntaxError struct {
 	Msg    string
 }
 
+// Error names the offset and the problem.
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("invalid JSON at byte offset %d: %s", e.Offset, e.Msg)
 }
@@ -112,18 +113,18 @@ func (p *parser) eof() *SyntaxError {
 	return &SyntaxError{Offset: len(p.s), Msg: "unexpected end of JSON input"}
 }
 
+// quoteByte names an offending byte the way encoding/json does ('x'), or by
+// its hex value when it is not ASCII.
 func quoteByte(c byte) string {
-	if c == '\'' {
+	switch {
+	case c == '\'':
 		return `'\''`
-	}
-	if c == '"' {
+	case c == '"':
 		return `'"'`
+	case c >= utf8.RuneSelf:
+		return fmt.Sprintf("byte 0x%02x", c)
 	}
-	s := strconv.QuoteRune(rune(c))
-	if c >= utf8.RuneSelf {
-		s = fmt.Sprintf("byte 0x%02x", c)
-	}
-	return s
+	return strconv.QuoteRune(rune(c))
 }
 
 func (p *parser) skipSpace() {

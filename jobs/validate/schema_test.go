@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -189,5 +190,25 @@ func TestDatesAndDecimals_ParseOnlyTheirDocumentedForm(t *testing.T) {
 	d, _ := ParseDecimal("216.20")
 	if d.String() != "216.20" || d.Decimal().String() != "216.2" {
 		t.Errorf("Decimal kept %q / value %s", d.String(), d.Decimal())
+	}
+}
+
+func TestRepeats_ReportsSecondOccurrencesInShortAndLongLists(t *testing.T) {
+	t.Parallel()
+	key := func(s *string) string { return *s }
+	short := []string{"a", "b", "a", "", "", "b", "a"}
+	if diff := cmp.Diff([]int{2, 5, 6}, Repeats(short, key)); diff != "" {
+		t.Errorf("short list (-want +got):\n%s", diff)
+	}
+	long := append(make([]string, 0, 40), short...)
+	for i := range 30 {
+		long = append(long, fmt.Sprint("k", i%20))
+	}
+	want := []int{2, 5, 6}
+	for i := 20; i < 30; i++ {
+		want = append(want, len(short)+i)
+	}
+	if diff := cmp.Diff(want, Repeats(long, key)); diff != "" {
+		t.Errorf("long list (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,291 @@
+package business
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"bulkimport/db"
+	"bulkimport/jobs/problem"
+	"bulkimport/jobs/validate"
+)
+
+// detailFailed is the top-level detail of a refused request.
+const detailFailed = "Could not validate business data."
+
+// Service creates businesses (E1).
+type Service struct {
+	db *sqlx.DB
+	// now returns the current time; "today" is its date in UTC.
+	now func() time.Time
+}
+
+// New returns the E1 service. now may be nil for time.Now.
+func New(d *sqlx.DB, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{db: d, now: now}
+}
+
+// Parse decodes body and checks every rule that needs nothing outside the
+// request. It returns the bound request (as far as it could be bound) and
+// every problem found; it never fails for any other reason. A body that is
+// not JSON or not an object gives a parse_error.
+func Parse(body []byte, today validate.Date) (Request, problem.List, *problem.Error) {
+	var r Request
+	root, err := validate.Parse(body)
+	if err != nil {
+		return r, nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
+	}
+	if root.Kind != validate.KindObject {
+		return r, nil, problem.New(problem.Invalid, CodeParseError,
+			fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
+	}
+	var w validate.Walker
+	requestSchema.Bind(&w, root, &r)
+	checkRequest(&w, &r, today)
+	return r, w.Errors, nil
+}
+
+// checkRequest runs the rules the schema cannot express. A field that had a
+// problem of its own is at its zero value, so every rule skips zero values.
+func checkRequest(w *validate.Walker, r *Request, today validate.Date) {
+	b := r.Business
+	if b == nil {
+		return
+	}
+	if b.CompanyNumber == nil && slices.Contains(registeredTypes, b.BusinessType) && !w.HasErrorAt("business.company_number") {
+		w.AddAt("business.company_number", validate.CodeRequired,
+			"A company number is required for a business of type %s.", b.BusinessType)
+	}
+	for i, d := range b.Details {
+		if d.Key != "" && slices.ContainsFunc(b.Details[:i], func(x Detail) bool { return x.Key == d.Key }) {
+			w.AddAt(validate.Attr("business", "details", i, "key"), CodeDetailsDuplicateKeys,
+				"Detail key %q appears more than once.", d.Key)
+		}
+	}
+	if b.BusinessContracts != nil && len(b.BusinessContracts) == 0 {
+		w.AddAt("business.business_contracts", validate.CodeRequired, "At least one business contract is required.")
+	}
+	for i, c := range b.BusinessContracts {
+		if c.Identifier != "" && slices.ContainsFunc(b.BusinessContracts[:i], func(x Contract) bool { return x.Identifier == c.Identifier }) {
+			w.AddAt(validate.Attr("business", "business_contracts", i, "identifier"), CodeContractAlreadyExists,
+				"Business contract identifier %q appears more than once in this request.", c.Identifier)
+		}
+		if c.SignedAtDate != nil && *c.SignedAtDate > today {
+			w.AddAt(validate.Attr("business", "business_contracts", i, "signed_at_date"), CodeSignedInFuture,
+				"The contract cannot be signed after today (%s).", today)
+		}
+		if c.Versions != nil && len(c.Versions) == 0 {
+			w.AddAt(validate.Attr("business", "business_contracts", i, "versions"), validate.CodeRequired,
+				"At least one contract version is required.")
+		}
+		for j, ver := range c.Versions {
+			d := ver.ApplicableAtDate
+			if d == "" {
+				continue
+			}
+			at := validate.Attr("business", "business_contracts", i, "versions", j, "applicable_at_date")
+			if c.ValidFromDate != "" && d < c.ValidFromDate {
+				w.AddAt(at, CodeVersionBeforeValidFrom,
+					"The version applies from %s, before the contract is valid (%s).", d, c.ValidFromDate)
+			}
+			if slices.ContainsFunc(c.Versions[:j], func(x Version) bool { return x.ApplicableAtDate == d }) {
+				w.AddAt(at, CodeVersionDateNotUnique, "Another version of this contract also applies from %s.", d)
+			}
+		}
+	}
+}
+
+// lookup is what E1 needs to know from the database.
+type lookup struct {
+	SupplierID     sql.NullInt64  `db:"supplier_id"`
+	SupplierStatus sql.NullString `db:"supplier_status"`
+	BusinessID     sql.NullInt64  `db:"business_id"`
+	Existing       pq.StringArray `db:"existing"`
+}
+
+// lookupSQL answers everything in one round trip. The outer one-row select
+// makes sure a row comes back when the supplier does not exist; a supplier
+// the caller may not see is asked for as ”, which no code matches.
+const lookupSQL = `SELECT s.id AS supplier_id, s.status AS supplier_status,
+	(SELECT b.id FROM businesses b WHERE b.supplier_id = s.id AND b.external_business_identifier = $2
+		AND b.company_name = $3 AND b.company_number = $4 AND b.business_type = $5) AS business_id,
+	ARRAY(SELECT c.identifier FROM business_contracts c WHERE c.supplier_id = s.id AND c.identifier = ANY($6::text[])
+		ORDER BY c.identifier) AS existing
+FROM (SELECT 1) AS one
+LEFT JOIN import_suppliers s ON s.code = $1`
+
+func (s *Service) lookup(ctx context.Context, q sqlx.QueryerContext, r Request, visible func(string) bool) (lookup, error) {
+	code := r.ImportSupplierCode
+	if visible != nil && !visible(code) {
+		code = ""
+	}
+	var typ, name, number string
+	if b := r.Business; b != nil {
+		typ, name = b.BusinessType, b.CompanyName
+		if b.CompanyNumber != nil {
+			number = *b.CompanyNumber
+		}
+	}
+	var ids []string
+	if r.Business != nil {
+		for _, c := range r.Business.BusinessContracts {
+			if c.Identifier != "" {
+				ids = append(ids, c.Identifier)
+			}
+		}
+	}
+	var l lookup
+	if err := sqlx.GetContext(ctx, q, &l, lookupSQL, code, r.ExternalBusinessIdentifier, name, number, typ, pq.Array(ids)); err != nil {
+		return l, fmt.Errorf("business: lookup: %w", err)
+	}
+	return l, nil
+}
+
+// AlreadyExists is the refusal of a business created before. It carries
+// the service business id, so that a client that lost its 201 can recover it.
+func AlreadyExists(externalBusinessIdentifier string, id int64) *problem.Error {
+	d := fmt.Sprintf("Business %s with this name, number and type already exists as %d.", externalBusinessIdentifier, id)
+	p := problem.Invalidf(CodeAlreadyExists, "external_business_identifier", "%s", d)
+	return p.With("service_business_id", id).With("external_business_identifier", externalBusinessIdentifier)
+}
+
+// Create runs E1: it validates body, reporting every problem at once, and
+// stores the business with its details, contracts, versions and terms in
+// one transaction. visible limits the suppliers the caller may address.
+//
+// Errors: a *problem.Error of Kind Invalid with code parse_error,
+// business_failed_validation (problems in Errors) or business_already_exists;
+// anything else is an infrastructure failure.
+func (s *Service) Create(ctx context.Context, body []byte, visible func(string) bool) (Result, error) {
+	today := validate.DateOf(s.now().UTC())
+	r, errs, perr := Parse(body, today)
+	if perr != nil {
+		return Result{}, perr
+	}
+	l, err := s.lookup(ctx, s.db, r, visible)
+	if err != nil {
+		return Result{}, err
+	}
+	if l.BusinessID.Valid && !hasErrorIn(errs, "external_business_identifier", "business.business_type",
+		"business.company_name", "business.company_number") {
+		// The request as a whole is a repeat; its other problems would not
+		// matter even if fixed.
+		return Result{}, AlreadyExists(r.ExternalBusinessIdentifier, l.BusinessID.Int64)
+	}
+	errs = append(errs, s.dbProblems(r, l)...)
+	if len(errs) > 0 {
+		return Result{}, errs.Err(CodeFailedValidation, detailFailed)
+	}
+
+	var id int64
+	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		var err error
+		id, err = insert(ctx, tx, l.SupplierID.Int64, r)
+		return err
+	})
+	if err == nil {
+		return Result{ServiceBusinessID: id, ExternalBusinessIdentifier: r.ExternalBusinessIdentifier}, nil
+	}
+	if !db.IsUniqueViolation(err, "") {
+		return Result{}, fmt.Errorf("business: create: %w", err)
+	}
+	// A concurrent request created the business or a contract between the
+	// lookup and the insert: answer as if it had come first.
+	l, lerr := s.lookup(ctx, s.db, r, visible)
+	if lerr != nil {
+		return Result{}, lerr
+	}
+	if l.BusinessID.Valid {
+		return Result{}, AlreadyExists(r.ExternalBusinessIdentifier, l.BusinessID.Int64)
+	}
+	if errs := s.dbProblems(r, l); len(errs) > 0 {
+		return Result{}, errs.Err(CodeFailedValidation, detailFailed)
+	}
+	return Result{}, fmt.Errorf("business: create: %w", err)
+}
+
+// dbProblems reports what the lookup found wrong.
+func (s *Service) dbProblems(r Request, l lookup) problem.List {
+	var errs problem.List
+	switch {
+	case r.ImportSupplierCode == "":
+	case !l.SupplierID.Valid:
+		errs.Add("import_supplier_code", CodeSupplierNotFound, "Import supplier %q not found.", r.ImportSupplierCode)
+	case l.SupplierStatus.String != "Ongoing":
+		errs.Add("import_supplier_code", CodeSupplierNotOngoing,
+			"Import supplier %s is %s; it does not accept new businesses.", r.ImportSupplierCode, l.SupplierStatus.String)
+	}
+	if r.Business == nil {
+		return errs
+	}
+	for i, c := range r.Business.BusinessContracts {
+		if c.Identifier != "" && slices.Contains(l.Existing, c.Identifier) {
+			errs.Add(validate.Attr("business", "business_contracts", i, "identifier"), CodeContractAlreadyExists,
+				"A business contract %q already exists for import supplier %s.", c.Identifier, r.ImportSupplierCode)
+		}
+	}
+	return errs
+}
+
+func hasErrorIn(errs problem.List, attrs ...string) bool {
+	for _, e := range errs {
+		if slices.Contains(attrs, e.Attr) {
+			return true
+		}
+	}
+	return false
+}
+
+// insert writes the business and everything under it.
+func insert(ctx context.Context, tx *sqlx.Tx, supplierID int64, r Request) (int64, error) {
+	b := r.Business
+	number := ""
+	if b.CompanyNumber != nil {
+		number = *b.CompanyNumber
+	}
+	var id int64
+	if err := tx.GetContext(ctx, &id, `INSERT INTO businesses (supplier_id, external_business_identifier, business_type,
+		company_number, company_name) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		supplierID, r.ExternalBusinessIdentifier, b.BusinessType, number, b.CompanyName); err != nil {
+		return 0, fmt.Errorf("insert business: %w", err)
+	}
+	if len(b.Details) > 0 {
+		keys := make([]string, len(b.Details))
+		values := make([]string, len(b.Details))
+		for i, d := range b.Details {
+			keys[i], values[i] = d.Key, d.Value
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO business_details (business_id, position, key, value)
+			SELECT $1, u.n - 1, u.k, u.v FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(k, v, n)`,
+			id, pq.Array(keys), pq.Array(values)); err != nil {
+			return 0, fmt.Errorf("insert business details: %w", err)
+		}
+	}
+	for _, c := range b.BusinessContracts {
+		var cid int64
+		if err := tx.GetContext(ctx, &cid, `INSERT INTO business_contracts (business_id, supplier_id, identifier,
+			valid_from_date, signed_at_date) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			id, supplierID, c.Identifier, string(c.ValidFromDate), c.SignedAtDate); err != nil {
+			return 0, fmt.Errorf("insert business contract: %w", err)
+		}
+		dates := make([]string, len(c.Versions))
+		terms := make([]string, len(c.Versions))
+		for j, v := range c.Versions {
+			dates[j], terms[j] = string(v.ApplicableAtDate), string(v.Terms)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO business_contract_versions (contract_id, position, applicable_at_date, terms)
+			SELECT $1, u.n - 1, u.d::date, u.t::jsonb FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(d, t, n)`,
+			cid, pq.Array(dates), pq.Array(terms)); err != nil {
+			return 0, fmt.Errorf("insert business contract versions: %w", err)
+		}
+	}
+	return id, nil
+}

@@ -1,0 +1,139 @@
+package business
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	v "bulkimport/jobs/validate"
+)
+
+// String length limits. The spec fixes none; these bound one request's
+// fields to what the platform stores, as the account payload does.
+const (
+	maxIdentifier = 128 // external business identifier, contract identifier
+	maxName       = 255 // company name, detail key
+	maxNumber     = 32  // company number
+	maxValue      = 2000
+)
+
+var detailSchema = v.NewObject(
+	v.Req("key", v.StringValue, func(d *Detail) *string { return &d.Key }, v.MaxLength(maxName), v.Codes(CodeDetailsDuplicateKeys)),
+	v.Req("value", v.StringValue, func(d *Detail) *string { return &d.Value }, v.MaxLength(maxValue), v.AllowBlank()),
+)
+
+// termsSpec is an array of any JSON values. The validate package has no
+// field kind for a free-form array, so it is a Custom field; its reference
+// row is fixed up in Reference.
+var termsSpec = &v.Spec{Name: "terms", Required: true,
+	Note:  "Any JSON values; the spec does not show a term's shape, so terms are stored as sent (compact JSON) and given no meaning.",
+	Codes: []string{v.CodeRequired, v.CodeInvalid, v.CodeNullCharacters, v.CodeNumberOutOfRange, v.CodeDuplicateKey}}
+
+var versionSchema = v.NewObject(
+	v.Req("applicable_at_date", v.DateValue, func(x *Version) *v.Date { return &x.ApplicableAtDate },
+		v.Codes(CodeVersionDateNotUnique, CodeVersionBeforeValidFrom)),
+	v.Custom(termsSpec, bindTerms),
+)
+
+var contractSchema = v.NewObject(
+	v.Req("valid_from_date", v.DateValue, func(c *Contract) *v.Date { return &c.ValidFromDate }),
+	v.Opt("signed_at_date", v.DateValue, func(c *Contract) **v.Date { return &c.SignedAtDate }, v.Codes(CodeSignedInFuture)),
+	v.Req("identifier", v.StringValue, func(c *Contract) *string { return &c.Identifier }, v.MaxLength(maxIdentifier),
+		v.Codes(CodeContractAlreadyExists), v.Note("Unique per import supplier; accounts reference it as business.business_contract_identifier.")),
+	v.List("versions", versionSchema, func(c *Contract) *[]Version { return &c.Versions }, v.Required(),
+		v.Note("At least one.")),
+)
+
+var businessSchema = v.NewObject(
+	v.Req("business_type", v.StringValue, func(b *Business) *string { return &b.BusinessType }, v.OneOf(Types...)),
+	v.Opt("company_number", v.StringValue, func(b *Business) **string { return &b.CompanyNumber }, v.MaxLength(maxNumber),
+		v.Codes(v.CodeRequired), v.Note("Required for "+strings.Join(registeredTypes, ", ")+" (registered companies); optional otherwise.")),
+	v.Req("company_name", v.StringValue, func(b *Business) *string { return &b.CompanyName }, v.MaxLength(maxName)),
+	v.List("details", detailSchema, func(b *Business) *[]Detail { return &b.Details }),
+	v.List("business_contracts", contractSchema, func(b *Business) *[]Contract { return &b.BusinessContracts }, v.Required(),
+		v.Note("At least one: all of the business's contracts come in this one request.")),
+)
+
+var requestSchema = v.NewObject(
+	v.Req("import_supplier_code", v.StringValue, func(r *Request) *string { return &r.ImportSupplierCode }, v.MaxLength(maxIdentifier),
+		v.Codes(CodeSupplierNotFound, CodeSupplierNotOngoing)),
+	v.Req("external_business_identifier", v.StringValue, func(r *Request) *string { return &r.ExternalBusinessIdentifier },
+		v.MaxLength(maxIdentifier), v.Codes(CodeAlreadyExists)),
+	v.Obj("business", businessSchema, func(r *Request) **Business { return &r.Business }, v.Required()),
+)
+
+// bindTerms keeps an array of any JSON values as compact JSON, escaped the
+// way encoding/json writes it, after checking what storage cannot hold.
+func bindTerms(w *v.Walker, val *v.Value, dst *Version) {
+	switch val.Kind {
+	case v.KindNull:
+		w.Add(v.CodeInvalid, "This field may not be null.")
+		return
+	case v.KindArray:
+	default:
+		w.Add(v.CodeInvalid, "Expected an array but got %s.", val.Kind)
+		return
+	}
+	if !checkFreeForm(w, val) {
+		return
+	}
+	var compact, escaped bytes.Buffer
+	_ = json.Compact(&compact, []byte(val.Raw)) // cannot fail: Parse accepted it
+	json.HTMLEscape(&escaped, compact.Bytes())
+	dst.Terms = json.RawMessage(escaped.Bytes())
+}
+
+// checkFreeForm refuses, at their own paths, what jsonb cannot store or
+// would silently change: NUL characters, numbers beyond numeric's range, and
+// duplicate keys (jsonb keeps only the last).
+func checkFreeForm(w *v.Walker, val *v.Value) bool {
+	ok := true
+	switch val.Kind {
+	case v.KindString:
+		if strings.IndexByte(val.Text, 0) >= 0 {
+			w.Add(v.CodeNullCharacters, "Null characters are not allowed.")
+			ok = false
+		}
+	case v.KindNumber:
+		if !numericInRange(val.Text) {
+			w.Add(v.CodeNumberOutOfRange, "This number is too large or too precise to be stored.")
+			ok = false
+		}
+	case v.KindArray:
+		for i := range val.Items {
+			w.PushIndex(i)
+			ok = checkFreeForm(w, &val.Items[i]) && ok
+			w.Pop()
+		}
+	case v.KindObject:
+		for i := range val.Members {
+			m := &val.Members[i]
+			w.Push(m.Key)
+			if strings.IndexByte(m.Key, 0) >= 0 {
+				w.Add(v.CodeNullCharacters, "Null characters are not allowed.")
+				ok = false
+			}
+			for j := 0; j < i; j++ {
+				if val.Members[j].Key == m.Key {
+					w.Add(v.CodeDuplicateKey, "Duplicate key %q in object.", m.Key)
+					ok = false
+					break
+				}
+			}
+			ok = checkFreeForm(w, &m.Value) && ok
+			w.Pop()
+		}
+	}
+	return ok
+}
+
+// numericInRange reports whether a JSON number literal fits PostgreSQL's
+// numeric as jsonb stores it: only a long exponent can overflow.
+func numericInRange(lit string) bool {
+	i := strings.IndexAny(lit, "eE")
+	if i < 0 {
+		return len(lit) <= 1000
+	}
+	exp := strings.TrimLeft(strings.TrimLeft(lit[i+1:], "+-"), "0")
+	return len(exp) <= 3 && i <= 1000
+}

@@ -1,0 +1,205 @@
+// Package documents is the object store that imported notes and historical
+// statements refer to (spec 2.8). The interface never receives files: a
+// migration team places them in the store first (importctl document put), and
+// the import endpoints only check that a referenced document exists.
+//
+// A document's key is the import supplier's document root, a slash, then the
+// path the caller gave; with an empty root the key is the path alone.
+//
+// The store is a gocloud.dev/blob bucket opened from a URL, so the same code
+// runs on a directory (file://) locally and on S3 (s3://) in production. The
+// URL schemes are registered by blank imports of the driver packages in cmd,
+// which is the only place that decides which stores a binary supports.
+package documents
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"github.com/jmoiron/sqlx"
+	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
+
+	"bulkimport/jobs/problem"
+)
+
+// CodeInvalidPath is the problem code of a document path that is not a
+// normalised relative path. It is the same code the account payload uses for
+// its notes' document paths.
+const CodeInvalidPath = "invalid_document_path"
+
+// CodeNotFound is the problem code of a document path that names nothing in
+// the store. It is the code migration teams know from other platforms.
+const CodeNotFound = "path_does_not_exist_in_file_store"
+
+// MaxPathLength is the longest accepted path, in bytes. S3 keys are limited to
+// 1024 bytes, root included; a longer key simply cannot exist.
+const MaxPathLength = 1024
+
+// ValidPath reports whether p is a normalised path relative to a supplier's
+// document root: not empty, no leading slash, no backslash, no control
+// character, and no empty, "." or ".." segment, so that it can never leave
+// the root or name the same object in two spellings.
+func ValidPath(p string) bool {
+	if p == "" || len(p) > MaxPathLength || p[0] == '/' {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == '\\' || p[i] < 0x20 || p[i] == 0x7f {
+			return false
+		}
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// Key returns the object key of path under root. Slashes around root are
+// ignored, so that "acme/" and "acme" are the same root.
+func Key(root, path string) string {
+	root = strings.Trim(root, "/")
+	if root == "" {
+		return path
+	}
+	return root + "/" + path
+}
+
+// Store is a bucket of documents. Its methods are safe for concurrent use.
+type Store struct {
+	bucket *blob.Bucket
+	// local is true for a file:// bucket, whose keys are file names and can
+	// fail in ways an object store cannot (see Exists).
+	local bool
+}
+
+// Open opens the bucket at rawURL (a gocloud.dev/blob URL such as
+// file:///var/lib/importd/documents or s3://bucket?region=eu-west-2). The
+// scheme's driver must be registered by a blank import. Close the store when
+// done.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("documents: %w", err)
+	}
+	b, err := blob.OpenBucket(ctx, rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("documents: open %s bucket: %w", u.Scheme, err)
+	}
+	return &Store{bucket: b, local: u.Scheme == "file"}, nil
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// Exists reports whether the document at path under root exists. An error
+// means the store could not answer (unreachable, access denied), never that
+// the caller's path is wrong: a key the store cannot hold does not exist.
+func (s *Store) Exists(ctx context.Context, root, path string) (bool, error) {
+	key := Key(root, path)
+	if len(key) > MaxPathLength {
+		return false, nil
+	}
+	ok, err := s.bucket.Exists(ctx, key)
+	if err != nil && s.local && unholdableLocalKey(key, err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("documents: exists %q: %w", key, err)
+	}
+	return ok, nil
+}
+
+// unholdableLocalKey recognises the keys that a file:// bucket refuses with an
+// error instead of "not found": a path through a file ("a.pdf/b"), a segment
+// longer than the file system allows, and names ending in ".attrs", which
+// fileblob reserves for its metadata files. Without this a caller's typo
+// would become a 500.
+func unholdableLocalKey(key string, err error) bool {
+	return errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENAMETOOLONG) ||
+		errors.Is(err, syscall.EINVAL) || strings.HasSuffix(key, ".attrs")
+}
+
+// Put writes the contents of r as the document at path under root,
+// replacing any document already there, and returns its key. An invalid
+// path is a *problem.Error with code invalid_document_path.
+func (s *Store) Put(ctx context.Context, root, path string, r io.Reader) (key string, err error) {
+	if !ValidPath(path) {
+		return "", problem.Invalidf(CodeInvalidPath, "path",
+			"%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no empty, . or .. segment).", path)
+	}
+	key = Key(root, path)
+	w, err := s.bucket.NewWriter(ctx, key, nil)
+	if err != nil {
+		return "", fmt.Errorf("documents: put %q: %w", key, err)
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		_ = w.Close()
+		return "", fmt.Errorf("documents: put %q: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("documents: put %q: %w", key, err)
+	}
+	return key, nil
+}
+
+// checkParallelism bounds the existence checks one request runs at once: an
+// object store answers each in a round trip, and a note with many documents
+// should not take one round trip per document in sequence, nor open
+// hundreds of connections.
+const checkParallelism = 8
+
+// Missing returns those of paths (under root) that do not exist, in the order
+// given, each once. The paths must be valid.
+func (s *Store) Missing(ctx context.Context, root string, paths []string) ([]string, error) {
+	var unique []string
+	seen := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		if !seen[p] {
+			seen[p] = true
+			unique = append(unique, p)
+		}
+	}
+	found := make([]bool, len(unique))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(checkParallelism)
+	for i, p := range unique {
+		g.Go(func() error {
+			ok, err := s.Exists(gctx, root, p)
+			found[i] = ok
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for i, p := range unique {
+		if !found[i] {
+			missing = append(missing, p)
+		}
+	}
+	return missing, nil
+}
+
+// SupplierRoot returns the document root of the import supplier with this
+// code, or a *problem.Error of Kind NotFound (import_supplier_not_found).
+func SupplierRoot(ctx context.Context, q sqlx.QueryerContext, code string) (string, error) {
+	var root string
+	err := sqlx.GetContext(ctx, q, &root, `SELECT document_root FROM import_suppliers WHERE code = $1`, code)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", problem.New(problem.NotFound, "import_supplier_not_found", fmt.Sprintf("Import supplier %s does not exist.", code))
+	}
+	if err != nil {
+		return "", fmt.Errorf("documents: supplier root: %w", err)
+	}
+	return root, nil
+}

@@ -1,0 +1,135 @@
+package payment
+
+import (
+	"fmt"
+	"slices"
+
+	"bulkimport/jobs/problem"
+	v "bulkimport/jobs/validate"
+)
+
+// Instruction types: a closed set. The spec shows CARD in use.
+const (
+	TypeCard        = "CARD"
+	TypeDirectDebit = "DIRECT_DEBIT"
+)
+
+// Types is every accepted instruction type.
+var Types = []string{TypeCard, TypeDirectDebit}
+
+// String length limits.
+const (
+	maxCode      = 128 // supplier codes, account numbers, business identifiers
+	maxVendor    = 64  // as vendor names are configured
+	maxReference = 255
+)
+
+// AccountRequest is the body of E9.
+type AccountRequest struct {
+	ImportSupplier        string `json:"import_supplier"`
+	ExternalAccountNumber string `json:"external_account_number"`
+	Vendor                string `json:"vendor"`
+	Reference             string `json:"reference"`
+	Type                  string `json:"type"`
+}
+
+// BusinessRequest is the body of E2.
+type BusinessRequest struct {
+	ImportSupplierCode         string       `json:"import_supplier_code"`
+	ExternalBusinessIdentifier string       `json:"external_business_identifier"`
+	Vendor                     string       `json:"vendor"`
+	Reference                  string       `json:"reference"`
+	Type                       string       `json:"type"`
+	Accounts                   []AccountRef `json:"accounts"`
+}
+
+// AccountRef names one account of a business's instruction.
+type AccountRef struct {
+	ExternalAccountNumber string `json:"external_account_number"`
+}
+
+var (
+	vendorNote    = "The name of a vendor the operator configured (`importctl vendor list`); case-sensitive."
+	referenceNote = "The instruction's reference at the vendor. The vendor is asked whether it exists."
+	typeNote      = "Must also be the type the vendor stores for the instruction."
+)
+
+var accountRequestSchema = v.NewObject(
+	v.Req("import_supplier", v.StringValue, func(r *AccountRequest) *string { return &r.ImportSupplier }, v.MaxLength(maxCode),
+		v.Codes(CodeSupplierNotFound)),
+	v.Req("external_account_number", v.StringValue, func(r *AccountRequest) *string { return &r.ExternalAccountNumber }, v.MaxLength(maxCode),
+		v.Codes(CodeAccountNotFound), v.Note("The account must have been imported (E5).")),
+	v.Req("vendor", v.StringValue, func(r *AccountRequest) *string { return &r.Vendor }, v.MaxLength(maxVendor),
+		v.Codes(CodeVendorNotFound), v.Note(vendorNote)),
+	v.Req("reference", v.StringValue, func(r *AccountRequest) *string { return &r.Reference }, v.MaxLength(maxReference),
+		v.Codes(CodeAlreadyExists, CodeNotFoundAtVendor), v.Note(referenceNote)),
+	v.Req("type", v.StringValue, func(r *AccountRequest) *string { return &r.Type }, v.OneOf(Types...),
+		v.Codes(CodeTypeMismatch), v.Note(typeNote)),
+)
+
+var accountRefSchema = v.NewObject(
+	v.Req("external_account_number", v.StringValue, func(a *AccountRef) *string { return &a.ExternalAccountNumber }, v.MaxLength(maxCode),
+		v.Codes(CodeAccountNotFound, CodeAccountNotInBusiness, CodeDuplicateAccount)),
+)
+
+var businessRequestSchema = v.NewObject(
+	v.Req("import_supplier_code", v.StringValue, func(r *BusinessRequest) *string { return &r.ImportSupplierCode }, v.MaxLength(maxCode),
+		v.Codes(CodeSupplierNotFound)),
+	v.Req("external_business_identifier", v.StringValue, func(r *BusinessRequest) *string { return &r.ExternalBusinessIdentifier },
+		v.MaxLength(maxCode), v.Codes(CodeBusinessNotFound)),
+	v.Req("vendor", v.StringValue, func(r *BusinessRequest) *string { return &r.Vendor }, v.MaxLength(maxVendor),
+		v.Codes(CodeVendorNotFound), v.Note(vendorNote)),
+	v.Req("reference", v.StringValue, func(r *BusinessRequest) *string { return &r.Reference }, v.MaxLength(maxReference),
+		v.Codes(CodeAlreadyExists, CodeNotFoundAtVendor), v.Note(referenceNote)),
+	v.Req("type", v.StringValue, func(r *BusinessRequest) *string { return &r.Type }, v.OneOf(Types...),
+		v.Codes(CodeTypeMismatch), v.Note(typeNote)),
+	v.List("accounts", accountRefSchema, func(r *BusinessRequest) *[]AccountRef { return &r.Accounts }, v.Required(),
+		v.Note("At least one. Each account must be imported and belong to the business through its business contract.")),
+)
+
+// parseObject decodes body into a JSON object value, or answers parse_error.
+func parseObject(body []byte) (*v.Value, *problem.Error) {
+	root, err := v.Parse(body)
+	if err != nil {
+		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
+	}
+	if root.Kind != v.KindObject {
+		return nil, problem.New(problem.Invalid, CodeParseError, fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
+	}
+	return root, nil
+}
+
+// ParseAccountRequest decodes and checks the body of E9 as far as the
+// request alone allows. It returns the request, bound as far as it could be,
+// and every problem; a body that is not a JSON object gives a parse_error.
+func ParseAccountRequest(body []byte) (AccountRequest, problem.List, *problem.Error) {
+	var r AccountRequest
+	root, perr := parseObject(body)
+	if perr != nil {
+		return r, nil, perr
+	}
+	var w v.Walker
+	accountRequestSchema.Bind(&w, root, &r)
+	return r, w.Errors, nil
+}
+
+// ParseBusinessRequest decodes and checks the body of E2, as
+// ParseAccountRequest does for E9.
+func ParseBusinessRequest(body []byte) (BusinessRequest, problem.List, *problem.Error) {
+	var r BusinessRequest
+	root, perr := parseObject(body)
+	if perr != nil {
+		return r, nil, perr
+	}
+	var w v.Walker
+	businessRequestSchema.Bind(&w, root, &r)
+	if r.Accounts != nil && len(r.Accounts) == 0 {
+		w.AddAt("accounts", v.CodeRequired, "At least one account is required.")
+	}
+	for i, a := range r.Accounts {
+		if n := a.ExternalAccountNumber; n != "" && slices.ContainsFunc(r.Accounts[:i], func(x AccountRef) bool { return x.ExternalAccountNumber == n }) {
+			w.AddAt(v.Attr("accounts", i, "external_account_number"), CodeDuplicateAccount, "Account %s is listed more than once.", n)
+		}
+	}
+	return r, w.Errors, nil
+}

@@ -1,0 +1,230 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/redis/go-redis/v9"
+
+	"bulkimport/db"
+	"bulkimport/jobs"
+	"bulkimport/jobs/problem"
+	"bulkimport/jobs/taskwait"
+)
+
+// Verifier is the worker side of E2 and E9: it runs
+// payment_instruction:verify tasks.
+type Verifier struct {
+	db     *sqlx.DB
+	rdb    redis.UniversalClient
+	client *http.Client
+}
+
+// NewVerifier returns the worker side of E2 and E9.
+func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient) *Verifier {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Every verification of a busy migration goes to the same few vendors.
+	t.MaxIdleConnsPerHost = 32
+	// No client timeout: each attempt's context carries the vendor's.
+	return &Verifier{db: d, rdb: rdb, client: &http.Client{Transport: t}}
+}
+
+// Run verifies and stores the instruction of one task, and announces the
+// outcome to the waiting API request. It returns nil when the instruction
+// was stored, and an error wrapping asynq.SkipRetry otherwise: the task has
+// no Asynq retries, because the bounded retry against the vendor happens in
+// here, while the caller waits, and the failed task stays archived for the
+// operator to see.
+//
+// It is safe to run twice: a stored instruction is found, and the unique
+// indexes refuse a second one.
+func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPayload) error {
+	taskID := jobs.PaymentInstructionTaskID(p)
+	o, err := v.run(ctx, p)
+	if ctx.Err() != nil {
+		// Cancelled (the waiter gave up) or shutting down: nobody hears an
+		// announcement, or the task runs again.
+		return fmt.Errorf("verify payment instruction %s: %w", p.Reference, ctx.Err())
+	}
+	if err != nil {
+		slog.ErrorContext(ctx, "verify payment instruction", "task_id", taskID, "error", err)
+		rec := problem.Wrap(err, "verify").ToRecord()
+		o = outcome{Kind: kindInternal, Error: &rec}
+	}
+	if perr := taskwait.Publish(ctx, v.rdb, taskID, o); perr != nil {
+		slog.WarnContext(ctx, "publish payment outcome", "task_id", taskID, "error", perr)
+	}
+	if o.Error != nil {
+		return fmt.Errorf("payment instruction %s: %s: %s: %w", p.Reference, o.Error.Code, o.Error.Detail, asynq.SkipRetry)
+	}
+	return nil
+}
+
+// refused is the outcome of a failure the caller hears about.
+func refused(kind string, p *problem.Error) outcome {
+	rec := p.ToRecord()
+	return outcome{Kind: kind, Error: &rec}
+}
+
+// run returns the outcome to announce, or an error for an infrastructure
+// failure.
+func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPayload) (outcome, error) {
+	vendor, err := vendorByID(ctx, v.db, p.VendorID)
+	if err != nil {
+		return outcome{}, err
+	}
+	if dup, err := v.duplicate(ctx, v.db, p); err != nil || dup != nil {
+		return refusedOrNil(dup), err
+	}
+	adapter, err := newAdapter(vendor, v.client)
+	if err != nil {
+		return outcome{}, err
+	}
+	in, err := fetch(ctx, adapter, vendor, p.Reference)
+	var ie *IntermittentError
+	var pe *ProtocolError
+	switch {
+	case ctx.Err() != nil:
+		return outcome{}, ctx.Err()
+	case errors.Is(err, ErrNotFound):
+		return refused(kindInvalid, problem.Invalidf(CodeNotFoundAtVendor, "reference",
+			"Payment vendor %s has no payment instruction %q.", vendor.Name, p.Reference)), nil
+	case errors.As(err, &ie):
+		slog.WarnContext(ctx, "payment vendor unavailable", "vendor", vendor.Name, "attempts", vendor.Attempts, "error", err)
+		return refused(kindRetryable, problem.New(problem.RetryableUpstream, CodeVendorUnavailable, fmt.Sprintf(
+			"Payment vendor %s could not verify the instruction: it %s, after %d attempt(s). Nothing was stored; retry as is.",
+			vendor.Name, ie.Reason, vendor.Attempts))), nil
+	case errors.As(err, &pe):
+		slog.ErrorContext(ctx, "payment vendor broke the protocol", "vendor", vendor.Name, "reference", p.Reference, "error", err)
+		return refused(kindRetryable, problem.New(problem.RetryableUpstream, CodeVendorProtocolError, fmt.Sprintf(
+			"Payment vendor %s gave an answer the service does not understand; the operator can see it in the logs. Nothing was stored.",
+			vendor.Name))), nil
+	case err != nil:
+		return outcome{}, err
+	}
+	if in.Type != p.Type {
+		return refused(kindInvalid, problem.Invalidf(CodeTypeMismatch, "type",
+			"Payment vendor %s stores instruction %q as %s, not %s.", vendor.Name, p.Reference, in.Type, p.Type)), nil
+	}
+
+	err = db.InTx(ctx, v.db, func(tx *sqlx.Tx) error { return store(ctx, tx, p, in) })
+	if db.IsUniqueViolation(err, "") {
+		// Stored by a concurrent task (another vendor or type for the same
+		// reference) between the check and now. The failed statement
+		// aborted the transaction, so the check runs outside it.
+		dup, derr := v.duplicate(ctx, v.db, p)
+		if derr != nil || dup == nil {
+			return outcome{}, errors.Join(err, derr)
+		}
+		return refusedOrNil(dup), nil
+	}
+	if err != nil {
+		return outcome{}, err
+	}
+	return outcome{}, nil
+}
+
+func refusedOrNil(p *problem.Error) outcome {
+	if p == nil {
+		return outcome{}
+	}
+	return refused(kindInvalid, p)
+}
+
+// duplicate returns the refusal of an instruction stored already, or nil.
+func (v *Verifier) duplicate(ctx context.Context, q sqlx.QueryerContext, p jobs.PaymentInstructionVerifyPayload) (*problem.Error, error) {
+	var r struct {
+		Key    string `db:"key"`
+		Exists bool   `db:"exists"`
+	}
+	if p.BusinessID != 0 {
+		err := sqlx.GetContext(ctx, q, &r, `SELECT b.external_business_identifier AS key,
+			EXISTS (SELECT 1 FROM payment_instructions pi WHERE pi.business_id = b.id AND pi.reference = $2) AS exists
+			FROM businesses b WHERE b.id = $1`, p.BusinessID, p.Reference)
+		if err != nil || !r.Exists {
+			return nil, wrapErr(err, "check duplicate")
+		}
+		return BusinessAlreadyExists(p.Reference, r.Key), nil
+	}
+	err := sqlx.GetContext(ctx, q, &r, `SELECT a.service_account_number AS key,
+		EXISTS (SELECT 1 FROM payment_instructions pi WHERE pi.account_id = a.id AND pi.reference = $2) AS exists
+		FROM accounts a WHERE a.id = $1`, p.AccountID, p.Reference)
+	if err != nil || !r.Exists {
+		return nil, wrapErr(err, "check duplicate")
+	}
+	return AccountAlreadyExists(p.Reference, r.Key), nil
+}
+
+func wrapErr(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// store writes the instruction, and for a business its accounts.
+func store(ctx context.Context, tx *sqlx.Tx, p jobs.PaymentInstructionVerifyPayload, in VendorInstruction) error {
+	var accountID, businessID *int64
+	if p.BusinessID != 0 {
+		businessID = &p.BusinessID
+	} else {
+		accountID = &p.AccountID
+	}
+	var id int64
+	if err := tx.GetContext(ctx, &id, `INSERT INTO payment_instructions (supplier_id, account_id, business_id, vendor_id,
+		reference, type, vendor_status, vendor_details, verified_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now()) RETURNING id`,
+		p.SupplierID, accountID, businessID, p.VendorID, p.Reference, p.Type, in.Status, string(in.Details)); err != nil {
+		return fmt.Errorf("insert payment instruction: %w", err)
+	}
+	if len(p.AccountIDs) > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO payment_instruction_accounts (instruction_id, account_id, position)
+			SELECT $1, u.a, u.n - 1 FROM unnest($2::bigint[]) WITH ORDINALITY AS u(a, n)`, id, pq.Array(p.AccountIDs)); err != nil {
+			return fmt.Errorf("insert payment instruction accounts: %w", err)
+		}
+	}
+	return nil
+}
+
+// fetch asks the vendor, each attempt bounded by the vendor's timeout,
+// retrying intermittent failures up to the vendor's attempts with
+// exponential backoff between them.
+func fetch(ctx context.Context, a Adapter, vendor Vendor, reference string) (VendorInstruction, error) {
+	for n := 1; ; n++ {
+		actx, cancel := context.WithTimeout(ctx, vendor.Timeout)
+		in, err := a.Fetch(actx, reference)
+		timedOut := errors.Is(actx.Err(), context.DeadlineExceeded)
+		cancel()
+		if err == nil {
+			return in, nil
+		}
+		if ctx.Err() != nil {
+			return in, ctx.Err()
+		}
+		if timedOut && (IsIntermittent(err) || errors.Is(err, context.DeadlineExceeded)) {
+			cause := err
+			var ie *IntermittentError
+			if errors.As(err, &ie) {
+				cause = ie.Cause
+			}
+			err = &IntermittentError{Reason: "did not answer within " + vendor.Timeout.String(), Cause: cause}
+		}
+		if !IsIntermittent(err) || n >= vendor.Attempts {
+			return in, err
+		}
+		slog.InfoContext(ctx, "payment vendor attempt failed; retrying", "vendor", vendor.Name, "attempt", n, "error", err)
+		t := time.NewTimer(vendor.BackoffBefore(n + 1))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return in, ctx.Err()
+		}
+	}
+}

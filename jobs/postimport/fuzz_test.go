@@ -1,0 +1,102 @@
+package postimport
+
+import (
+	"encoding/json"
+	"net/url"
+	"testing"
+
+	"bulkimport/jobs/problem"
+)
+
+// checkRefusal fails unless err is nil or an Invalid problem whose every
+// field problem has a code and an attr.
+func checkRefusal(t *testing.T, err error) *problem.Error {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	p, ok := problem.As(err)
+	if !ok || p.Kind != problem.Invalid || p.Code == "" || p.Detail == "" {
+		t.Fatalf("error %v (%T) is not an Invalid problem with a code", err, err)
+	}
+	if p.Code != CodeParseError && len(p.Errors) == 0 {
+		t.Fatalf("refusal %s without problems", p.Code)
+	}
+	for _, e := range p.Errors {
+		if e.Code == "" || e.Attr == "" || e.Detail == "" {
+			t.Fatalf("problem without code, attr or detail: %+v", e)
+		}
+	}
+	return p
+}
+
+var fuzzSeeds = []string{
+	``, `null`, `[]`, `{}`, `{"import_supplier": "ACME"`, `{"a": 1, "a": 2}`, "\"\xff\"",
+	`{"import_supplier": "ACME", "external_account_number": "E1", "notes": [{"body": "x"}, {"document_paths": [{"document_path": "a/b.pdf"}]}]}`,
+	`{"import_supplier": "ACME", "external_account_number": "E1", "notes": [{"body": "x", "is_pinned": true, "unpin_at": "2025-01-01T00:00:00Z", "created_at": "2024-01-01T00:00:00Z"}]}`,
+	`{"import_supplier": "ACME", "external_account_number": "E1", "transactions": [{"transaction_id": "T", "transaction_date": "2025-06-01", "amount": 71.10, "type": "CHARGE", "reason": "IMPORTED_CHARGE"}]}`,
+	`{"import_supplier": "ACME", "external_account_number": "E1", "transactions": [{"transaction_id": "T", "transaction_date": "2025-06-01", "amount": 3, "type": "SUPPLY_CHARGE", "product_code": "P",
+		"line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-05-01", "end_date": "2025-05-31", "number_of_units": 1.5, "net_amount": 3, "price_per_unit": 2, "units": [1, 0.5]}],
+		"tax_items": [{"amount": 0.15, "tax_type": "VAT", "value_taxed": 3, "rate": 0.05}]}]}`,
+	`{"transactions": [1, "x", {"amount": 1e400, "type": "PAYMENT"}, {"amount": -0.001, "type": "CREDIT", "line_items": [{"units": [null]}]}]}`,
+	`{"import_supplier": "ACME", "external_account_number": "E1", "statements": [{"statement_id": "S", "number": "1", "bill_period_from_date": "2025-01-01", "bill_period_to_date": "2025-01-31", "issued_date": "2025-02-01", "gross_amount": 10.5, "statement_path": "s/1.pdf"}]}`,
+	`{"statements": [{"gross_amount": 99999999999999999999999999999999999999999, "statement_path": "../x"}]}`,
+}
+
+// Any bytes are either a request or an Invalid problem: never a panic,
+// never a problem without its place.
+func FuzzParseNotes(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseNotes(data, testNow)
+		if checkRefusal(t, err) == nil {
+			if _, err := json.Marshal(r); err != nil {
+				t.Fatalf("accepted request does not encode: %v", err)
+			}
+		}
+	})
+}
+
+func FuzzParseTransactions(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s), "")
+	}
+	f.Add([]byte(fuzzSeeds[9]), "check_previously_added=false&force_add_to_current_statement=0")
+	f.Add([]byte(fuzzSeeds[9]), "check_previously_added=%zz")
+	f.Fuzz(func(t *testing.T, data []byte, rawQuery string) {
+		q, _ := url.ParseQuery(rawQuery) // what it can, as r.URL.Query() does
+		r, _, err := ParseTransactions(data, q, testNow)
+		p := checkRefusal(t, err)
+		if p != nil {
+			if p.Extra["status"] != TransactionImportError || p.Extra["error_detail"] == "" {
+				t.Fatalf("refusal not in E7's form: %v", p.Extra)
+			}
+			if _, ok := p.Extra["transaction_data"]; !ok {
+				t.Fatal("refusal without transaction_data")
+			}
+			if _, err := json.Marshal(p.Extra); err != nil {
+				t.Fatalf("refusal does not encode: %v", err)
+			}
+			return
+		}
+		if _, err := json.Marshal(r); err != nil {
+			t.Fatalf("accepted request does not encode: %v", err)
+		}
+	})
+}
+
+func FuzzParseStatements(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseStatements(data, testNow)
+		if checkRefusal(t, err) == nil {
+			if _, err := json.Marshal(r); err != nil {
+				t.Fatalf("accepted request does not encode: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,289 @@
+package postimport
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jmoiron/sqlx"
+
+	"bulkimport/jobs/problem"
+)
+
+func notesBody(t testing.TB, ean string, notes ...obj) []byte {
+	return body(t, obj{"import_supplier": supplierCode, "external_account_number": ean, "notes": notes})
+}
+
+type noteRuleCase struct {
+	name  string
+	notes []obj
+	raw   string
+	want  []want
+}
+
+var noteRuleCases = []noteRuleCase{
+	{name: "neither body nor documents", notes: []obj{{"is_pinned": true}}, want: []want{{CodeNoteEmpty, "notes.0"}}},
+	{name: "blank body without documents", notes: []obj{{"body": "  \n"}}, want: []want{{CodeNoteEmpty, "notes.0"}}},
+	{name: "empty document list and no body", notes: []obj{{"document_paths": []obj{}}}, want: []want{{CodeNoteEmpty, "notes.0"}}},
+	{name: "unpin_at on a note that is not pinned", notes: []obj{{"body": "b", "unpin_at": "2025-07-01T00:00:00Z"}},
+		want: []want{{CodeNoteUnpinWithoutPin, "notes.0.unpin_at"}}},
+	{name: "unpin_at with is_pinned false", notes: []obj{{"body": "b", "is_pinned": false, "unpin_at": "2025-07-01T00:00:00Z"}},
+		want: []want{{CodeNoteUnpinWithoutPin, "notes.0.unpin_at"}}},
+	{name: "unpinned before it was created", notes: []obj{{"body": "b", "is_pinned": true, "created_at": "2024-05-01T10:00:00Z", "unpin_at": "2024-05-01T09:59:59Z"}},
+		want: []want{{CodeNoteUnpinBeforeCreation, "notes.0.unpin_at"}}},
+	{name: "unpinned before now when created now", notes: []obj{{"body": "b", "is_pinned": true, "unpin_at": "2025-06-15T12:30:44Z"}},
+		want: []want{{CodeNoteUnpinBeforeCreation, "notes.0.unpin_at"}}},
+	{name: "document path leaving the root", notes: []obj{{"document_paths": []obj{{"document_path": "a/../../b.pdf"}}}},
+		want: []want{{CodeInvalidDocumentPath, "notes.0.document_paths.0.document_path"}}},
+	{name: "document path with a backslash", notes: []obj{{"body": "b", "document_paths": []obj{{"document_path": `a\b.pdf`}}}},
+		want: []want{{CodeInvalidDocumentPath, "notes.0.document_paths.0.document_path"}}},
+	{name: "document not in the store", notes: []obj{{"body": "b"}, {"document_paths": []obj{{"document_path": "letters/there.pdf"}, {"document_path": "letters/gone.pdf"}}}},
+		want: []want{{CodeDocumentNotFound, "notes.1.document_paths.1.document_path"}}},
+	{name: "wrong types and unknown fields", notes: []obj{{"body": 5, "created_at": "2025-06-01", "is_pinned": "yes", "colour": "red"}},
+		want: []want{{"invalid", "notes.0.body"}, {"invalid_datetime", "notes.0.created_at"}, {"invalid", "notes.0.is_pinned"},
+			{"unknown_field", "notes.0.colour"}}},
+	{name: "notes missing", raw: `{"import_supplier": "ACME", "external_account_number": %q}`, want: []want{{"required", "notes"}}},
+	{name: "too many notes", raw: `{"import_supplier": "ACME", "external_account_number": %q, "notes": [` +
+		strings.TrimSuffix(strings.Repeat(`{"body": "x"},`, MaxNotes+1), ",") + `]}`, want: []want{{CodeTooManyItems, "notes"}}},
+}
+
+func noteCaseCodes() []want {
+	var w []want
+	for _, c := range noteRuleCases {
+		w = append(w, c.want...)
+	}
+	return w
+}
+
+func TestNotes_RulesRefuseTheWholeRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.put(t, "letters/there.pdf")
+	for _, tc := range noteRuleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ean := b.newAccount(t, acct{})
+			req := notesBody(t, ean, tc.notes...)
+			if tc.raw != "" {
+				req = []byte(fmt.Sprintf(tc.raw, ean))
+			}
+			res, err := b.svc.CreateNotes(context.Background(), req, visible)
+			if err == nil {
+				t.Fatalf("accepted: %+v", res)
+			}
+			if p := wantProblems(t, err, tc.want); p.Code != CodeNotesFailed {
+				t.Errorf("top-level code %q", p.Code)
+			}
+			if n := b.count(t, `SELECT count(*) FROM notes n JOIN accounts a ON a.id = n.account_id WHERE a.external_account_number = $1`, ean); n != 0 {
+				t.Errorf("%d notes written by a refused request", n)
+			}
+		})
+	}
+}
+
+func TestNotes_CreatedWithDocumentsPinAndDefaultTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	b.put(t, "letters/welcome.pdf")
+	b.put(t, "letters/terms.pdf")
+	res, err := b.svc.CreateNotes(context.Background(), notesBody(t, ean,
+		obj{"body": "Customer prefers letters.", "is_pinned": true, "unpin_at": "2025-12-31T00:00:00Z", "created_at": "2024-03-01T08:00:00Z"},
+		obj{"document_paths": []obj{{"document_path": "letters/welcome.pdf"}, {"document_path": "letters/terms.pdf"}}},
+		obj{"body": "Both", "document_paths": []obj{{"document_path": "letters/terms.pdf"}}},
+	), visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NoteResult{
+		{CreatedAt: "2024-03-01T08:00:00Z", Body: "Customer prefers letters.", Status: NoteCreated},
+		{CreatedAt: "2025-06-15T12:30:45Z", Body: "", Status: NoteCreated,
+			DocumentPaths: []DocumentPath{{"letters/welcome.pdf"}, {"letters/terms.pdf"}}},
+		{CreatedAt: "2025-06-15T12:30:45Z", Body: "Both", Status: NoteCreated, DocumentPaths: []DocumentPath{{"letters/terms.pdf"}}},
+	}
+	if diff := cmp.Diff(want, res); diff != "" {
+		t.Errorf("answer (-want +got):\n%s", diff)
+	}
+	var rows []string
+	if err := b.db.Select(&rows, `SELECT n.body || '|' || to_char(n.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || '|' || n.is_pinned || '|' ||
+			COALESCE(to_char(n.unpin_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), '-') || '|' ||
+			COALESCE((SELECT string_agg(d.document_path, ',' ORDER BY d.position) FROM note_documents d WHERE d.note_id = n.id), '-')
+		FROM notes n ORDER BY n.id`); err != nil {
+		t.Fatal(err)
+	}
+	wantRows := []string{
+		"Customer prefers letters.|2024-03-01 08:00:00|true|2025-12-31|-",
+		"|2025-06-15 12:30:45|false|-|letters/welcome.pdf,letters/terms.pdf",
+		"Both|2025-06-15 12:30:45|false|-|letters/terms.pdf",
+	}
+	if diff := cmp.Diff(wantRows, rows); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+}
+
+// A note is the same as an existing one when the body matches (for a note
+// without body: the document paths) and, if given, the creation time.
+func TestNotes_DedupeByBodyAndCreatedAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.put(t, "a.pdf")
+	b.put(t, "b.pdf")
+	docs := func(p ...string) []obj {
+		var o []obj
+		for _, x := range p {
+			o = append(o, obj{"document_path": x})
+		}
+		return o
+	}
+	existing := []obj{
+		{"body": "Called about a refund.", "created_at": "2024-01-02T03:04:05Z"},
+		{"document_paths": docs("a.pdf")},
+	}
+	cases := []struct {
+		name   string
+		posted []obj
+		want   []string
+	}{
+		{"same body without created_at", []obj{{"body": "Called about a refund."}}, []string{NoteAlreadyExists}},
+		{"same body and created_at", []obj{{"body": "Called about a refund.", "created_at": "2024-01-02T03:04:05Z"}}, []string{NoteAlreadyExists}},
+		{"same body, other created_at", []obj{{"body": "Called about a refund.", "created_at": "2024-01-02T03:04:06Z"}}, []string{NoteCreated}},
+		{"same body with documents", []obj{{"body": "Called about a refund.", "document_paths": docs("b.pdf")}}, []string{NoteAlreadyExists}},
+		{"other body", []obj{{"body": "Called about a refund!"}}, []string{NoteCreated}},
+		{"document-only note with the same documents", []obj{{"document_paths": docs("a.pdf")}}, []string{NoteAlreadyExists}},
+		{"document-only note with other documents", []obj{{"document_paths": docs("a.pdf", "b.pdf")}}, []string{NoteCreated}},
+		{"repeated within one request", []obj{{"body": "New"}, {"body": "New"}, {"body": "New", "created_at": "2020-01-01T00:00:00Z"}},
+			[]string{NoteCreated, NoteAlreadyExists, NoteCreated}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ean := b.newAccount(t, acct{})
+			if _, err := b.svc.CreateNotes(ctx, notesBody(t, ean, existing...), visible); err != nil {
+				t.Fatal(err)
+			}
+			res, err := b.svc.CreateNotes(ctx, notesBody(t, ean, tc.posted...), visible)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			created := 0
+			for _, r := range res {
+				got = append(got, r.Status)
+				if r.Status == NoteCreated {
+					created++
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("statuses (-want +got):\n%s", diff)
+			}
+			n := b.count(t, `SELECT count(*) FROM notes n JOIN accounts a ON a.id = n.account_id WHERE a.external_account_number = $1`, ean)
+			if n != len(existing)+created {
+				t.Errorf("%d notes stored, want %d", n, len(existing)+created)
+			}
+		})
+	}
+}
+
+// Notes that came with the staged payload were written by account creation;
+// E6 sees them, and answers the stored creation time.
+func TestNotes_DedupeSeesPayloadNotes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	if _, err := b.db.Exec(`INSERT INTO notes (account_id, body, created_at) SELECT id, 'From the payload', '2025-01-10 09:00:00.123456+00'
+		FROM accounts WHERE external_account_number = $1`, ean); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.svc.CreateNotes(context.Background(), notesBody(t, ean, obj{"body": "From the payload"}), visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != NoteAlreadyExists || res[0].CreatedAt != "2025-01-10T09:00:00Z" {
+		t.Errorf("result %+v", res[0])
+	}
+}
+
+func TestNotes_ConcurrentPostsCreateOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	req := notesBody(t, ean, obj{"body": "Once only"}, obj{"body": "And this", "created_at": "2025-01-01T00:00:00Z"})
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = b.svc.CreateNotes(context.Background(), req, visible)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("post %d: %v", i, err)
+		}
+	}
+	if n := b.count(t, `SELECT count(*) FROM notes`); n != 2 {
+		t.Errorf("%d notes, want 2", n)
+	}
+}
+
+func TestNotes_AccountNotFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range notFoundCases(t, b) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := body(t, obj{"import_supplier": tc.supplier, "external_account_number": tc.ean, "notes": []obj{{"body": "hello"}}})
+			_, err := b.svc.CreateNotes(context.Background(), req, visible)
+			p := problemOf(t, err, problem.NotFound)
+			if diff := cmp.Diff(notFoundCodes, problems(p)); diff != "" {
+				t.Errorf("%s", diff)
+			}
+		})
+	}
+}
+
+func TestNotes_DocumentsNeedAStore(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	svc := New(b.db, nil)
+	svc.now = func() time.Time { return testNow }
+	ean := b.newAccount(t, acct{})
+	_, err := svc.CreateNotes(context.Background(), notesBody(t, ean, obj{"document_paths": []obj{{"document_path": "a.pdf"}}}), visible)
+	if p := problemOf(t, err, problem.Unavailable); p.Code != CodeDocumentStoreNotConfigured {
+		t.Errorf("code %q", p.Code)
+	}
+	if _, err := svc.CreateNotes(context.Background(), notesBody(t, ean, obj{"body": "plain"}), visible); err != nil {
+		t.Errorf("note without documents: %v", err)
+	}
+}
+
+// A request waits for another import on the same account and then sees
+// its note.
+func TestNotes_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	var res []NoteResult
+	err := b.whileHeld(t, ean, func(tx *sqlx.Tx, id int64) {
+		if _, err := tx.Exec(`INSERT INTO notes (account_id, body, created_at) VALUES ($1, 'Same', now())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}, func() (err error) {
+		res, err = b.svc.CreateNotes(context.Background(), notesBody(t, ean, obj{"body": "Same"}), visible)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Status != NoteAlreadyExists || b.count(t, `SELECT count(*) FROM notes`) != 1 {
+		t.Errorf("status %s with %d notes, want NOTE_ALREADY_EXISTS and 1", res[0].Status, b.count(t, `SELECT count(*) FROM notes`))
+	}
+}

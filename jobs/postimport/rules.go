@@ -1,0 +1,240 @@
+package postimport
+
+import (
+	"fmt"
+	"strings"
+
+	"bulkimport/jobs/documents"
+	"bulkimport/jobs/validate"
+)
+
+// Top-level codes of a refused request. The individual problems are in the
+// error's Errors, each with its own code and attr.
+const (
+	CodeParseError         = "parse_error"
+	CodeNotesFailed        = "notes_failed_validation"
+	CodeTransactionsFailed = "transactions_failed_validation"
+	CodeStatementsFailed   = "historical_statements_failed_validation"
+	// CodeAccountNotFound (404) covers an unknown account, an account that
+	// is only staged, and a supplier the caller's key may not see.
+	CodeAccountNotFound = "account_not_found"
+	// CodeDocumentStoreNotConfigured (503): DOCUMENTS_URL is not set, so a
+	// document reference cannot be checked.
+	CodeDocumentStoreNotConfigured = "document_store_not_configured"
+	// CodeDocumentStoreUnavailable (503): the store did not answer.
+	CodeDocumentStoreUnavailable = "document_store_unavailable"
+)
+
+// The codes of individual problems. Each is stable: callers branch on them.
+const (
+	CodeTooManyItems             = "too_many_items"
+	CodeInvalidDocumentPath      = documents.CodeInvalidPath
+	CodeDocumentNotFound         = documents.CodeNotFound
+	CodeNoteEmpty                = "note_body_or_document_path_not_found"
+	CodeNoteUnpinBeforeCreation  = "note_unpin_at_earlier_than_creation_date"
+	CodeNoteUnpinWithoutPin      = "note_unpin_at_without_is_pinned"
+	CodeAmountPrecision          = "invalid_amount_precision"
+	CodeAmountOutOfRange         = "amount_out_of_range"
+	CodeAmountNotPositive        = "amount_must_be_positive"
+	CodeDuplicateTransactionIDs  = "duplicate_transaction_ids"
+	CodeTransactionAlreadyExists = "transaction_already_exists"
+	CodeTransactionInFuture      = "transaction_in_future"
+	CodeNotInOpenPeriod          = "transaction_not_in_open_statement_period"
+	CodeProductNotFound          = "product_code_does_not_exist"
+	CodeStartAfterEnd            = "start_date_later_than_end_date"
+	CodeBalanceOutOfRange        = "ledger_balance_out_of_range"
+	CodeDuplicateStatementIDs    = "duplicate_statement_ids"
+	CodeStatementExists          = "historical_statement_already_exists"
+	CodeStatementInFuture        = "statement_date_in_future"
+)
+
+// rule is one row of a rules table in RULES.md.
+type rule struct {
+	code string
+	at   string
+	text string
+}
+
+// The rules beyond the field tables, per endpoint.
+// TestRules_EveryRuleIsTested fails when one of these codes has no test case.
+var (
+	noteRules = []rule{
+		{CodeAccountNotFound, "`external_account_number` (404)", "The account was created (E5) for this import supplier, and the caller's key may use the supplier. An account that is only staged, an unknown one, and one of a supplier the key may not see get the same answer."},
+		{CodeNoteEmpty, "`notes.N`", "A note has a non-blank `body`, at least one document path, or both."},
+		{CodeNoteUnpinWithoutPin, "`notes.N.unpin_at`", "`unpin_at` is only sent with `is_pinned: true`: it says when a pinned note stops being pinned."},
+		{CodeNoteUnpinBeforeCreation, "`notes.N.unpin_at`", "Not before `created_at`, or before now when `created_at` is omitted (the note is then created now)."},
+		{CodeInvalidDocumentPath, "`notes.N.document_paths.K.document_path`", pathRule},
+		{CodeDocumentNotFound, "`notes.N.document_paths.K.document_path`", existsRule},
+		{CodeTooManyItems, "`notes`", fmt.Sprintf("At most %d notes per request.", MaxNotes)},
+	}
+	transactionRules = []rule{
+		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6."},
+		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence)."},
+		{CodeTransactionAlreadyExists, "`transactions.N.transaction_id`", "With `check_previously_added=false`, a transaction id the account already has is refused: ids are unique per account. (With the default `true` it is skipped as `TRANSACTION_ALREADY_EXISTS`.)"},
+		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today (UTC), with or without force."},
+		{CodeNotInOpenPeriod, "`transactions.N.transaction_date`", "With `force_add_to_current_statement=false`, the date is in the open statement period (below). With the default `true`, an earlier date is moved to the period's first day instead."},
+		{CodeProductNotFound, "`transactions.N.product_code`", "A SUPPLY_CHARGE names a product of the catalogue."},
+		{validate.CodeInvalidChoice, "`transactions.N.reason`", "The reason suits the type: " + reasonTable() + "."},
+		{CodeAmountNotPositive, "`transactions.N.amount`", "A PAYMENT or REPAYMENT is a positive amount. CHARGE, CREDIT and SUPPLY_CHARGE may be negative (a reversal) or zero."},
+		{CodeAmountPrecision, "every amount", "At most 2 decimal places. Trailing zeros do not count (`71.000` is `71.00`); nothing is ever rounded."},
+		{CodeAmountOutOfRange, "every amount", "Below 10,000,000,000 in absolute value."},
+		{CodeStartAfterEnd, "`transactions.N.line_items.K.start_date`", "Not after the line item's `end_date`."},
+		{CodeBalanceOutOfRange, "`transactions`", "The ledger balance stays within ±999,999,999,999.99."},
+		{CodeTooManyItems, "`transactions`", fmt.Sprintf("At most %d transactions per request.", MaxTransactions)},
+		{validate.CodeInvalid, "`check_previously_added`, `force_add_to_current_statement`", "Query parameters are `true` or `false` (also `1` or `0`), given at most once; empty or omitted means `true`."},
+	}
+	statementRules = []rule{
+		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6."},
+		{CodeDuplicateStatementIDs, "`statements.N.statement_id`", "A statement id appears once in a request (reported at the second occurrence)."},
+		{CodeStatementExists, "`statements.N.statement_id`", "The account has no statement with this id yet: ids are unique per account, so a re-sent request is refused, never doubled."},
+		{CodeStartAfterEnd, "`statements.N.bill_period_from_date`", "Not after `bill_period_to_date`. Both dates are inclusive."},
+		{CodeStatementInFuture, "`statements.N.bill_period_to_date`, `statements.N.issued_date`", "Not after today (UTC): a historical statement covers a past period."},
+		{CodeInvalidDocumentPath, "`statements.N.statement_path`", pathRule},
+		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule},
+		{CodeTooManyItems, "`statements`", fmt.Sprintf("At most %d statements per request.", MaxStatements)},
+	}
+)
+
+const (
+	pathRule   = "Relative to the import supplier's document root and normalised: no leading slash, no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes."
+	existsRule = "The document is in the store: the key is the supplier's document root, `/`, then the path. Upload with `importctl document put SUPPLIER PATH FILE`. Each distinct path is checked once."
+)
+
+// unitsType is how the reference shows the type of line_items[].units,
+// which the schema DSL has no type for.
+const unitsType = "array of decimal numbers"
+
+// Reference returns RULES.md.
+func Reference() string {
+	var b strings.Builder
+	b.WriteString(`# Post-import data rules: notes (E6), transactions (E7), historical statements (E8)
+
+<!-- Generated by TestRulesFile from jobs/postimport (schemas and rules.go). Do not edit by hand:
+     change the code and run go test ./jobs/postimport -run TestRulesFile -update -->
+
+These endpoints import data onto an account that E5 created. Each request names the account with ` + "`import_supplier`" + `
+and ` + "`external_account_number`" + ` and carries an array of items. A request is all or nothing: it is checked in full,
+every problem is reported (each at its ` + "`attr`" + `, a dot path with zero-based indexes such as ` + "`transactions.3.amount`" + `),
+and only a request without problems writes anything, in one database transaction.
+
+| Endpoint | Success | Refusal |
+|---|---|---|
+| ` + "`POST /v1/data-import/notes/create/`" + ` (E6) | 201, a JSON array with one ` + "`{created_at, body, document_paths, status}`" + ` per posted note, in order; ` + "`status`" + ` is ` + "`NOTE_CREATION_SUCCESS` or `NOTE_ALREADY_EXISTS`" + ` | 400 ` + "`notes_failed_validation`" + ` |
+| ` + "`POST /v1/data-import/transactions/create/?check_previously_added=&force_add_to_current_statement=`" + ` (E7) | 201 ` + "`{\"results\": [{\"status\", \"transaction_data\"}]}`" + `, in order | 400 ` + "`transactions_failed_validation`" + `, in E7's form (below) |
+| ` + "`POST /v1/data-import/historical-statements/create/`" + ` (E8) | 201, the validated request (amounts as strings) | 400 ` + "`historical_statements_failed_validation`" + ` |
+
+All three answer 404 ` + "`account_not_found`" + ` when the account does not exist as an imported account of a supplier the
+caller's key may use (only staged, unknown, or not visible: the same answer). When the request is also invalid, the 404
+comes first, unless ` + "`import_supplier`" + ` or ` + "`external_account_number`" + ` themselves are invalid (400). A body that is not
+JSON, or not a JSON object, gets 400 ` + "`parse_error`" + ` with the byte offset in the detail. A request that references a
+document while the service has no document store (` + "`DOCUMENTS_URL`" + ` unset) gets 503 ` + "`document_store_not_configured`" + `;
+a store that does not answer, 503 ` + "`document_store_unavailable`" + `.
+
+Concurrent requests for one account take turns (the account's row is locked for the request's transaction), so two
+identical requests sent at once behave as if sent one after the other.
+
+## The open statement period
+
+An account has one open statement period at a time; earlier dates belong to closed statements.
+
+- The **closed history ends** on the latest ` + "`bill_period_to_date`" + ` of the account's historical statements (E8); when it
+  has none, on the account's ` + "`last_billed_to_date`" + ` (the latest of its supply points' at creation); when that is
+  unknown too, on the account's creation date (UTC).
+- The **open period** runs from the day after that end to today (UTC), both inclusive. When the closed history ends
+  today (an account created today without a billing date), the period is that next day alone, so that it is never empty.
+- Importing a statement moves the period at once: a later ` + "`bill_period_to_date`" + ` starts the open period later.
+- E7 refuses a transaction dated after today (` + "`transaction_in_future`" + `) in every case. A transaction dated before the
+  open period is refused (` + "`transaction_not_in_open_statement_period`" + `) when ` + "`force_add_to_current_statement=false`" + `;
+  by default (` + "`true`" + `) it is **moved** to the period's first day: its ` + "`transaction_date`" + ` becomes that day,
+  ` + "`original_transaction_date`" + ` keeps the date sent, ` + "`description`" + ` explains the move (all three are in the answer),
+  and one note per request, pinned to the account, lists the moved transactions.
+
+## The ledger
+
+Each account has one ledger; E7 changes its balance in the same database transaction that adds the transactions. The
+**balance is what the customer owes**: positive means the customer is in debit, negative in credit. Amounts are in the
+currency's major unit and keep their sign as sent (a negative CHARGE is a reversal and lowers the balance).
+
+| Type | Effect on the balance |
+|---|---|
+| CHARGE | + amount |
+| SUPPLY_CHARGE | + amount |
+| REPAYMENT (money paid back to the customer) | + amount |
+| CREDIT | − amount |
+| PAYMENT (money received from the customer) | − amount |
+
+Amounts are read from the JSON number's text into a decimal, stored in ` + "`numeric(14, 2)`" + ` columns and answered as strings
+with two places (` + "`\"71.00\"`" + `); they never pass through a binary float. Historical statements do not change the
+balance: they record bills whose transactions are imported with E7.
+
+## E6: notes
+
+A posted note is created unless the account already has the same note; its status is then ` + "`NOTE_ALREADY_EXISTS`" + ` and
+the answer carries the existing note's ` + "`created_at`" + `. Two notes are the same when they have the same ` + "`body`" + ` (for
+a note without a body: the same document paths, in order) and, when the posted note gives ` + "`created_at`" + `, the same
+creation time. Notes created with the account (the payload's ` + "`notes`" + `) count, and so do earlier notes of the same
+request. ` + "`created_at`" + ` defaults to now, to the second.
+
+`)
+	writeFields(&b, notesSchema.Spec())
+	writeRules(&b, noteRules)
+	b.WriteString(`
+## E7: financial transactions
+
+Query parameters, both optional, default ` + "`true`" + `:
+
+- ` + "`check_previously_added`" + `: a transaction whose ` + "`transaction_id`" + ` the account already has is skipped, with status
+  ` + "`TRANSACTION_ALREADY_EXISTS`" + `. With ` + "`false`" + ` it is refused (` + "`transaction_already_exists`" + `), because ids are
+  unique per account either way. Re-sending a request after a timeout therefore never adds anything twice.
+- ` + "`force_add_to_current_statement`" + `: see the open statement period above.
+
+Every added transaction has status ` + "`TRANSACTION_ADDED_TO_ACCOUNT`" + `; ` + "`transaction_data`" + ` echoes it as stored, with
+amounts as strings and ` + "`\"status\": \"TRANSACTION_IMPORT_SUCCESS\"`" + `.
+
+A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
+
+` + "```json" + `
+{
+  "status": "TRANSACTION_IMPORT_ERROR",
+  "error_detail": "the first problem of the first failing transaction",
+  "transaction_data": {"transaction_id": "...", "...": "that transaction exactly as sent, or null"},
+  "code": "transactions_failed_validation",
+  "detail": "Could not import the transactions; none was added.",
+  "errors": [{"detail": "...", "code": "transaction_in_future", "attr": "transactions.3.transaction_date"}]
+}
+` + "```" + `
+
+`)
+	writeFields(&b, transactionsSchema.Spec())
+	writeRules(&b, transactionRules)
+	b.WriteString(`
+## E8: historical statements
+
+`)
+	writeFields(&b, statementsSchema.Spec())
+	writeRules(&b, statementRules)
+	b.WriteString(`
+## Documents
+
+Documents live in the object store named by ` + "`DOCUMENTS_URL`" + ` (a gocloud.dev/blob URL: ` + "`file:///path`" + ` locally,
+` + "`s3://bucket?region=...`" + ` in production, with the bucket's options in the URL). A document's key is the import
+supplier's document root (` + "`importctl supplier create --document-root`" + `), ` + "`/`" + `, then the path given; with an
+empty root, the path alone. The service only checks that referenced documents exist; migration teams upload them with
+` + "`importctl document put SUPPLIER PATH FILE`" + ` (reads ` + "`DATABASE_URL`" + ` and ` + "`DOCUMENTS_URL`" + `).
+`)
+	return b.String()
+}
+
+func writeFields(b *strings.Builder, o *validate.ObjectSpec) {
+	b.WriteString("### Fields\n\nAny field not listed is refused with `unknown_field`, a key given twice with `duplicate_key`.\n\n")
+	t := validate.Reference(o)
+	t = strings.ReplaceAll(t, "| `transactions[].line_items[].units` | decimal number |", "| `transactions[].line_items[].units` | "+unitsType+" |")
+	b.WriteString(t)
+}
+
+func writeRules(b *strings.Builder, rules []rule) {
+	b.WriteString("\n### Rules across fields and against the account\n\n| Code | Reported at | Rule |\n|---|---|---|\n")
+	for _, r := range rules {
+		fmt.Fprintf(b, "| `%s` | %s | %s |\n", r.code, r.at, r.text)
+	}
+}

@@ -1,0 +1,186 @@
+// Package postimport imports data onto accounts that E5 has created: notes
+// (E6), financial transactions (E7) and historical statements (E8).
+//
+// Each request is parsed with the validate schema DSL (every problem at its
+// dot path), then checked against the account and the document store, then
+// written in one database transaction that first locks the account's row.
+// The lock is what makes concurrent requests for one account take turns, so
+// that the "does this note or transaction exist already?" question and the
+// write that follows it see the same world; unique constraints on
+// (account, transaction_id) and (account, statement_id) back it up.
+//
+// The rules, the open statement period, the ledger's sign convention and
+// every error code are in RULES.md, which TestRulesFile keeps in step with
+// the code.
+package postimport
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"bulkimport/jobs/documents"
+	"bulkimport/jobs/problem"
+	"bulkimport/jobs/validate"
+)
+
+// Service imports notes, transactions and statements. Its methods are safe
+// for concurrent use.
+type Service struct {
+	db *sqlx.DB
+	// docs is nil when no document store is configured; a request that
+	// references a document then gets 503.
+	docs *documents.Store
+	// now is the clock; "today" is its date in UTC. Tests fix it.
+	now func() time.Time
+}
+
+// New returns a Service over d. docs may be nil when DOCUMENTS_URL is not
+// set: requests without document references still work.
+func New(d *sqlx.DB, docs *documents.Store) *Service {
+	return &Service{db: d, docs: docs, now: time.Now}
+}
+
+// account is the target of an import request.
+type account struct {
+	ID           int64  `db:"id"`
+	DocumentRoot string `db:"document_root"`
+}
+
+// accountNotFound is the answer for an account that does not exist, exists
+// only as staged data, or belongs to a supplier the caller's key may not
+// see: the three must be indistinguishable.
+func accountNotFound(supplier, ean string) *problem.Error {
+	d := fmt.Sprintf("No imported account %s exists for import supplier %s.", ean, supplier)
+	return &problem.Error{Kind: problem.NotFound, Code: CodeAccountNotFound, Detail: d,
+		Errors: []problem.FieldError{{Detail: d, Code: CodeAccountNotFound, Attr: "external_account_number"}}}
+}
+
+const findAccountSQL = `SELECT a.id, s.document_root FROM accounts a
+	JOIN import_suppliers s ON s.id = a.supplier_id
+	WHERE s.code = $1 AND a.external_account_number = $2`
+
+// findAccount resolves the account without locking it, for the checks that
+// run before the transaction (document existence).
+func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible func(string) bool) (account, error) {
+	var a account
+	if visible != nil && !visible(supplier) {
+		return a, accountNotFound(supplier, ean)
+	}
+	err := s.db.GetContext(ctx, &a, findAccountSQL, supplier, ean)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, accountNotFound(supplier, ean)
+	}
+	if err != nil {
+		return a, fmt.Errorf("find account: %w", err)
+	}
+	return a, nil
+}
+
+// lockAccount resolves the account inside tx and locks its row until tx
+// ends. FOR NO KEY UPDATE is the weakest lock that excludes another import
+// request for the same account, and it still lets other transactions insert
+// rows that reference the account (their foreign key checks take KEY SHARE).
+//
+// Statements that run after this one in tx see everything committed before
+// the lock was granted, because each statement of a READ COMMITTED
+// transaction takes a new snapshot. That is why lookups are never folded
+// into this query: a subquery here would use the snapshot taken before the
+// wait, and miss the rows of the request it waited for.
+func lockAccount(ctx context.Context, tx *sqlx.Tx, supplier, ean string, visible func(string) bool) (account, error) {
+	var a account
+	if visible != nil && !visible(supplier) {
+		return a, accountNotFound(supplier, ean)
+	}
+	err := tx.GetContext(ctx, &a, findAccountSQL+` FOR NO KEY UPDATE OF a`, supplier, ean)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, accountNotFound(supplier, ean)
+	}
+	if err != nil {
+		return a, fmt.Errorf("lock account: %w", err)
+	}
+	return a, nil
+}
+
+// docRef is a document path at its place in the request.
+type docRef struct {
+	attr string
+	path string
+}
+
+// checkDocuments adds a problem for each reference to a document that is
+// not in the store under root. A store that cannot answer is a 503, not a
+// validation problem.
+func (s *Service) checkDocuments(ctx context.Context, root string, refs []docRef, errs *problem.List) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	if s.docs == nil {
+		return problem.New(problem.Unavailable, CodeDocumentStoreNotConfigured,
+			"This service has no document store (DOCUMENTS_URL), so document references cannot be checked.")
+	}
+	paths := make([]string, len(refs))
+	for i, r := range refs {
+		paths[i] = r.path
+	}
+	missing, err := s.docs.Missing(ctx, root, paths)
+	if err != nil {
+		// The HTTP layer logs only internal errors; this cause is what an
+		// operator needs to fix the store, so it is logged here.
+		slog.WarnContext(ctx, "document store did not answer", "error", err.Error())
+		return &problem.Error{Kind: problem.Unavailable, Code: CodeDocumentStoreUnavailable,
+			Detail: "The document store did not answer; retry later.", Cause: err}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	gone := make(map[string]bool, len(missing))
+	for _, p := range missing {
+		gone[p] = true
+	}
+	for _, r := range refs {
+		if gone[r.path] {
+			errs.Add(r.attr, CodeDocumentNotFound,
+				"No document %q exists in the import supplier's document store; upload it first (importctl document put).", r.path)
+		}
+	}
+	return nil
+}
+
+// hasErrorAt reports whether errs has a problem at one of attrs.
+func hasErrorAt(errs problem.List, attrs ...string) bool {
+	for _, e := range errs {
+		for _, a := range attrs {
+			if e.Attr == a {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// parseBody parses a request body that must be a JSON object.
+func parseBody(body []byte) (*validate.Value, *problem.Error) {
+	root, err := validate.Parse(body)
+	if err != nil {
+		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
+	}
+	if root.Kind != validate.KindObject {
+		return nil, problem.New(problem.Invalid, CodeParseError,
+			fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
+	}
+	return root, nil
+}
+
+// checkCount adds a problem when a request carries more items than one
+// transaction should write.
+func checkCount(errs *problem.List, field string, n, limit int) {
+	if n > limit {
+		errs.Add(field, CodeTooManyItems, "At most %d items per request; send the rest in further requests.", limit)
+	}
+}

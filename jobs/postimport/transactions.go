@@ -1,0 +1,620 @@
+package postimport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/shopspring/decimal"
+
+	"bulkimport/db"
+	"bulkimport/jobs/problem"
+	v "bulkimport/jobs/validate"
+)
+
+// TransactionsRequest is the body of E7.
+type TransactionsRequest struct {
+	ImportSupplier        string        `json:"import_supplier"`
+	ExternalAccountNumber string        `json:"external_account_number"`
+	Transactions          []Transaction `json:"transactions"`
+
+	// raw is each transaction's input text, echoed in a refusal.
+	raw []json.RawMessage
+}
+
+// Transaction is one financial transaction (spec 2.7). Optional fields stay
+// nil when omitted; which of them a type accepts is in RULES.md.
+type Transaction struct {
+	TransactionID   string     `json:"transaction_id"`
+	TransactionDate v.Date     `json:"transaction_date"`
+	Amount          Money      `json:"amount"`
+	Type            string     `json:"type"`
+	Reason          *string    `json:"reason,omitzero"`
+	DisplayNote     *string    `json:"display_note,omitzero"`
+	Note            *string    `json:"note,omitzero"`
+	Reference       *string    `json:"reference,omitzero"`
+	PaymentType     *string    `json:"payment_type,omitzero"`
+	ProductCode     *string    `json:"product_code,omitzero"`
+	LineItems       []LineItem `json:"line_items,omitzero"`
+	TaxItems        []TaxItem  `json:"tax_items,omitzero"`
+
+	// OriginalTransactionDate and Description are set by the import when
+	// force_add_to_current_statement moved the transaction into the open
+	// statement period; they are not accepted in requests.
+	OriginalTransactionDate *v.Date `json:"original_transaction_date,omitzero"`
+	Description             *string `json:"description,omitzero"`
+}
+
+// LineItem is one priced line of a charge.
+type LineItem struct {
+	RateBand      string      `json:"rate_band"`
+	StartDate     v.Date      `json:"start_date"`
+	EndDate       v.Date      `json:"end_date"`
+	NumberOfUnits v.Decimal   `json:"number_of_units"`
+	NetAmount     Money       `json:"net_amount"`
+	PricePerUnit  v.Decimal   `json:"price_per_unit"`
+	Units         []v.Decimal `json:"units,omitzero"`
+}
+
+// TaxItem is one tax on a charge.
+type TaxItem struct {
+	Amount     Money     `json:"amount"`
+	TaxType    string    `json:"tax_type"`
+	ValueTaxed Money     `json:"value_taxed"`
+	Rate       v.Decimal `json:"rate"`
+	UnitType   *string   `json:"unit_type,omitzero"`
+}
+
+// TransactionOptions are E7's query parameters. Both default to true.
+type TransactionOptions struct {
+	// CheckPreviouslyAdded skips a transaction whose transaction_id the
+	// account has already (TRANSACTION_ALREADY_EXISTS). When false, such a
+	// transaction is refused: ids are unique per account either way.
+	CheckPreviouslyAdded bool
+	// ForceAddToCurrentStatement moves a transaction dated before the open
+	// statement period to the period's first day instead of refusing it.
+	ForceAddToCurrentStatement bool
+}
+
+// TransactionsResult is the 201 answer of E7: one result per posted
+// transaction, in the order posted.
+type TransactionsResult struct {
+	Results []TransactionResult `json:"results"`
+}
+
+// TransactionResult is the outcome for one transaction.
+type TransactionResult struct {
+	Status          string          `json:"status"`
+	TransactionData TransactionData `json:"transaction_data"`
+}
+
+// TransactionData echoes a transaction as imported (amounts as strings with
+// two places), with its own status.
+type TransactionData struct {
+	Transaction
+	Status string `json:"status"`
+}
+
+var lineItemSchema = v.NewObject(
+	v.Req("rate_band", v.StringValue, func(l *LineItem) *string { return &l.RateBand }, v.OneOf(rateBands...)),
+	v.Req("start_date", v.DateValue, func(l *LineItem) *v.Date { return &l.StartDate }, v.Codes(CodeStartAfterEnd)),
+	v.Req("end_date", v.DateValue, func(l *LineItem) *v.Date { return &l.EndDate }, v.Note("Inclusive.")),
+	v.Req("number_of_units", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.NumberOfUnits }),
+	moneyField("net_amount", func(l *LineItem) *Money { return &l.NetAmount }),
+	v.Req("price_per_unit", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.PricePerUnit },
+		v.Note("Any number of decimal places.")),
+	decimalListField("units", func(l *LineItem) *[]v.Decimal { return &l.Units },
+		"An array of plain decimal numbers (no exponent), kept exactly as written."),
+)
+
+var taxItemSchema = v.NewObject(
+	moneyField("amount", func(t *TaxItem) *Money { return &t.Amount }),
+	v.Req("tax_type", v.StringValue, func(t *TaxItem) *string { return &t.TaxType }, v.OneOf(taxTypes...)),
+	moneyField("value_taxed", func(t *TaxItem) *Money { return &t.ValueTaxed }),
+	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }, v.NonNegative()),
+	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OneOf(taxUnitTypes...)),
+)
+
+// Fields shared by several transaction types are declared once, so that
+// every variant binds and documents them the same way.
+var (
+	reasonField = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.Required(),
+		v.OneOf(slices.Concat(chargeReasons, creditReasons, paymentReasons, repaymentReasons)...),
+		v.Note("Must suit the type: "+reasonTable()+"."))
+	displayNoteField = v.Opt("display_note", v.StringValue, func(t *Transaction) **string { return &t.DisplayNote },
+		v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Shown to the customer."))
+	noteField = v.Opt("note", v.StringValue, func(t *Transaction) **string { return &t.Note },
+		v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Internal."))
+	lineItemsField = v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems })
+	taxItemsField  = v.List("tax_items", taxItemSchema, func(t *Transaction) *[]TaxItem { return &t.TaxItems })
+)
+
+var transactionSchema = v.NewUnion("type",
+	[]v.Field[Transaction]{
+		v.Req("transaction_id", v.StringValue, func(t *Transaction) *string { return &t.TransactionID }, v.MaxLength(maxCode),
+			v.Codes(CodeDuplicateTransactionIDs, CodeTransactionAlreadyExists), v.Note("Unique per account.")),
+		v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
+			v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")),
+		moneyField("amount", func(t *Transaction) *Money { return &t.Amount }, CodeAmountNotPositive),
+		v.Req("type", v.StringValue, func(t *Transaction) *string { return &t.Type },
+			v.Note("Decides which of the fields below are accepted, and the sign of the amount in the ledger.")),
+	},
+	v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit}, Fields: []v.Field[Transaction]{
+		reasonField, displayNoteField, noteField, lineItemsField, taxItemsField,
+	}},
+	v.Variant[Transaction]{Values: []string{TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
+		reasonField, noteField,
+		v.Opt("reference", v.StringValue, func(t *Transaction) **string { return &t.Reference }, v.MaxLength(maxCode)),
+		v.Opt("payment_type", v.StringValue, func(t *Transaction) **string { return &t.PaymentType }, v.OneOf(paymentTypes...)),
+	}},
+	v.Variant[Transaction]{Values: []string{TypeSupplyCharge}, Fields: []v.Field[Transaction]{
+		displayNoteField,
+		v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode }, v.Required(),
+			v.MaxLength(maxCode), v.Codes(CodeProductNotFound), v.Note("A product of the catalogue (importctl product create).")),
+		lineItemsField, taxItemsField,
+	}},
+)
+
+var transactionsSchema = v.NewObject(
+	v.Req("import_supplier", v.StringValue, func(r *TransactionsRequest) *string { return &r.ImportSupplier }, v.MaxLength(maxCode),
+		v.Codes(CodeAccountNotFound)),
+	v.Req("external_account_number", v.StringValue, func(r *TransactionsRequest) *string { return &r.ExternalAccountNumber },
+		v.MaxLength(maxAccountRef), v.Codes(CodeAccountNotFound)),
+	v.List("transactions", transactionSchema, func(r *TransactionsRequest) *[]Transaction { return &r.Transactions }, v.Required(),
+		v.Codes(CodeTooManyItems), v.Note(fmt.Sprintf("At most %d transactions; all are added, or none.", MaxTransactions))),
+)
+
+// reasonsFor returns the reasons a type accepts.
+func reasonsFor(typ string) []string {
+	switch typ {
+	case TypeCharge:
+		return chargeReasons
+	case TypeCredit:
+		return creditReasons
+	case TypePayment:
+		return paymentReasons
+	case TypeRepayment:
+		return repaymentReasons
+	}
+	return nil
+}
+
+func reasonTable() string {
+	var parts []string
+	for _, t := range []string{TypeCharge, TypeCredit, TypePayment, TypeRepayment} {
+		parts = append(parts, t+": "+strings.Join(reasonsFor(t), ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ledgerSign is the sign each type's amount takes in the ledger balance,
+// which is what the customer owes: charges and refunds paid out raise it,
+// credits and payments received lower it.
+func ledgerSign(typ string) int64 {
+	switch typ {
+	case TypeCredit, TypePayment:
+		return -1
+	}
+	return 1
+}
+
+// parseOptions reads E7's query parameters. An empty value is the default.
+func parseOptions(q url.Values, errs *problem.List) TransactionOptions {
+	o := TransactionOptions{CheckPreviouslyAdded: true, ForceAddToCurrentStatement: true}
+	for _, p := range []struct {
+		name string
+		dst  *bool
+	}{{"check_previously_added", &o.CheckPreviouslyAdded}, {"force_add_to_current_statement", &o.ForceAddToCurrentStatement}} {
+		vals := q[p.name]
+		if len(vals) == 0 {
+			continue
+		}
+		if len(vals) > 1 {
+			errs.Add(p.name, v.CodeInvalid, "Give %s at most once.", p.name)
+			continue
+		}
+		switch strings.ToLower(vals[0]) {
+		case "":
+		case "true", "1":
+			*p.dst = true
+		case "false", "0":
+			*p.dst = false
+		default:
+			errs.Add(p.name, v.CodeInvalid, "%s must be true or false.", p.name)
+		}
+	}
+	return o
+}
+
+// ParseTransactions decodes and checks the body and query of E7 with every
+// rule that needs no database; today is the date transactions may not be
+// after. A refusal is a *problem.Error of Kind Invalid in E7's form (see
+// TransactionsFailure).
+func ParseTransactions(body []byte, query url.Values, today time.Time) (*TransactionsRequest, TransactionOptions, error) {
+	var errs problem.List
+	opts := parseOptions(query, &errs)
+	r, perr := parseTransactions(body, v.DateOf(today.UTC()), &errs)
+	if perr != nil {
+		return nil, opts, transactionsParseFailure(perr)
+	}
+	if len(errs) > 0 {
+		return nil, opts, TransactionsFailure(errs, r.raw)
+	}
+	return r, opts, nil
+}
+
+func parseTransactions(body []byte, today v.Date, errs *problem.List) (*TransactionsRequest, *problem.Error) {
+	root, perr := parseBody(body)
+	if perr != nil {
+		return nil, perr
+	}
+	var r TransactionsRequest
+	w := v.Walker{Errors: *errs}
+	transactionsSchema.Bind(&w, root, &r)
+	for _, m := range root.Members {
+		if m.Key == "transactions" {
+			if m.Value.Kind == v.KindArray {
+				for _, it := range m.Value.Items {
+					r.raw = append(r.raw, json.RawMessage(it.Raw))
+				}
+			}
+			break // Bind used the first; a repeated key is a problem of its own
+		}
+	}
+	checkCount(&w.Errors, "transactions", len(r.Transactions), MaxTransactions)
+	seen := make(map[string]bool, len(r.Transactions))
+	for i := range r.Transactions {
+		t := &r.Transactions[i]
+		at := func(parts ...any) string { return v.Attr(append([]any{"transactions", i}, parts...)...) }
+		if id := t.TransactionID; id != "" {
+			if seen[id] {
+				w.AddAt(at("transaction_id"), CodeDuplicateTransactionIDs, "Transaction id %q appears more than once in the request.", id)
+			}
+			seen[id] = true
+		}
+		if t.TransactionDate != "" && t.TransactionDate > today {
+			w.AddAt(at("transaction_date"), CodeTransactionInFuture, "The transaction date %s is after today (%s).", t.TransactionDate, today)
+		}
+		if t.Reason != nil && reasonsFor(t.Type) != nil && !slices.Contains(reasonsFor(t.Type), *t.Reason) {
+			w.AddAt(at("reason"), v.CodeInvalidChoice, "%q is not a reason for a %s. Valid choices: %s.",
+				*t.Reason, t.Type, strings.Join(reasonsFor(t.Type), ", "))
+		}
+		if (t.Type == TypePayment || t.Type == TypeRepayment) && !w.HasErrorAt(at("amount")) && t.Amount.Decimal().Sign() <= 0 {
+			w.AddAt(at("amount"), CodeAmountNotPositive, "A %s is a positive amount.", t.Type)
+		}
+		for k, l := range t.LineItems {
+			if l.StartDate != "" && l.EndDate != "" && l.StartDate > l.EndDate {
+				w.AddAt(at("line_items", k, "start_date"), CodeStartAfterEnd,
+					"start_date (%s) is later than end_date (%s).", l.StartDate, l.EndDate)
+			}
+		}
+	}
+	*errs = w.Errors
+	return &r, nil
+}
+
+const detailTransactionsFailed = "Could not import the transactions; none was added."
+
+// TransactionsFailure is E7's refusal: the section 7 fields (code
+// transactions_failed_validation, every problem in errors) plus the spec's
+// status TRANSACTION_IMPORT_ERROR, error_detail (the first problem of the
+// first failing transaction) and transaction_data (that transaction as
+// sent, or null when no transaction is at fault). raw holds the
+// transactions as sent.
+func TransactionsFailure(errs problem.List, raw []json.RawMessage) *problem.Error {
+	e := errs.Err(CodeTransactionsFailed, detailTransactionsFailed)
+	first, detail := -1, errs[0].Detail
+	for _, fe := range errs {
+		if i, ok := transactionIndex(fe.Attr); ok && (first < 0 || i < first) {
+			first, detail = i, fe.Detail
+		}
+	}
+	var data any
+	if first >= 0 && first < len(raw) {
+		data = raw[first]
+	}
+	return e.With("status", TransactionImportError).With("error_detail", detail).With("transaction_data", data)
+}
+
+// transactionsParseFailure gives a body that is not a JSON object E7's form.
+func transactionsParseFailure(p *problem.Error) *problem.Error {
+	return p.With("status", TransactionImportError).With("error_detail", p.Detail).With("transaction_data", nil)
+}
+
+// transactionIndex returns N of an attr "transactions.N...".
+func transactionIndex(attr string) (int, bool) {
+	rest, ok := strings.CutPrefix(attr, "transactions.")
+	if !ok {
+		return 0, false
+	}
+	num, _, _ := strings.Cut(rest, ".")
+	i, err := strconv.Atoi(num)
+	return i, err == nil
+}
+
+// CreateTransactions is E7: it adds the posted transactions to the account
+// and its ledger balance, all or none, in one database transaction. query
+// holds the options (check_previously_added, force_add_to_current_statement).
+//
+// Errors: *problem.Error of Kind Invalid (400) in E7's form (see
+// TransactionsFailure), or NotFound (404, account_not_found) when the
+// account is not an imported account the caller may see.
+func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url.Values, visible func(string) bool) (*TransactionsResult, error) {
+	now := s.now().UTC()
+	var errs problem.List
+	opts := parseOptions(query, &errs)
+	r, perr := parseTransactions(body, v.DateOf(now), &errs)
+	if perr != nil {
+		return nil, transactionsParseFailure(perr)
+	}
+	if hasErrorAt(errs, "import_supplier", "external_account_number") {
+		return nil, TransactionsFailure(errs, r.raw)
+	}
+	var res *TransactionsResult
+	err := db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
+		if err != nil {
+			return err
+		}
+		res, err = addTransactions(ctx, tx, acc.ID, r, opts, now, errs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// lookup is what the checks against the account need, read in one round
+// trip after the account is locked.
+type lookup struct {
+	ClosedEnd       string         `db:"closed_end"`
+	Existing        pq.StringArray `db:"existing"`
+	MissingProducts pq.StringArray `db:"missing_products"`
+}
+
+// addTransactions runs the checks that need the database and writes the
+// transactions. errs holds the problems found so far; any problem refuses
+// the whole request.
+func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *TransactionsRequest, opts TransactionOptions,
+	now time.Time, errs problem.List) (*TransactionsResult, error) {
+	ids := make([]string, 0, len(r.Transactions))
+	var codes []string
+	for _, t := range r.Transactions {
+		if t.TransactionID != "" {
+			ids = append(ids, t.TransactionID)
+		}
+		if t.ProductCode != nil && !slices.Contains(codes, *t.ProductCode) {
+			codes = append(codes, *t.ProductCode)
+		}
+	}
+	var l lookup
+	err := tx.GetContext(ctx, &l, `SELECT (`+closedEndSQL+`) AS closed_end,
+		ARRAY(SELECT t.transaction_id FROM transactions t WHERE t.account_id = $1 AND t.transaction_id = ANY($2::text[])) AS existing,
+		ARRAY(SELECT c FROM unnest($3::text[]) AS c WHERE NOT EXISTS (SELECT 1 FROM products p WHERE p.code = c)) AS missing_products`,
+		accountID, pq.Array(ids), pq.Array(codes))
+	if err != nil {
+		return nil, fmt.Errorf("add transactions: lookup: %w", err)
+	}
+	period := openPeriod(v.Date(l.ClosedEnd), v.DateOf(now))
+	existing := make(map[string]bool, len(l.Existing))
+	for _, id := range l.Existing {
+		existing[id] = true
+	}
+
+	res := &TransactionsResult{Results: make([]TransactionResult, len(r.Transactions))}
+	var add []int
+	var moved []string
+	for i := range r.Transactions {
+		t := &r.Transactions[i]
+		at := func(field string) string { return v.Attr("transactions", i, field) }
+		if existing[t.TransactionID] {
+			if opts.CheckPreviouslyAdded {
+				res.Results[i] = TransactionResult{Status: TransactionAlreadyExists,
+					TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
+				continue
+			}
+			errs.Add(at("transaction_id"), CodeTransactionAlreadyExists,
+				"The account already has transaction %q; transaction ids are unique per account.", t.TransactionID)
+		}
+		if t.ProductCode != nil && slices.Contains(l.MissingProducts, *t.ProductCode) {
+			errs.Add(at("product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
+		}
+		// Dates after today were refused already, so a date outside the
+		// period is before it.
+		if d := t.TransactionDate; d != "" && d < period.From {
+			if opts.ForceAddToCurrentStatement {
+				t.OriginalTransactionDate = &d
+				t.TransactionDate = period.From
+				desc := fmt.Sprintf("Dated %s in the migrated data; moved to %s, the first day of the open statement period, because force_add_to_current_statement was set.", d, period.From)
+				t.Description = &desc
+				moved = append(moved, fmt.Sprintf("%s (dated %s)", t.TransactionID, d))
+			} else {
+				errs.Add(at("transaction_date"), CodeNotInOpenPeriod,
+					"The transaction date %s is not within the open statement period (%s to %s); send force_add_to_current_statement=true to move it into the period.",
+					d, period.From, period.To)
+			}
+		}
+		add = append(add, i)
+		res.Results[i] = TransactionResult{Status: TransactionAdded,
+			TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
+	}
+	if len(errs) > 0 {
+		return nil, TransactionsFailure(errs, r.raw)
+	}
+	if len(add) == 0 {
+		return res, nil
+	}
+	if err := insertTransactions(ctx, tx, accountID, r.Transactions, add); err != nil {
+		return nil, err
+	}
+	if len(moved) > 0 {
+		if err := pinMoveNote(ctx, tx, accountID, period, moved, now); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// insertTransactionsSQL writes the transactions, their line and tax items
+// and the ledger balance in one statement: data-modifying CTEs share one
+// snapshot, and the items find their transaction's row id through the
+// first CTE's RETURNING. Every column comes from an array parameter, so the
+// statement is the same for 1 or 10,000 transactions.
+const insertTransactionsSQL = `
+WITH ins AS (
+	INSERT INTO transactions (account_id, transaction_id, transaction_date, original_transaction_date, amount, type,
+		reason, display_note, note, reference, payment_type, product_id, description)
+	SELECT $1, u.tid, u.tdate, u.odate, u.amount, u.type, u.reason, u.display_note, u.note, u.reference, u.payment_type,
+		(SELECT p.id FROM products p WHERE p.code = u.product_code), u.description
+	FROM unnest($2::text[], $3::date[], $4::date[], $5::numeric[], $6::text[], $7::text[], $8::text[], $9::text[],
+		$10::text[], $11::text[], $12::text[], $13::text[])
+		AS u (tid, tdate, odate, amount, type, reason, display_note, note, reference, payment_type, product_code, description)
+	RETURNING id, transaction_id
+), li AS (
+	INSERT INTO transaction_line_items (transaction_row_id, position, rate_band, start_date, end_date, number_of_units,
+		net_amount, price_per_unit, units)
+	SELECT ins.id, l.pos, l.rate_band, l.start_date, l.end_date, l.number_of_units, l.net_amount, l.price_per_unit, l.units::numeric[]
+	FROM unnest($14::text[], $15::int[], $16::text[], $17::date[], $18::date[], $19::numeric[], $20::numeric[],
+		$21::numeric[], $22::text[])
+		AS l (tid, pos, rate_band, start_date, end_date, number_of_units, net_amount, price_per_unit, units)
+	JOIN ins ON ins.transaction_id = l.tid
+), ti AS (
+	INSERT INTO transaction_tax_items (transaction_row_id, position, amount, tax_type, value_taxed, rate, unit_type)
+	SELECT ins.id, x.pos, x.amount, x.tax_type, x.value_taxed, x.rate, x.unit_type
+	FROM unnest($23::text[], $24::int[], $25::numeric[], $26::text[], $27::numeric[], $28::numeric[], $29::text[])
+		AS x (tid, pos, amount, tax_type, value_taxed, rate, unit_type)
+	JOIN ins ON ins.transaction_id = x.tid
+)
+INSERT INTO ledgers AS lg (account_id, balance) VALUES ($1, $30::numeric)
+ON CONFLICT (account_id) DO UPDATE SET balance = lg.balance + EXCLUDED.balance`
+
+// insertTransactions writes ts[add...] and moves the ledger balance by
+// their signed sum.
+func insertTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, ts []Transaction, add []int) error {
+	var (
+		tids, dates, amounts, types                                                        []string
+		odates, reasons, displayNotes, notes, references, payTypes, products, descriptions []*string
+
+		lTid, lBand, lStart, lEnd, lCount, lNet, lPrice []string
+		lPos                                            []int64
+		lUnits                                          []*string
+
+		xTid, xAmount, xType, xValue, xRate []string
+		xPos                                []int64
+		xUnitType                           []*string
+	)
+	delta := decimal.Zero
+	for _, i := range add {
+		t := &ts[i]
+		tids = append(tids, t.TransactionID)
+		dates = append(dates, string(t.TransactionDate))
+		var odate *string
+		if t.OriginalTransactionDate != nil {
+			s := string(*t.OriginalTransactionDate)
+			odate = &s
+		}
+		odates = append(odates, odate)
+		amounts = append(amounts, t.Amount.String())
+		types = append(types, t.Type)
+		reasons = append(reasons, t.Reason)
+		displayNotes = append(displayNotes, t.DisplayNote)
+		notes = append(notes, t.Note)
+		references = append(references, t.Reference)
+		payTypes = append(payTypes, t.PaymentType)
+		products = append(products, t.ProductCode)
+		descriptions = append(descriptions, t.Description)
+		delta = delta.Add(t.Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(t.Type))))
+		for k, l := range t.LineItems {
+			lTid = append(lTid, t.TransactionID)
+			lPos = append(lPos, int64(k))
+			lBand = append(lBand, l.RateBand)
+			lStart = append(lStart, string(l.StartDate))
+			lEnd = append(lEnd, string(l.EndDate))
+			lCount = append(lCount, l.NumberOfUnits.String())
+			lNet = append(lNet, l.NetAmount.String())
+			lPrice = append(lPrice, l.PricePerUnit.String())
+			var units *string
+			if l.Units != nil {
+				parts := make([]string, len(l.Units))
+				for j, u := range l.Units {
+					parts[j] = u.String()
+				}
+				s := "{" + strings.Join(parts, ",") + "}"
+				units = &s
+			}
+			lUnits = append(lUnits, units)
+		}
+		for k, x := range t.TaxItems {
+			xTid = append(xTid, t.TransactionID)
+			xPos = append(xPos, int64(k))
+			xAmount = append(xAmount, x.Amount.String())
+			xType = append(xType, x.TaxType)
+			xValue = append(xValue, x.ValueTaxed.String())
+			xRate = append(xRate, x.Rate.String())
+			xUnitType = append(xUnitType, x.UnitType)
+		}
+	}
+	_, err := tx.ExecContext(ctx, insertTransactionsSQL, accountID,
+		pq.Array(tids), pq.Array(dates), pq.Array(odates), pq.Array(amounts), pq.Array(types), pq.Array(reasons),
+		pq.Array(displayNotes), pq.Array(notes), pq.Array(references), pq.Array(payTypes), pq.Array(products), pq.Array(descriptions),
+		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
+		pq.Array(lPrice), pq.Array(lUnits),
+		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
+		delta.String())
+	switch {
+	case err == nil:
+		return nil
+	case db.IsUniqueViolation(err, "transactions_account_id_transaction_id_key"):
+		// The account lock makes this unreachable for requests of this
+		// service; it stays as the last word of the unique constraint.
+		var errs problem.List
+		errs.Add("transactions", CodeTransactionAlreadyExists,
+			"A transaction of this request was added to the account at the same time; re-send the request.")
+		return TransactionsFailure(errs, nil)
+	case isNumericOverflow(err):
+		var errs problem.List
+		errs.Add("transactions", CodeBalanceOutOfRange,
+			"These transactions would take the account's ledger balance beyond what it can hold (±999,999,999,999.99).")
+		return TransactionsFailure(errs, nil)
+	}
+	return fmt.Errorf("add transactions: insert: %w", err)
+}
+
+// isNumericOverflow reports a PostgreSQL numeric_value_out_of_range.
+func isNumericOverflow(err error) bool {
+	var pe *pq.Error
+	return errors.As(err, &pe) && pe.Code == "22003"
+}
+
+// maxListedMoves bounds the transactions a move note names one by one; each
+// moved transaction's description says where it came from anyway.
+const maxListedMoves = 100
+
+// pinMoveNote pins one note to the account that says which transactions
+// force_add_to_current_statement moved, so that the support team sees why
+// their dates differ from the old system's.
+func pinMoveNote(ctx context.Context, tx *sqlx.Tx, accountID int64, period Period, moved []string, now time.Time) error {
+	listed := moved
+	more := ""
+	if len(listed) > maxListedMoves {
+		listed = listed[:maxListedMoves]
+		more = fmt.Sprintf(" and %d more", len(moved)-maxListedMoves)
+	}
+	body := fmt.Sprintf("Migration: %d imported transaction(s) dated before the open statement period were moved to its first day, %s, because force_add_to_current_statement was set: %s%s.",
+		len(moved), period.From, strings.Join(listed, ", "), more)
+	_, err := tx.ExecContext(ctx, `INSERT INTO notes (account_id, body, created_at, is_pinned) VALUES ($1, $2, $3, true)`,
+		accountID, body, now.Truncate(time.Second))
+	if err != nil {
+		return fmt.Errorf("add transactions: pin note: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,642 @@
+package postimport
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jmoiron/sqlx"
+
+	"bulkimport/jobs/problem"
+)
+
+// charge is a valid CHARGE transaction.
+func charge(id, date, amount string) obj {
+	return obj{"transaction_id": id, "transaction_date": date, "amount": num(amount), "type": "CHARGE",
+		"reason": "IMPORTED_CHARGE", "display_note": "Imported charge", "note": "from the old system"}
+}
+
+func payment(id, date, amount string) obj {
+	return obj{"transaction_id": id, "transaction_date": date, "amount": num(amount), "type": "PAYMENT",
+		"reason": "ACCOUNT_CHARGE_PAYMENT", "reference": "PAY-" + id, "payment_type": "DD_REGULAR_COLLECTION"}
+}
+
+func supplyCharge(id, date, amount string) obj {
+	return obj{"transaction_id": id, "transaction_date": date, "amount": num(amount), "type": "SUPPLY_CHARGE",
+		"product_code": productCode, "display_note": "Electricity",
+		"line_items": []obj{{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-06-01", "end_date": "2025-06-10",
+			"number_of_units": num("123.456"), "net_amount": num("30.00"), "price_per_unit": num("0.243012"),
+			"units": []any{num("100.5"), num("22.956")}}},
+		"tax_items": []obj{{"amount": num("1.50"), "tax_type": "VAT", "value_taxed": num("30.00"), "rate": num("0.05"), "unit_type": "PROPORTION"}}}
+}
+
+// with returns a copy of o with the given fields set (nil deletes).
+func with(o obj, kv ...any) obj {
+	c := obj{}
+	for k, v := range o {
+		c[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == nil {
+			delete(c, kv[i].(string))
+		} else {
+			c[kv[i].(string)] = kv[i+1]
+		}
+	}
+	return c
+}
+
+func txBody(t testing.TB, ean string, txs ...obj) []byte {
+	return body(t, obj{"import_supplier": supplierCode, "external_account_number": ean, "transactions": txs})
+}
+
+// An account billed to 2025-05-31 has the open period 2025-06-01..2025-06-15.
+var billedToMay = acct{lastBilled: "2025-05-31"}
+
+type txRuleCase struct {
+	name    string
+	account acct
+	before  []obj  // added first, with the default options
+	query   string // E7's query string
+	txs     []obj
+	raw     string // a whole body instead of txs, with %s for the account
+	want    []want
+}
+
+var txRuleCases = []txRuleCase{
+	{name: "transaction id twice in one request", txs: []obj{charge("T1", "2025-06-02", "1"), charge("T1", "2025-06-03", "2")},
+		want: []want{{CodeDuplicateTransactionIDs, "transactions.1.transaction_id"}}},
+	{name: "transaction dated tomorrow", txs: []obj{charge("T1", "2025-06-16", "1")},
+		want: []want{{CodeTransactionInFuture, "transactions.0.transaction_date"}}},
+	{name: "transaction dated tomorrow is refused even with force", query: "force_add_to_current_statement=true",
+		txs: []obj{charge("T1", "2025-06-16", "1")}, want: []want{{CodeTransactionInFuture, "transactions.0.transaction_date"}}},
+	{name: "date before the open period without force", query: "force_add_to_current_statement=false",
+		txs: []obj{charge("T1", "2025-05-31", "1")}, want: []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}}},
+	{name: "supply charge of an unknown product", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "product_code", "NOPE")},
+		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
+	{name: "supply charge without product", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "product_code", nil)},
+		want: []want{{"required", "transactions.0.product_code"}}},
+	{name: "three decimal places", txs: []obj{charge("T1", "2025-06-02", "10.001")},
+		want: []want{{CodeAmountPrecision, "transactions.0.amount"}}},
+	{name: "amount of ten billion", txs: []obj{charge("T1", "2025-06-02", "10000000000")},
+		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
+	{name: "negative amount of ten billion", txs: []obj{charge("T1", "2025-06-02", "-10000000000.00")},
+		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
+	{name: "amount as a string", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "71.00")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "amount with an exponent", txs: []obj{charge("T1", "2025-06-02", "7.1e1")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "zero payment", txs: []obj{payment("T1", "2025-06-02", "0.00")},
+		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
+	{name: "negative repayment", txs: []obj{with(payment("T1", "2025-06-02", "-5"), "type", "REPAYMENT", "reason", "FULL_CREDIT_REFUND")},
+		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
+	{name: "reason of another type", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "GENERAL_CREDIT")},
+		want: []want{{"invalid_choice", "transactions.0.reason"}}},
+	{name: "unknown reason", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "WHIM")},
+		want: []want{{"invalid_choice", "transactions.0.reason"}}},
+	{name: "charge without reason", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", nil)},
+		want: []want{{"required", "transactions.0.reason"}}},
+	{name: "unknown type", txs: []obj{with(charge("T1", "2025-06-02", "1"), "type", "GIFT")},
+		want: []want{{"invalid_choice", "transactions.0.type"}}},
+	{name: "unknown payment type", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", "CASH_IN_ENVELOPE")},
+		want: []want{{"invalid_choice", "transactions.0.payment_type"}}},
+	{name: "reference on a charge", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reference", "R")},
+		want: []want{{"unknown_field", "transactions.0.reference"}}},
+	{name: "product code on a payment", txs: []obj{with(payment("T1", "2025-06-02", "1"), "product_code", productCode)},
+		want: []want{{"unknown_field", "transactions.0.product_code"}}},
+	{name: "description is set by the import, not sent", txs: []obj{with(charge("T1", "2025-06-02", "1"), "description", "x")},
+		want: []want{{"unknown_field", "transactions.0.description"}}},
+	{name: "line item ends before it starts", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
+		[]obj{{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-06-10", "end_date": "2025-06-01", "number_of_units": num("1"),
+			"net_amount": num("1"), "price_per_unit": num("1")}})},
+		want: []want{{CodeStartAfterEnd, "transactions.0.line_items.0.start_date"}}},
+	{name: "line item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
+		[]obj{{"rate_band": "PEAK", "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
+			"net_amount": num("1.005"), "units": []any{num("1"), "x", num("1e5")}}})},
+		want: []want{{"invalid_choice", "transactions.0.line_items.0.rate_band"}, {"invalid_date", "transactions.0.line_items.0.end_date"},
+			{"invalid", "transactions.0.line_items.0.number_of_units"}, {CodeAmountPrecision, "transactions.0.line_items.0.net_amount"},
+			{"required", "transactions.0.line_items.0.price_per_unit"}, {"invalid", "transactions.0.line_items.0.units.1"},
+			{"invalid", "transactions.0.line_items.0.units.2"}}},
+	{name: "tax item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "tax_items",
+		[]obj{{"amount": num("99999999999"), "tax_type": "GST", "value_taxed": num("1"), "rate": num("-0.2"), "unit_type": "BASIS_POINTS"}})},
+		want: []want{{CodeAmountOutOfRange, "transactions.0.tax_items.0.amount"}, {"invalid_choice", "transactions.0.tax_items.0.tax_type"},
+			{"min_value", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
+	{name: "transaction id the account has, without the previously-added check", before: []obj{charge("T1", "2025-06-02", "1")},
+		query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-02", "1"), charge("T1", "2025-06-02", "1")},
+		want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
+	{name: "every problem of every transaction at once", query: "force_add_to_current_statement=false",
+		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.001"), with(supplyCharge("T2", "2025-07-01", "1"), "product_code", "NOPE")},
+		want: []want{{CodeNotInOpenPeriod, "transactions.1.transaction_date"}, {CodeAmountPrecision, "transactions.1.amount"},
+			{CodeDuplicateTransactionIDs, "transactions.2.transaction_id"}, {CodeTransactionInFuture, "transactions.2.transaction_date"},
+			{CodeProductNotFound, "transactions.2.product_code"}}},
+	{name: "ledger balance beyond numeric(14,2)", txs: func() []obj {
+		var txs []obj
+		for i := range 101 {
+			txs = append(txs, charge(fmt.Sprintf("BIG-%d", i), "2025-06-02", "9999999999.99"))
+		}
+		return txs
+	}(), want: []want{{CodeBalanceOutOfRange, "transactions"}}},
+	{name: "unknown query value", query: "check_previously_added=maybe&force_add_to_current_statement=yes", txs: []obj{charge("T1", "2025-06-02", "1")},
+		want: []want{{"invalid", "check_previously_added"}, {"invalid", "force_add_to_current_statement"}}},
+	{name: "query parameter twice", query: "check_previously_added=true&check_previously_added=false", txs: []obj{charge("T1", "2025-06-02", "1")},
+		want: []want{{"invalid", "check_previously_added"}}},
+	{name: "unknown top-level field and missing transactions", raw: `{"import_supplier": "ACME", "external_account_number": %q, "extra": 1}`,
+		want: []want{{"unknown_field", "extra"}, {"required", "transactions"}}},
+	{name: "too many transactions", raw: `{"import_supplier": "ACME", "external_account_number": %q, "transactions": [` +
+		strings.TrimSuffix(strings.Repeat(`{"transaction_id": "x", "transaction_date": "2025-06-01", "amount": 1, "type": "CREDIT", "reason": "GENERAL_CREDIT"},`, MaxTransactions+1), ",") + `]}`,
+		want: func() []want {
+			w := []want{{CodeTooManyItems, "transactions"}}
+			for i := 1; i <= MaxTransactions; i++ {
+				w = append(w, want{CodeDuplicateTransactionIDs, fmt.Sprintf("transactions.%d.transaction_id", i)})
+			}
+			return w
+		}()},
+}
+
+func transactionCaseCodes() []want {
+	var w []want
+	for _, c := range txRuleCases {
+		w = append(w, c.want...)
+	}
+	return w
+}
+
+// Each rule refuses the whole request: nothing is added and the ledger does
+// not move.
+func TestTransactions_RulesRefuseTheWholeRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range txRuleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a := tc.account
+			if a == (acct{}) {
+				a = billedToMay
+			}
+			ean := b.newAccount(t, a)
+			ctx := context.Background()
+			if len(tc.before) > 0 {
+				if _, err := b.svc.CreateTransactions(ctx, txBody(t, ean, tc.before...), nil, visible); err != nil {
+					t.Fatalf("before: %v", err)
+				}
+			}
+			countBefore, balanceBefore := b.txCount(t, ean), b.balance(t, ean)
+			req := txBody(t, ean, tc.txs...)
+			if tc.raw != "" {
+				req = []byte(fmt.Sprintf(tc.raw, ean))
+			}
+			res, err := b.svc.CreateTransactions(ctx, req, query(tc.query), visible)
+			if err == nil {
+				t.Fatalf("accepted: %+v", res)
+			}
+			p := wantProblems(t, err, tc.want)
+			if p.Code != CodeTransactionsFailed || p.Extra["status"] != TransactionImportError || p.Extra["error_detail"] == "" {
+				t.Errorf("refusal is not in E7's form: code %q, extra %v", p.Code, p.Extra)
+			}
+			if n := b.txCount(t, ean); n != countBefore {
+				t.Errorf("%d transactions written by a refused request", n-countBefore)
+			}
+			if bal := b.balance(t, ean); bal != balanceBefore {
+				t.Errorf("balance moved from %s to %s", balanceBefore, bal)
+			}
+		})
+	}
+}
+
+// The refusal carries the first failing transaction exactly as sent, and
+// the first of its problems as error_detail.
+func TestTransactions_RefusalEchoesTheFirstFailingTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	req := fmt.Sprintf(`{"import_supplier": "ACME", "external_account_number": %q, "transactions": [
+		{"transaction_id": "OK", "transaction_date": "2025-06-02", "amount": 1.10, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
+		{"transaction_id": "LATE", "transaction_date": "2025-07-01", "amount": 2.50, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
+		{"transaction_id": "ALSO", "transaction_date": "2025-08-01", "amount": 3, "type": "CREDIT", "reason": "GENERAL_CREDIT"}]}`, ean)
+	_, err := b.svc.CreateTransactions(context.Background(), []byte(req), nil, visible)
+	p := problemOf(t, err, problem.Invalid)
+	want := `{"transaction_id":"LATE","transaction_date":"2025-07-01","amount":2.50,"type":"CREDIT","reason":"GENERAL_CREDIT"}`
+	got, _ := json.Marshal(p.Extra["transaction_data"])
+	if string(got) != want {
+		t.Errorf("transaction_data = %s, want %s", got, want)
+	}
+	if d, _ := p.Extra["error_detail"].(string); !strings.Contains(d, "2025-07-01") {
+		t.Errorf("error_detail %q does not describe the first failure", d)
+	}
+
+	// Without a failing transaction, transaction_data is null.
+	_, err = b.svc.CreateTransactions(context.Background(), []byte(`{"import_supplier": 5}`), nil, visible)
+	p = problemOf(t, err, problem.Invalid)
+	if v, ok := p.Extra["transaction_data"]; !ok || v != nil || p.Extra["status"] != TransactionImportError {
+		t.Errorf("extra = %v", p.Extra)
+	}
+	// Nor for a body that is not JSON.
+	_, err = b.svc.CreateTransactions(context.Background(), []byte(`{"import_supplier"`), nil, visible)
+	p = problemOf(t, err, problem.Invalid)
+	if p.Code != CodeParseError || p.Extra["status"] != TransactionImportError || p.Extra["error_detail"] != p.Detail {
+		t.Errorf("parse error = %v %v", p.Code, p.Extra)
+	}
+}
+
+func TestTransactions_AddedWithExactAmountsAndLedgerBalance(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	txs := []obj{
+		charge("C1", "2025-06-01", "71.1"),
+		with(charge("CR1", "2025-06-02", "10.05"), "type", "CREDIT", "reason", "IMPORTED_CREDIT"),
+		payment("P1", "2025-06-03", "20"),
+		with(payment("R1", "2025-06-04", "5.000"), "type", "REPAYMENT", "reason", "FULL_CREDIT_REFUND"),
+		supplyCharge("S1", "2025-06-15", "31.50"),
+		charge("REV", "2025-06-05", "-0.10"),
+	}
+	res, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 71.10 - 10.05 - 20.00 + 5.00 + 31.50 - 0.10
+	if got := b.balance(t, ean); got != "77.45" {
+		t.Errorf("balance = %s, want 77.45", got)
+	}
+	out, _ := json.Marshal(res)
+	var decoded struct {
+		Results []struct {
+			Status string         `json:"status"`
+			Data   map[string]any `json:"transaction_data"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	wantAmounts := []string{"71.10", "10.05", "20.00", "5.00", "31.50", "-0.10"}
+	for i, r := range decoded.Results {
+		if r.Status != TransactionAdded || r.Data["status"] != TransactionImportSuccess {
+			t.Errorf("result %d: %s / %v", i, r.Status, r.Data["status"])
+		}
+		if r.Data["amount"] != wantAmounts[i] {
+			t.Errorf("result %d amount = %#v, want %q", i, r.Data["amount"], wantAmounts[i])
+		}
+	}
+	if s := string(out); !strings.Contains(s, `"net_amount":"30.00"`) || !strings.Contains(s, `"price_per_unit":0.243012`) ||
+		!strings.Contains(s, `"units":[100.5,22.956]`) || !strings.Contains(s, `"value_taxed":"30.00"`) {
+		t.Errorf("line and tax items not echoed exactly: %s", s)
+	}
+
+	type row struct {
+		ID, Date, Amount, Type string
+		Product                *string
+	}
+	var rows []row
+	if err := b.db.Select(&rows, `SELECT transaction_id AS id, transaction_date::text AS date, amount::text AS amount, type,
+		(SELECT code FROM products p WHERE p.id = t.product_id) AS product FROM transactions t ORDER BY t.id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 6 || rows[0].Amount != "71.10" || rows[4].Product == nil || *rows[4].Product != productCode || rows[5].Amount != "-0.10" {
+		t.Errorf("rows = %+v", rows)
+	}
+	var li struct {
+		Units, Count, Net, Price string
+	}
+	if err := b.db.Get(&li, `SELECT units::text AS units, number_of_units::text AS count, net_amount::text AS net, price_per_unit::text AS price
+		FROM transaction_line_items`); err != nil {
+		t.Fatal(err)
+	}
+	if li != (struct{ Units, Count, Net, Price string }{"{100.5,22.956}", "123.456", "30.00", "0.243012"}) {
+		t.Errorf("line item stored as %+v", li)
+	}
+	var tax string
+	if err := b.db.Get(&tax, `SELECT amount::text || ' ' || tax_type || ' ' || value_taxed::text || ' ' || rate::text || ' ' || unit_type FROM transaction_tax_items`); err != nil {
+		t.Fatal(err)
+	}
+	if tax != "1.50 VAT 30.00 0.05 PROPORTION" {
+		t.Errorf("tax item stored as %q", tax)
+	}
+}
+
+// Sums that binary floats get wrong come out exact.
+func TestTransactions_AmountsNeverPassThroughFloat(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	var txs []obj
+	for i := range 10 {
+		txs = append(txs, charge(fmt.Sprintf("T%d", i), "2025-06-02", "0.10"))
+	}
+	txs = append(txs, charge("BIG", "2025-06-02", "9999999999.99"), charge("BIG2", "2025-06-02", "0.01"))
+	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.balance(t, ean); got != "10000000001.00" {
+		t.Errorf("balance = %s, want 10000000001.00", got)
+	}
+}
+
+// The open statement period starts the day after the closed history ends:
+// the latest statement, else last_billed_to_date, else the creation date.
+func TestTransactions_OpenStatementPeriod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name       string
+		account    acct
+		statements []string // bill_period_to_date of statements imported first
+		firstDay   string   // the open period's first day
+	}{
+		{name: "after the last billed date", account: acct{lastBilled: "2025-05-31"}, firstDay: "2025-06-01"},
+		{name: "after the creation date without a billed date", account: acct{createdAt: time.Date(2025, 3, 9, 23, 0, 0, 0, time.UTC)}, firstDay: "2025-03-10"},
+		{name: "after the latest statement, which wins over the billed date", account: acct{lastBilled: "2025-05-31"},
+			statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"}, firstDay: "2025-05-01"},
+		{name: "after a statement later than the billed date", account: acct{lastBilled: "2025-03-31"},
+			statements: []string{"2025-06-10"}, firstDay: "2025-06-11"},
+		{name: "account created today: the period is tomorrow alone", account: acct{createdAt: testNow.Add(-time.Hour)}, firstDay: "2025-06-16"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ean := b.newAccount(t, tc.account)
+			for i, end := range tc.statements {
+				st := statement(fmt.Sprintf("S%d", i), "2025-01-01", end)
+				if _, err := b.svc.CreateStatements(ctx, stBody(t, ean, st), visible); err != nil {
+					t.Fatal(err)
+				}
+			}
+			first, _ := time.Parse(time.DateOnly, tc.firstDay)
+			dayBefore := first.AddDate(0, 0, -1).Format(time.DateOnly)
+			noForce := query("force_add_to_current_statement=false")
+			_, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("BEFORE", dayBefore, "1")), noForce, visible)
+			wantProblems(t, err, []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}})
+			if tc.firstDay <= "2025-06-15" {
+				if _, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("FIRST", tc.firstDay, "1")), noForce, visible); err != nil {
+					t.Errorf("first day of the period refused: %v", err)
+				}
+			}
+			// With force (the default) the early one moves to the first day.
+			res, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("BEFORE", dayBefore, "1")), nil, visible)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := res.Results[0].TransactionData.TransactionDate; string(d) != tc.firstDay {
+				t.Errorf("moved to %s, want %s", d, tc.firstDay)
+			}
+		})
+	}
+}
+
+func TestTransactions_ForceMovesIntoThePeriodWithDescriptionAndPinnedNote(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	res, err := b.svc.CreateTransactions(context.Background(),
+		txBody(t, ean, charge("OLD", "2024-12-24", "12.00"), charge("NEW", "2025-06-10", "1.00"), payment("OLDP", "2025-05-31", "3")), nil, visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := res.Results[0].TransactionData
+	if old.TransactionDate != "2025-06-01" || old.OriginalTransactionDate == nil || *old.OriginalTransactionDate != "2024-12-24" ||
+		old.Description == nil || !strings.Contains(*old.Description, "2024-12-24") {
+		t.Errorf("moved transaction answered as %+v", old)
+	}
+	if nw := res.Results[1].TransactionData; nw.TransactionDate != "2025-06-10" || nw.Description != nil || nw.OriginalTransactionDate != nil {
+		t.Errorf("transaction inside the period was changed: %+v", nw)
+	}
+	var stored struct {
+		Date, Original string
+		Description    string
+	}
+	if err := b.db.Get(&stored, `SELECT transaction_date::text AS date, original_transaction_date::text AS original, description
+		FROM transactions WHERE transaction_id = 'OLD'`); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Date != "2025-06-01" || stored.Original != "2024-12-24" || stored.Description == "" {
+		t.Errorf("stored %+v", stored)
+	}
+	var notes []struct {
+		Body   string
+		Pinned bool `db:"is_pinned"`
+	}
+	if err := b.db.Select(&notes, `SELECT n.body, n.is_pinned FROM notes n JOIN accounts a ON a.id = n.account_id WHERE a.external_account_number = $1`, ean); err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) != 1 || !notes[0].Pinned || !strings.Contains(notes[0].Body, "OLD (dated 2024-12-24)") ||
+		!strings.Contains(notes[0].Body, "OLDP (dated 2025-05-31)") || strings.Contains(notes[0].Body, "NEW") {
+		t.Errorf("notes = %+v, want one pinned note naming OLD and OLDP", notes)
+	}
+	// Re-sending moves nothing again, so no second note.
+	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, charge("OLD", "2024-12-24", "12.00")), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM notes`); n != 1 {
+		t.Errorf("%d notes after a re-send, want 1", n)
+	}
+}
+
+func TestTransactions_CheckPreviouslyAddedSkipsKnownIDs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	ctx := context.Background()
+	if _, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("A", "2025-06-02", "10")), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	// The known one is skipped even though it now differs, and even when it
+	// would be refused on its own: it is not imported again.
+	res, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("A", "2025-06-02", "99"), charge("B", "2025-06-03", "5")),
+		query("check_previously_added=true&force_add_to_current_statement=false"), visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{res.Results[0].Status, res.Results[1].Status}
+	if diff := cmp.Diff([]string{TransactionAlreadyExists, TransactionAdded}, got); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	if bal := b.balance(t, ean); bal != "15.00" {
+		t.Errorf("balance = %s, want 15.00", bal)
+	}
+}
+
+// A request that timed out (rolled back while waiting) or whose answer was
+// lost (committed) can be sent again: nothing is added twice.
+func TestTransactions_ResendAfterTimeoutAddsNothingTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	ctx := context.Background()
+	req := txBody(t, ean, charge("X1", "2025-06-02", "10.00"), payment("X2", "2025-06-03", "4.00"))
+
+	// Another transaction holds the account; the request times out.
+	hold, err := b.db.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(`SELECT 1 FROM accounts WHERE external_account_number = $1 FOR UPDATE`, ean); err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = b.svc.CreateTransactions(tctx, req, nil, visible)
+	cancel()
+	if err == nil {
+		t.Fatal("request succeeded while the account was locked")
+	}
+	_ = hold.Rollback()
+	if n := b.count(t, `SELECT count(*) FROM transactions`); n != 0 {
+		t.Fatalf("a timed-out request left %d transactions", n)
+	}
+
+	for i, want := range []string{TransactionAdded, TransactionAlreadyExists, TransactionAlreadyExists} {
+		res, err := b.svc.CreateTransactions(ctx, req, nil, visible)
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		for _, r := range res.Results {
+			if r.Status != want {
+				t.Errorf("send %d: status %s, want %s", i, r.Status, want)
+			}
+		}
+	}
+	if n, bal := b.count(t, `SELECT count(*) FROM transactions`), b.balance(t, ean); n != 2 || bal != "6.00" {
+		t.Errorf("after re-sends: %d transactions, balance %s; want 2, 6.00", n, bal)
+	}
+}
+
+func TestTransactions_ConcurrentIdenticalRequestsAddOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	var txs []obj
+	for i := range 200 {
+		txs = append(txs, charge(fmt.Sprintf("C%d", i), "2025-06-02", "1.25"))
+	}
+	req := txBody(t, ean, txs...)
+	// All start at once, so that without the account lock they would
+	// overlap, and the later ones would fail on the unique constraint.
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = b.svc.CreateTransactions(context.Background(), req, nil, visible)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	if n, bal := b.count(t, `SELECT count(*) FROM transactions`), b.balance(t, ean); n != 200 || bal != "250.00" {
+		t.Errorf("%d transactions, balance %s; want 200, 250.00", n, bal)
+	}
+}
+
+func TestTransactions_ThousandInOneRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	var txs []obj
+	for i := range 1000 {
+		tx := supplyCharge(fmt.Sprintf("S%04d", i), fmt.Sprintf("2025-06-%02d", 1+i%15), fmt.Sprintf("%d.%02d", i, i%100))
+		txs = append(txs, tx)
+	}
+	res, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Results) != 1000 || res.Results[999].TransactionData.TransactionID != "S0999" {
+		t.Fatalf("%d results", len(res.Results))
+	}
+	// sum of i for i<1000 is 499500; sum of (i%100)/100 is 10 * 49.50.
+	if n, bal := b.count(t, `SELECT count(*) FROM transactions`), b.balance(t, ean); n != 1000 || bal != "499995.00" {
+		t.Errorf("%d transactions, balance %s; want 1000, 499995.00", n, bal)
+	}
+	if n := b.count(t, `SELECT count(*) FROM transaction_line_items`) + b.count(t, `SELECT count(*) FROM transaction_tax_items`); n != 2000 {
+		t.Errorf("%d items, want 2000", n)
+	}
+}
+
+// An account that is not an imported account the caller may see is 404,
+// whatever else is wrong with the request.
+var notFoundCodes = []want{{CodeAccountNotFound, "external_account_number"}}
+
+func TestTransactions_AccountNotFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range notFoundCases(t, b) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			req := body(t, obj{"import_supplier": tc.supplier, "external_account_number": tc.ean,
+				"transactions": []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2999-01-01", "1.001")}})
+			_, err := b.svc.CreateTransactions(context.Background(), req, nil, visible)
+			p := problemOf(t, err, problem.NotFound)
+			if diff := cmp.Diff(notFoundCodes, problems(p)); diff != "" || p.Code != CodeAccountNotFound {
+				t.Errorf("%s: %s", p.Code, diff)
+			}
+		})
+	}
+}
+
+type notFoundCase struct{ name, supplier, ean string }
+
+// notFoundCases are the accounts that must look the same: absent.
+func notFoundCases(t *testing.T, b *bundle) []notFoundCase {
+	return []notFoundCase{
+		{"unknown account", supplierCode, "NO-SUCH-ACCOUNT"},
+		{"staged but not created", supplierCode, b.stagedAccount(t)},
+		{"account of another supplier", "OTHER", b.newAccount(t, acct{})},
+		{"supplier the key may not see", hiddenCode, b.newAccount(t, acct{supplier: hiddenCode})},
+		{"unknown supplier", "NOPE", "EXT-1"},
+	}
+}
+
+// Optional parts stay NULL: a line item without units, a tax item without a
+// unit type, a transaction without items beside one with them.
+func TestTransactions_OptionalPartsAreStoredAsNull(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	sc := supplyCharge("S1", "2025-06-02", "30")
+	sc["line_items"] = []obj{{"rate_band": "STANDING_CHARGE", "start_date": "2025-06-01", "end_date": "2025-06-01",
+		"number_of_units": num("1"), "net_amount": num("0.45"), "price_per_unit": num("0.45")}}
+	sc["tax_items"] = []obj{{"amount": num("0.02"), "tax_type": "VAT", "value_taxed": num("0.45"), "rate": num("5")}}
+	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, payment("P1", "2025-06-01", "1"), sc), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM transaction_line_items WHERE units IS NULL`) +
+		b.count(t, `SELECT count(*) FROM transaction_tax_items WHERE unit_type IS NULL`); n != 2 {
+		t.Errorf("%d NULLs, want 2", n)
+	}
+	if n := b.count(t, `SELECT count(*) FROM transactions WHERE transaction_id = 'P1' AND product_id IS NULL AND display_note IS NULL AND original_transaction_date IS NULL`); n != 1 {
+		t.Errorf("payment row has values it was not sent")
+	}
+}
+
+// A request waits for another import on the same account and then sees
+// its transaction.
+func TestTransactions_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	var res *TransactionsResult
+	err := b.whileHeld(t, ean, func(tx *sqlx.Tx, id int64) {
+		if _, err := tx.Exec(`INSERT INTO transactions (account_id, transaction_id, transaction_date, amount, type, reason)
+			VALUES ($1, 'T1', '2025-06-02', 5, 'CHARGE', 'IMPORTED_CHARGE')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}, func() (err error) {
+		res, err = b.svc.CreateTransactions(context.Background(), txBody(t, ean, charge("T1", "2025-06-02", "5")), nil, visible)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Results[0].Status != TransactionAlreadyExists || b.txCount(t, ean) != 1 {
+		t.Errorf("status %s with %d transactions, want TRANSACTION_ALREADY_EXISTS and 1", res.Results[0].Status, b.txCount(t, ean))
+	}
+}

@@ -1,0 +1,119 @@
+// Package taskwait is how an API request waits for an Asynq task that a
+// worker runs: subscribe to the task's done channel, enqueue the task under a
+// deterministic id (or join the one already queued or running), and wait for
+// the worker's announcement with a timeout. The announcement only wakes the
+// request; the caller reads the outcome from PostgreSQL, which is the truth,
+// whenever it can.
+//
+// It is the technique of E5 (jobs/process) in a form other tasks can share.
+package taskwait
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"bulkimport/jobs"
+)
+
+// Waiter listens on one task's done channel.
+type Waiter struct {
+	sub *redis.PubSub
+}
+
+// Subscribe listens on the done channel of taskID. It returns once Redis has
+// confirmed the subscription, so that a task enqueued afterwards cannot
+// announce its end before anyone listens. Close the Waiter when done.
+func Subscribe(ctx context.Context, rdb redis.UniversalClient, taskID string) (*Waiter, error) {
+	sub := rdb.Subscribe(ctx, jobs.DoneChannel(taskID))
+	if _, err := sub.Receive(ctx); err != nil {
+		sub.Close()
+		return nil, fmt.Errorf("subscribe to %s: %w", taskID, err)
+	}
+	return &Waiter{sub: sub}, nil
+}
+
+// Close ends the subscription.
+func (w *Waiter) Close() error { return w.sub.Close() }
+
+// Wait returns the payload of the first announcement within d. ok is false
+// when none came in time, or when the subscription broke; err is ctx's error
+// when ctx ended first.
+func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok bool, err error) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case msg, open := <-w.sub.Channel():
+		if !open {
+			return nil, false, nil
+		}
+		return []byte(msg.Payload), true, nil
+	case <-timer.C:
+		return nil, false, nil
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+}
+
+// Publish announces the end of taskID with v encoded as JSON. It is best
+// effort: a waiter that hears nothing reads the outcome from PostgreSQL when
+// its wait ends. It never uses ctx's cancellation, because the outcome must
+// be announced even when the task's context has just ended.
+func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode outcome of %s: %w", taskID, err)
+	}
+	return rdb.Publish(context.WithoutCancel(ctx), jobs.DoneChannel(taskID), b).Err()
+}
+
+// EnqueueOrJoin queues task, whose id is taskID, on queue, or joins the task
+// of that id that is already pending, scheduled, running or retrying. A
+// finished task that Asynq still retains (completed, or archived after
+// failing) is deleted first, so that the work can be tried again.
+func EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string) error {
+	for range 3 {
+		_, err := client.EnqueueContext(ctx, task)
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return err
+		}
+		info, err := inspector.GetTaskInfo(queue, taskID)
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			continue // gone between the two calls; enqueue again
+		}
+		if err != nil {
+			return err
+		}
+		switch info.State {
+		case asynq.TaskStateCompleted, asynq.TaskStateArchived:
+			if err := inspector.DeleteTask(queue, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+				return err
+			}
+		default:
+			return nil // pending, scheduled, active or retrying: share it
+		}
+	}
+	return fmt.Errorf("could not enqueue task %s", taskID)
+}
+
+// Abandon makes a task that nobody waits for any more stop, as far as it
+// can: a task not yet started is deleted, and a running one is asked to
+// cancel (its context ends). It is best effort and reports nothing: a task
+// that finishes anyway has recorded its outcome in PostgreSQL.
+func Abandon(inspector *asynq.Inspector, queue, taskID string) {
+	info, err := inspector.GetTaskInfo(queue, taskID)
+	if err != nil {
+		return
+	}
+	switch info.State {
+	case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
+		_ = inspector.DeleteTask(queue, taskID)
+	case asynq.TaskStateActive:
+		_ = inspector.CancelProcessing(taskID)
+	}
+}
