@@ -78,10 +78,10 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		return nil, err
 	}
 	common := asynq.Config{
-		ShutdownTimeout:   cfg.ShutdownTimeout,
-		RetryDelayFunc:    retryDelay,
-		Logger:            slogAdapter{},
-		LogLevel:          asynq.WarnLevel,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+		RetryDelayFunc:  retryDelay,
+		Logger:          slogAdapter{},
+		LogLevel:        asynq.WarnLevel,
 	}
 	ac := common
 	ac.Concurrency = cfg.AccountConcurrency
