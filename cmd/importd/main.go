@@ -149,6 +149,10 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	var handler http.Handler
 	switch mode {
 	case "serve", "api":
+		authSvc := auth.New(d, cfg.TokenSecret)
+		if err := authSvc.Listen(ctx, cfg.DatabaseURL); err != nil {
+			return fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
+		}
 		// Without DOCUMENTS_URL the API still starts: only E6 and E8
 		// requests that reference a document are refused (503
 		// document_store_not_configured). A URL that does not open stops
@@ -162,7 +166,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 			defer docs.Close()
 		}
 		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring}, api.Deps{
-			DB: d, Redis: rc, Auth: auth.New(d, cfg.TokenSecret),
+			DB: d, Redis: rc, Auth: authSvc,
 			Imports:    imports.New(d),
 			Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
 			PostImport: postimport.New(d, docs),

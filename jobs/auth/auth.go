@@ -72,11 +72,12 @@ type Service struct {
 	db     *sqlx.DB
 	secret []byte
 	now    func() time.Time
+	cache  *principalCache
 }
 
 // New returns a Service that signs tokens with secret (HS256).
 func New(d *sqlx.DB, secret []byte) *Service {
-	return &Service{db: d, secret: secret, now: time.Now}
+	return &Service{db: d, secret: secret, now: time.Now, cache: &principalCache{m: map[int64]cachedPrincipal{}}}
 }
 
 // WithClock returns a copy of s that reads the time from now, for tests of expiry.
@@ -150,11 +151,16 @@ func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, suppl
 // RevokeKey marks the key revoked. Its tokens and refresh tokens stop working
 // at once, because every request re-reads the key's state.
 func RevokeKey(ctx context.Context, d *sqlx.DB, name string) error {
-	res, err := d.ExecContext(ctx, `UPDATE api_keys SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL`, name)
+	// The NOTIFY is sent at commit, in the same transaction, so every API
+	// replica drops the key from its cache as the revocation becomes visible.
+	var ids []int64
+	err := d.SelectContext(ctx, &ids, `
+		WITH r AS (UPDATE api_keys SET revoked_at = now() WHERE name = $1 AND revoked_at IS NULL RETURNING id)
+		SELECT id FROM r, pg_notify('`+keysChannel+`', r.id::text) AS n`, name)
 	if err != nil {
 		return fmt.Errorf("revoke key: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if len(ids) == 0 {
 		return problem.Invalidf("not_found", "name", "No active API key named %q.", name)
 	}
 	return nil
@@ -343,8 +349,9 @@ func (s *Service) activeKey(ctx context.Context, c *claims) (keyRow, error) {
 	return r, nil
 }
 
-// Authenticate checks an access token and returns its principal. The key is
-// re-read on every call so that revocation takes effect at once.
+// Authenticate checks an access token and returns its principal. The key's
+// state comes from the principal cache when Listen runs (revocations evict
+// it by NOTIFY), else from the database on every call.
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
 	c, err := s.parse(token, "access")
 	if err != nil {
@@ -354,9 +361,18 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 		}
 		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, detail)
 	}
+	now := time.Now()
+	if id, err := strconv.ParseInt(c.Subject, 10, 64); err == nil {
+		if p, ok := s.cache.get(id, now); ok {
+			return p, nil
+		}
+	}
+	gen := s.cache.generation()
 	r, err := s.activeKey(ctx, c)
 	if err != nil {
 		return Principal{}, err
 	}
-	return r.principal(), nil
+	p := r.principal()
+	s.cache.put(p, now, gen)
+	return p, nil
 }

@@ -1,0 +1,134 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// keysChannel is the PostgreSQL NOTIFY channel on which a key's change
+// (revocation) is announced, with the key id as payload.
+const keysChannel = "importd_api_keys"
+
+// principalTTL bounds how long a cached principal is trusted. Revocations
+// arrive by NOTIFY within milliseconds; the TTL is the backstop should a
+// notification be lost in a way the listener did not notice.
+const principalTTL = 5 * time.Second
+
+// principalCache keeps the principals of recently seen keys, so that an
+// authenticated request does not need a database round trip. It is only
+// used while the NOTIFY listener is connected: while it is not, a
+// revocation could go unheard, so every request reads the key again.
+type principalCache struct {
+	live atomic.Bool
+	mu   sync.RWMutex
+	m    map[int64]cachedPrincipal
+	// gen counts evictions. A principal read from the database is cached only
+	// if no eviction happened since the read began: otherwise a revocation
+	// that landed between the read and the put would be undone for a TTL.
+	gen uint64
+}
+
+type cachedPrincipal struct {
+	p  Principal
+	at time.Time
+}
+
+func (c *principalCache) get(id int64, now time.Time) (Principal, bool) {
+	if !c.live.Load() {
+		return Principal{}, false
+	}
+	c.mu.RLock()
+	e, ok := c.m[id]
+	c.mu.RUnlock()
+	if !ok || now.Sub(e.at) > principalTTL {
+		return Principal{}, false
+	}
+	return e.p, true
+}
+
+// generation returns the eviction count, to pass to put.
+func (c *principalCache) generation() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.gen
+}
+
+func (c *principalCache) put(p Principal, at time.Time, gen uint64) {
+	if !c.live.Load() {
+		return
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		c.m[p.KeyID] = cachedPrincipal{p: p, at: at}
+	}
+	c.mu.Unlock()
+}
+
+func (c *principalCache) evict(id int64) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.gen++
+	c.mu.Unlock()
+}
+
+func (c *principalCache) reset(live bool) {
+	c.mu.Lock()
+	c.m = map[int64]cachedPrincipal{}
+	c.gen++
+	c.live.Store(live)
+	c.mu.Unlock()
+}
+
+// Listen turns on the principal cache and keeps it in step with revocations
+// made anywhere (another replica, importctl) by listening for their
+// NOTIFY on a connection of its own, until ctx is done.
+func (s *Service) Listen(ctx context.Context, databaseURL string) error {
+	l := pq.NewListener(databaseURL, 100*time.Millisecond, 5*time.Second, func(ev pq.ListenerEventType, err error) {
+		switch ev {
+		case pq.ListenerEventConnected, pq.ListenerEventReconnected:
+			// Anything may have been revoked while we were not listening.
+			s.cache.reset(true)
+		default:
+			s.cache.reset(false)
+			if err != nil {
+				slog.Warn("api key listener disconnected; reading keys on every request", "error", err)
+			}
+		}
+	})
+	if err := l.Listen(keysChannel); err != nil {
+		l.Close()
+		return err
+	}
+	s.cache.reset(true)
+	go func() {
+		defer l.Close()
+		ping := time.NewTicker(30 * time.Second)
+		defer ping.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				s.cache.reset(false)
+				return
+			case n := <-l.Notify:
+				if n == nil { // reconnected: the event callback reset the cache
+					continue
+				}
+				if id, err := strconv.ParseInt(n.Extra, 10, 64); err == nil {
+					s.cache.evict(id)
+				} else {
+					s.cache.reset(true)
+				}
+			case <-ping.C:
+				// Ping finds a dead connection that TCP alone would not report.
+				_ = l.Ping()
+			}
+		}
+	}()
+	return nil
+}
