@@ -88,6 +88,38 @@ ensure supplier code "$supplier" "$supplier" --country "$country" --status Ongoi
 ensure team name "$team" "$team"
 ensure product code "$product" "$product" "${tariff_args[@]}"
 
+# A product made by an earlier demo may lack tariffs the example account uses
+# now; tariff codes are unique across products, so the missing ones go into a
+# product of their own.
+products_json=$("$importctl" --json product list)
+missing=()
+for t in "${tariffs[@]}"; do
+	grep -q "\"$t\"" <<<"$products_json" || missing+=(--tariff "$t")
+done
+if ((${#missing[@]} > 0)); then
+	out=$("$importctl" product create "$product-$(date +%s)" "${missing[@]}" 2>&1) || die "importctl product create: $out"
+	log "$out"
+fi
+
+# The example account belongs to a business through contract BC-2024-0042.
+# Businesses come through E1, which needs the running service; the demo
+# writes the same rows directly, once, so that the printed E3 example passes.
+if command -v psql >/dev/null 2>&1; then
+	psql "$DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >/dev/null <<'SQL' || log "could not create the demo business; create it with E1"
+WITH s AS (SELECT id FROM import_suppliers WHERE code = 'DEMO'),
+b AS (
+	INSERT INTO businesses (supplier_id, external_business_identifier, business_type, company_number, company_name)
+	SELECT id, 'DEMO-BIZ-1', 'LTD', '01234567', 'Hughes Demo Ltd' FROM s
+	ON CONFLICT DO NOTHING RETURNING id, supplier_id)
+INSERT INTO business_contracts (business_id, supplier_id, identifier, valid_from_date, signed_at_date)
+SELECT id, supplier_id, 'BC-2024-0042', '2024-01-01', '2023-12-15' FROM b
+ON CONFLICT DO NOTHING;
+SQL
+	log "business contract BC-2024-0042 is in place"
+else
+	log "psql is not installed; create the business of the example account with E1 (contract BC-2024-0042)"
+fi
+
 # The payment vendor DEMO_PAY (jobs/payment/PROTOCOL.md), served by
 # `importctl vendor-sim` from deploy/local/vendor-instructions.json. The
 # simulator starts in the background unless something answers at its address
