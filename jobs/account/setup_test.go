@@ -155,20 +155,6 @@ func (d doc) del(t testing.TB, path string) doc {
 	return d
 }
 
-func (d doc) get(t testing.TB, path string) any {
-	t.Helper()
-	c, last := d.walk(t, path)
-	switch c := c.(type) {
-	case map[string]any:
-		return c[last]
-	case []any:
-		i, _ := strconv.Atoi(last)
-		return c[i]
-	}
-	t.Fatalf("get %s: not a container", path)
-	return nil
-}
-
 func (d doc) bytes(t testing.TB) []byte {
 	t.Helper()
 	b, err := json.Marshal(d)

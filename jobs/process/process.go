@@ -9,7 +9,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"bulkimport/jobs/account"
 	"bulkimport/jobs/imports"
 	"bulkimport/jobs/problem"
+	"bulkimport/jobs/taskwait"
 )
 
 // Error codes of E5 answers.
@@ -168,12 +168,12 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	}
 	// Subscribe before enqueueing, so that a task finishing at once cannot
 	// announce its outcome before anyone listens.
-	sub := s.rdb.Subscribe(ctx, jobs.DoneChannel(taskID))
-	defer sub.Close()
-	if _, err := sub.Receive(ctx); err != nil {
+	waiter, err := taskwait.Subscribe(ctx, s.rdb, taskID)
+	if err != nil {
 		s.release(taskID)
 		return Result{}, unavailable(err)
 	}
+	defer waiter.Close()
 	if !req.DryRun {
 		// IN_PROGRESS from the moment the task is queued (E10). A dry run
 		// leaves the status alone: it must change nothing.
@@ -190,7 +190,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := s.enqueue(ctx, task, taskID); err != nil {
+	if err := taskwait.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueAccounts, taskID); err != nil {
 		s.release(taskID)
 		if !req.DryRun {
 			// Nothing was queued: put the status back so that E10 does not
@@ -200,7 +200,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 		}
 		return Result{}, unavailable(err)
 	}
-	return s.wait(ctx, sub, req, t.ProcessID.Int64)
+	return s.wait(ctx, waiter, req, t.ProcessID.Int64)
 }
 
 func (s *Service) release(taskID string) {
@@ -209,70 +209,37 @@ func (s *Service) release(taskID string) {
 	}
 }
 
-// enqueue queues the task, or joins the one already queued or running for
-// the same account. A finished task that Asynq still retains (completed, or
-// archived after failing) is deleted first, so the account can be tried again.
-func (s *Service) enqueue(ctx context.Context, task *asynq.Task, taskID string) error {
-	for attempt := 0; attempt < 3; attempt++ {
-		_, err := s.client.EnqueueContext(ctx, task)
-		if !errors.Is(err, asynq.ErrTaskIDConflict) {
-			return err
-		}
-		info, err := s.inspector.GetTaskInfo(jobs.QueueAccounts, taskID)
-		if errors.Is(err, asynq.ErrTaskNotFound) {
-			continue // gone between the two calls; enqueue again
-		}
-		if err != nil {
-			return err
-		}
-		switch info.State {
-		case asynq.TaskStateCompleted, asynq.TaskStateArchived:
-			if err := s.inspector.DeleteTask(jobs.QueueAccounts, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
-				return err
-			}
-		default:
-			return nil // queued, running or retrying: share it
-		}
-	}
-	return fmt.Errorf("process: could not enqueue %s", taskID)
-}
-
-func (s *Service) wait(ctx context.Context, sub *redis.PubSub, req Request, processID int64) (Result, error) {
-	timer := time.NewTimer(s.cfg.Wait)
-	defer timer.Stop()
-	ch := sub.Channel()
+func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, processID int64) (Result, error) {
+	deadline := time.Now().Add(s.cfg.Wait)
 	for {
-		select {
-		case msg, ok := <-ch:
-			if !ok {
-				return s.fromDatabase(ctx, req, processID)
-			}
-			var o outcome
-			if err := json.Unmarshal([]byte(msg.Payload), &o); err != nil {
-				slog.WarnContext(ctx, "bad outcome message", "error", err)
-				continue
-			}
-			switch o.Outcome {
-			case outcomeDryRunSucceeded:
-				return Result{}, problem.New(problem.Invalid, CodeDryRunSucceeded, DetailDryRunSucceeded)
-			case outcomeFailed:
-				if o.Error != nil {
-					return Result{}, o.Error.Invalid()
-				}
-			}
-			if req.DryRun {
-				continue
-			}
-			// PostgreSQL is the truth; the message only woke us.
-			return s.fromDatabase(ctx, req, processID)
-		case <-timer.C:
+		payload, ok, err := waiter.Wait(ctx, time.Until(deadline))
+		if err != nil {
+			return Result{}, err
+		}
+		if !ok { // timed out, or the subscription broke: PostgreSQL decides
 			if req.DryRun {
 				return Result{}, stillInProgress(req)
 			}
 			return s.fromDatabase(ctx, req, processID)
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
 		}
+		var o outcome
+		if err := json.Unmarshal(payload, &o); err != nil {
+			slog.WarnContext(ctx, "bad outcome message", "error", err)
+			continue
+		}
+		switch o.Outcome {
+		case outcomeDryRunSucceeded:
+			return Result{}, problem.New(problem.Invalid, CodeDryRunSucceeded, DetailDryRunSucceeded)
+		case outcomeFailed:
+			if o.Error != nil {
+				return Result{}, o.Error.Invalid()
+			}
+		}
+		if req.DryRun {
+			continue
+		}
+		// PostgreSQL is the truth; the message only woke us.
+		return s.fromDatabase(ctx, req, processID)
 	}
 }
 

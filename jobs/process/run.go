@@ -18,6 +18,7 @@ import (
 	"bulkimport/jobs"
 	"bulkimport/jobs/account"
 	"bulkimport/jobs/problem"
+	"bulkimport/jobs/taskwait"
 )
 
 // Creator is the worker side of E5.
@@ -169,8 +170,7 @@ func (c *Creator) finish(ctx context.Context, taskID string, o outcome) {
 	if err := Release(ctx, c.rdb, taskID); err != nil {
 		slog.WarnContext(ctx, "release slot", "task_id", taskID, "error", err)
 	}
-	b, _ := json.Marshal(o)
-	if err := c.rdb.Publish(ctx, jobs.DoneChannel(taskID), b).Err(); err != nil {
+	if err := taskwait.Publish(ctx, c.rdb, taskID, o); err != nil {
 		slog.WarnContext(ctx, "publish outcome", "task_id", taskID, "error", err)
 	}
 }
