@@ -49,6 +49,7 @@ func writeError(c *gin.Context, err error) {
 		p = problem.New(problem.Internal, "internal_error",
 			"An unexpected error occurred. Quote request id "+requestID(c)+" when reporting it.")
 	}
+	countValidationErrors(c, p)
 	status, found := statusOf[p.Kind]
 	if !found {
 		status = http.StatusInternalServerError

@@ -16,6 +16,7 @@ import (
 	"bulkimport/jobs/auth"
 	"bulkimport/jobs/business"
 	"bulkimport/jobs/imports"
+	"bulkimport/jobs/metrics"
 	"bulkimport/jobs/payment"
 	"bulkimport/jobs/postimport"
 	"bulkimport/jobs/problem"
@@ -29,6 +30,11 @@ type Config struct {
 	// Monitoring, when non-nil, is mounted at /monitoring/ (the Asynqmon
 	// dashboard, already behind basic auth).
 	Monitoring http.Handler
+	// Metrics counts requests and validation errors; nil counts nothing.
+	Metrics *metrics.Metrics
+	// MetricsHandler, when non-nil, is served at GET /metrics without a
+	// token (cmd leaves it nil when METRICS_ADDR serves it apart).
+	MetricsHandler http.Handler
 }
 
 // Deps are the API's collaborators.
@@ -78,7 +84,7 @@ func New(cfg Config, deps Deps) *Server {
 	// path so that it stays inside its path segment.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(withRequestID, logRequests, recoverPanics)
+	r.Use(withRequestID, observeRequests(cfg.Metrics), logRequests, recoverPanics)
 	r.NoRoute(func(c *gin.Context) {
 		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
 	})
@@ -89,6 +95,10 @@ func New(cfg Config, deps Deps) *Server {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.POST("/v1/graphql/", s.graphql())
+	r.GET(SchemaPath, serveSchema)
+	if cfg.MetricsHandler != nil {
+		r.GET("/metrics", gin.WrapH(cfg.MetricsHandler))
+	}
 	if cfg.Monitoring != nil {
 		r.Any("/monitoring/*any", gin.WrapH(cfg.Monitoring))
 		r.GET("/monitoring", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/monitoring/") })

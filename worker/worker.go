@@ -16,6 +16,7 @@ import (
 	"bulkimport/jobs"
 	"bulkimport/jobs/account"
 	"bulkimport/jobs/email"
+	"bulkimport/jobs/metrics"
 	"bulkimport/jobs/process"
 )
 
@@ -39,6 +40,9 @@ type Deps struct {
 	Redis    asynq.RedisConnOpt
 	RedisCli redis.UniversalClient
 	Catalog  account.Catalog
+	// Metrics counts tasks, accounts created and vendor calls; nil counts
+	// nothing.
+	Metrics *metrics.Metrics
 }
 
 // Worker processes queued tasks with two Asynq servers: one for the accounts
@@ -96,6 +100,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
 	}
+	w.accountsMux.Use(observeJobs(deps.Metrics))
+	w.otherMux.Use(observeJobs(deps.Metrics))
 	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog)})
 	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
 	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))

@@ -136,6 +136,11 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		return errors.New("REDIS_URL: unsupported Redis connection type")
 	}
 	defer rc.Close()
+	m := newMetrics(rc)
+	var metricsHandler http.Handler // nil: METRICS_ADDR serves /metrics apart
+	if cfg.MetricsAddr == "" {
+		metricsHandler = m.Handler()
+	}
 
 	var monitoring http.Handler
 	if cfg.MonitoringUser != "" {
@@ -165,7 +170,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 			}
 			defer docs.Close()
 		}
-		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring}, api.Deps{
+		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring, Metrics: m, MetricsHandler: metricsHandler}, api.Deps{
 			DB: d, Redis: rc, Auth: authSvc,
 			Imports:    imports.New(d),
 			Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
@@ -174,7 +179,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 			Payment:    payment.New(d, rc, payment.Config{}),
 		}).Handler()
 	case "worker":
-		handler = api.Probes(d, rc)
+		handler = withMetricsRoute(api.Probes(d, rc), metricsHandler)
 	case "dashboard":
 		if monitoring == nil {
 			return errors.New("MONITORING_USER: required by `importd dashboard`")
@@ -191,7 +196,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 			}
 			_, _ = w.Write([]byte(`{"status":"ready"}`))
 		})
-		handler = mux
+		handler = withMetricsRoute(mux, metricsHandler)
 	}
 
 	var w *worker.Worker
@@ -206,7 +211,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		w, err = worker.New(worker.Config{
 			AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
 			ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
-		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog})
+		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog, Metrics: m})
 		if err != nil {
 			return err
 		}
@@ -216,6 +221,14 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("HTTP_ADDR: %w", err)
+	}
+	mln, err := listenMetrics(cfg.MetricsAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if mln != nil {
+		serveMetrics(gctx, g, mln, m.Handler(), cfg.ShutdownTimeout)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	slog.Info("listening", "addr", ln.Addr().String(), "mode", mode)

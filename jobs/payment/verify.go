@@ -15,6 +15,7 @@ import (
 
 	"bulkimport/db"
 	"bulkimport/jobs"
+	"bulkimport/jobs/metrics"
 	"bulkimport/jobs/problem"
 	"bulkimport/jobs/taskwait"
 )
@@ -25,6 +26,8 @@ type Verifier struct {
 	db     *sqlx.DB
 	rdb    redis.UniversalClient
 	client *http.Client
+	// metrics counts vendor calls (metrics.go); nil counts nothing.
+	metrics *metrics.Metrics
 }
 
 // NewVerifier returns the worker side of E2 and E9.
@@ -87,6 +90,7 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 	if err != nil {
 		return outcome{}, err
 	}
+	adapter = counted{adapter, vendor.Name, v.metrics}
 	in, err := fetch(ctx, adapter, vendor, p.Reference)
 	var ie *IntermittentError
 	var pe *ProtocolError

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"bulkimport/jobs"
+	"bulkimport/jobs/metrics"
+)
+
+// queues are the Asynq queues whose sizes /metrics reports.
+var queues = []string{jobs.QueueAccounts, jobs.QueueVendors, jobs.QueueEmails}
+
+// newMetrics returns the metrics of one process, with the queue sizes read
+// through rc at scrape time. Each run gets a registry of its own.
+func newMetrics(rc redis.UniversalClient) *metrics.Metrics {
+	m := metrics.New()
+	m.WatchQueues(asynq.NewInspectorFromRedisClient(rc), queues...)
+	return m
+}
+
+// withMetricsRoute serves metricsHandler at GET /metrics in front of h, for
+// the processes whose handler is not the API's (worker, dashboard). A nil
+// metricsHandler (METRICS_ADDR is set) leaves h as it is.
+func withMetricsRoute(h, metricsHandler http.Handler) http.Handler {
+	if metricsHandler == nil {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metricsHandler)
+	mux.Handle("/", h)
+	return mux
+}
+
+// listenMetrics opens METRICS_ADDR, or returns nil when it is unset.
+func listenMetrics(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("METRICS_ADDR: %w", err)
+	}
+	return ln, nil
+}
+
+// serveMetrics serves only GET /metrics on ln until ctx is done.
+func serveMetrics(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	slog.Info("serving metrics", "addr", ln.Addr().String())
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("METRICS_ADDR: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/hibiken/asynq"
+)
+
+// parseRedisURL reads REDIS_URL in one of three topologies:
+//
+//   - redis://[user:pass@]host:port/db and rediss://... (TLS): one server,
+//     asynq.RedisClientOpt;
+//   - redis-sentinel://[:pass@]host1:port,host2:port/db?master=NAME: a
+//     Sentinel-managed primary, asynq.RedisFailoverClientOpt (pass is the
+//     Sentinels' password);
+//   - redis-cluster://[user:pass@]host1:port,host2:port: a Redis Cluster
+//     given by some of its nodes, asynq.RedisClusterClientOpt. A cluster has
+//     only database 0, so no /db is accepted.
+//
+// The first two are asynq.ParseRedisURI's (with the sentinel form's
+// database and master checked); the cluster form is ours, since asynq does
+// not parse one. Each option's MakeRedisClient returns a
+// redis.UniversalClient, which the API's pub/sub needs.
+func parseRedisURL(v string) (asynq.RedisConnOpt, error) {
+	switch {
+	case strings.HasPrefix(v, "redis-sentinel://"):
+		return parseSentinelURL(v)
+	case strings.HasPrefix(v, "redis-cluster://"):
+		return parseClusterURL(v)
+	}
+	return asynq.ParseRedisURI(v)
+}
+
+// parseSentinelURL is asynq.ParseRedisURI's sentinel form, which ignores
+// the /db of the URL and accepts one without a master: both would only
+// show up later, as data in database 0 or a failure to connect. As in
+// asynq, the password is the Sentinels' (SentinelPassword).
+func parseSentinelURL(v string) (asynq.RedisConnOpt, error) {
+	o, err := asynq.ParseRedisURI(v)
+	if err != nil {
+		return nil, err
+	}
+	opt := o.(asynq.RedisFailoverClientOpt)
+	if opt.MasterName == "" {
+		return nil, errors.New("redis-sentinel:// needs ?master=NAME")
+	}
+	for _, a := range opt.SentinelAddrs {
+		if !isHostPort(a) {
+			return nil, fmt.Errorf("sentinel %q must be host:port", a)
+		}
+	}
+	u, _ := url.Parse(v) // parsed by asynq already
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		db, err := strconv.Atoi(p)
+		if err != nil || db < 0 {
+			return nil, fmt.Errorf("database %q must be a number", p)
+		}
+		opt.DB = db
+	}
+	return opt, nil
+}
+
+// parseClusterURL reads redis-cluster://[user:pass@]host1:port,host2:port.
+func parseClusterURL(v string) (asynq.RedisConnOpt, error) {
+	u, err := url.Parse(v)
+	if err != nil {
+		return nil, errors.New("redis-cluster:// URL does not parse; use redis-cluster://[user:pass@]host1:port,host2:port")
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+		return nil, fmt.Errorf("a Redis Cluster has only database 0, not %q", p)
+	}
+	if u.RawQuery != "" {
+		return nil, errors.New("redis-cluster:// takes no query parameters")
+	}
+	var addrs []string
+	for _, a := range strings.Split(u.Host, ",") {
+		if !isHostPort(a) {
+			return nil, fmt.Errorf("cluster node %q must be host:port", a)
+		}
+		addrs = append(addrs, a)
+	}
+	opt := asynq.RedisClusterClientOpt{Addrs: addrs}
+	if u.User != nil {
+		opt.Username = u.User.Username()
+		opt.Password, _ = u.User.Password()
+	}
+	return opt, nil
+}
+
+func isHostPort(a string) bool {
+	host, port, err := net.SplitHostPort(a)
+	return err == nil && host != "" && port != ""
+}

@@ -1,0 +1,170 @@
+// Package metrics defines the service's Prometheus series, shared by the API
+// and the worker (which must not import each other). cmd creates one Metrics
+// per process with New and hands it to both; each Metrics has a registry of
+// its own rather than the global default, so that several services started
+// in one test binary never count into each other's series.
+//
+// Every method is safe on a nil *Metrics and does nothing, so that code
+// built without metrics (unit tests, tools) needs no special case.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Job outcomes, the outcome label of importd_jobs_total.
+const (
+	// JobSuccess: the handler returned nil.
+	JobSuccess = "success"
+	// JobFailure: the handler returned an error; Asynq retries the task
+	// while it has retries left.
+	JobFailure = "failure"
+	// JobSkipped: the handler refused the task for good (asynq.SkipRetry:
+	// an undecodable payload, an invalid account, a vendor refusal); the
+	// task is archived without a retry.
+	JobSkipped = "skipped"
+)
+
+// Vendor call outcomes, the outcome label of importd_vendor_calls_total.
+const (
+	VendorOK            = "ok"
+	VendorNotFound      = "not_found"
+	VendorTimeout       = "timeout"
+	VendorUnavailable   = "unavailable"
+	VendorProtocolError = "protocol_error"
+	VendorCancelled     = "cancelled"
+	VendorError         = "error"
+)
+
+// Unmatched is the route label of requests that matched no route. Routes are
+// always patterns, never raw paths: paths carry account numbers.
+const Unmatched = "unmatched"
+
+// latencyBuckets cover a fast GET (a few milliseconds) up to an E5 that
+// waits its whole PROCESS_WAIT_TIMEOUT (30 s by default) and a vendor
+// verification with retries.
+var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// Metrics holds the collectors of one process.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	httpRequests     *prometheus.CounterVec
+	httpDuration     *prometheus.HistogramVec
+	jobs             *prometheus.CounterVec
+	jobDuration      *prometheus.HistogramVec
+	accountsCreated  prometheus.Counter
+	validationErrors *prometheus.CounterVec
+	vendorCalls      *prometheus.CounterVec
+}
+
+// New returns the service's collectors registered on a registry of their
+// own, together with the Go runtime and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "importd_http_requests_total",
+			Help: "HTTP requests answered, by method, route pattern and status.",
+		}, []string{"method", "route", "status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "importd_http_request_duration_seconds",
+			Help:    "Time from receiving an HTTP request to its last byte, by method and route pattern.",
+			Buckets: latencyBuckets,
+		}, []string{"method", "route"}),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "importd_jobs_total",
+			Help: "Asynq tasks run, by type and outcome (success, failure: retried, skipped: archived without retry).",
+		}, []string{"type", "outcome"}),
+		jobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "importd_job_duration_seconds",
+			Help:    "Time an Asynq task's handler ran, by type and outcome.",
+			Buckets: latencyBuckets,
+		}, []string{"type", "outcome"}),
+		accountsCreated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "importd_accounts_created_total",
+			Help: "Accounts created by E5 (dry runs excluded).",
+		}),
+		validationErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "importd_validation_errors_total",
+			Help: "Problems reported in 400 answers (the errors[] of section 7), by code.",
+		}, []string{"code"}),
+		vendorCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "importd_vendor_calls_total",
+			Help: "Requests to payment vendors, by vendor and outcome (ok, not_found, timeout, unavailable, protocol_error, cancelled, error).",
+		}, []string{"vendor", "outcome"}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.httpRequests, m.httpDuration, m.jobs, m.jobDuration, m.accountsCreated, m.validationErrors, m.vendorCalls,
+	)
+	return m
+}
+
+// Registry returns the registry the collectors are registered on, for
+// adding more (WatchQueues) or for tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// Handler serves the registry in the Prometheus text format (or
+// OpenMetrics when the scraper asks for it). A collector that fails (Redis
+// down for the queue sizes) is reported in the log and left out, and the
+// other series are still served.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
+		ErrorHandling:     promhttp.ContinueOnError,
+		ErrorLog:          slogErrorLog{},
+		EnableOpenMetrics: true,
+	})
+}
+
+// ObserveHTTP counts one answered request. route must be a pattern (or
+// Unmatched) and method one of the standard methods, so that a caller
+// cannot create series at will.
+func (m *Metrics) ObserveHTTP(method, route string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.httpRequests.WithLabelValues(method, route, strconv.Itoa(status)).Inc()
+	m.httpDuration.WithLabelValues(method, route).Observe(d.Seconds())
+}
+
+// ObserveJob counts one run of a task handler.
+func (m *Metrics) ObserveJob(taskType, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.jobs.WithLabelValues(taskType, outcome).Inc()
+	m.jobDuration.WithLabelValues(taskType, outcome).Observe(d.Seconds())
+}
+
+// AccountCreated counts one account created.
+func (m *Metrics) AccountCreated() {
+	if m == nil {
+		return
+	}
+	m.accountsCreated.Inc()
+}
+
+// ValidationError counts one problem of a 400 answer by its stable code.
+func (m *Metrics) ValidationError(code string) {
+	if m == nil {
+		return
+	}
+	m.validationErrors.WithLabelValues(code).Inc()
+}
+
+// VendorCall counts one request to a payment vendor. vendor is the name the
+// operator configured; outcome is one of the Vendor* constants.
+func (m *Metrics) VendorCall(vendor, outcome string) {
+	if m == nil {
+		return
+	}
+	m.vendorCalls.WithLabelValues(vendor, outcome).Inc()
+}
