@@ -110,7 +110,7 @@ func TestPostImport_NotesStatementsAndTransactionsOverHTTP(t *testing.T) {
 		"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "letters/missing.pdf"}}}}})
 	if r.Status != 400 || r.Body["code"] != "notes_failed_validation" ||
 		!strings.Contains(string(r.Raw), `"attr":"notes.0.document_paths.0.document_path"`) ||
-		!strings.Contains(string(r.Raw), `"code":"path_does_not_exist_in_file_store"`) {
+		!strings.Contains(string(r.Raw), `"code":"document_not_found"`) {
 		t.Errorf("missing document: %d %s", r.Status, r.Raw)
 	}
 

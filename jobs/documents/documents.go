@@ -35,8 +35,10 @@ import (
 const CodeInvalidPath = "invalid_document_path"
 
 // CodeNotFound is the problem code of a document path that names nothing in
-// the store. It is the code migration teams know from other platforms.
-const CodeNotFound = "path_does_not_exist_in_file_store"
+// the store. The issue that specified documents names this code; other
+// platforms call the same problem path_does_not_exist_in_file_store, which
+// RULES.md mentions so that teams moving between platforms find it.
+const CodeNotFound = "document_not_found"
 
 // MaxPathLength is the longest accepted path, in bytes. S3 keys are limited to
 // 1024 bytes, root included; a longer key simply cannot exist.

@@ -97,7 +97,7 @@ var (
 
 const (
 	pathRule   = "Relative to the import supplier's document root and normalised: no leading slash, no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes."
-	existsRule = "The document is in the store: the key is the supplier's document root, `/`, then the path. Upload with `importctl document put SUPPLIER PATH FILE`. Each distinct path is checked once."
+	existsRule = "The document is in the store: the key is the supplier's document root, `/`, then the path. Upload with `importctl document put SUPPLIER PATH FILE`. Each distinct path is checked once. (Other platforms call this `path_does_not_exist_in_file_store`.)"
 )
 
 // unitsType is how the reference shows the type of line_items[].units,
