@@ -17,6 +17,7 @@ LOCAL := $(CURDIR)/.local
 LOCAL_BIN := $(LOCAL)/bin
 STACK := deploy/local/stack.sh
 FUZZTIME ?= 30s
+BENCHCOUNT ?= 2
 
 # staticcheck 2026.1.2; installed into .local/bin, not into the user's GOBIN.
 STATICCHECK_VERSION := v0.8.2
@@ -80,9 +81,18 @@ $(STATICCHECK_STAMP):
 	rm -f "$(LOCAL_BIN)"/.staticcheck-*
 	touch "$@"
 
-bench: stack-up ## Run every benchmark once (placeholder until real benchmarks exist)
+bench: stack-up ## Run the issues' benchmarks, each beside its baseline in the same run (BENCHCOUNT=2)
 	eval "$$($(STACK) env)"
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	# E3 and E4 over HTTP at concurrency 16, against a bare Gin handler and a
+	# plain SQL upsert of the same 4 KB payloads.
+	$(GO) test ./cmd/importd -run '^$$' -bench 'E3|E4' -benchtime 1500x -count $(BENCHCOUNT)
+	# E5 end to end (HTTP, queue, worker, completion signal) against the
+	# creation function called directly, at concurrency 1 and 16.
+	$(GO) test ./cmd/importd -run '^$$' -bench 'E5' -benchtime 200x -count $(BENCHCOUNT)
+	# E7: 100 accounts x 100 transactions, against a plain multi-row insert.
+	$(GO) test ./jobs/postimport -run '^$$' -bench 'Transactions' -benchtime 3x -count $(BENCHCOUNT)
+	# The validator alone, without HTTP or PostgreSQL.
+	$(GO) test ./jobs/account -run '^$$' -bench . -benchmem -count $(BENCHCOUNT)
 
 fuzz: stack-up ## Run each Fuzz target for FUZZTIME (default 30s): make fuzz FUZZTIME=5m
 	eval "$$($(STACK) env)"
