@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"bulkimport/jobs"
 	"bulkimport/jobs/admin"
+	"bulkimport/jobs/problem"
+	"bulkimport/jobs/process"
 )
 
 // fixture is the realistic example account (supplier DEMO, 2 customers, 2
@@ -565,4 +568,62 @@ func TestDashboard_ShowsTheAccountsQueueBehindBasicAuth(t *testing.T) {
 	if r.Status != 200 || !strings.Contains(string(r.Raw), `"queue":"accounts"`) {
 		t.Fatalf("dashboard queue API: %d %s", r.Status, r.Raw)
 	}
+}
+
+// A request that joins a task which has just recorded its outcome, before
+// Asynq marks it finished, must answer that outcome at once: not mark the
+// account IN_PROGRESS again (nothing would ever correct it) and wait for an
+// announcement that was made before it listened.
+func TestProcess_JoiningATaskThatHasJustEndedAnswersItsOutcome(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"PROCESS_WAIT_TIMEOUT": "10s", "PROCESS_CONCURRENCY_LIMIT": "2"})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-ENDED"))
+	var processID, supplierID, teamID int64
+	_ = s.db.Get(&processID, `SELECT id FROM import_processes WHERE external_account_number = 'ACC-ENDED'`)
+	_ = s.db.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`)
+	_ = s.db.Get(&teamID, `SELECT id FROM operations_teams WHERE name = 'Ops'`)
+	// The task is still listed (no worker runs in "api" mode), while its
+	// outcome is in PostgreSQL already, as after a worker's finish.
+	task, err := jobs.NewAccountProcessTask(jobs.AccountProcessPayload{ProcessID: processID, SupplierID: supplierID,
+		SupplierCode: "DEMO", ExternalAccountNumber: "ACC-ENDED", OperationsTeamID: teamID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(mustRedisOpt(t, s.env["REDIS_URL"]))
+	defer client.Close()
+	if _, err := client.Enqueue(task); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(problem.Record{Detail: "Could not validate account data.", Code: "account_failed_validation",
+		Errors: []problem.FieldError{{Attr: "agreements.0.tariff_code", Code: "tariff_code_not_found", Detail: "No such tariff."}}})
+	if _, err := s.db.Exec(`UPDATE import_processes SET status = 'UNKNOWN', last_error = $2 WHERE id = $1`, processID, rec); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-ENDED", false))
+	if r.Status != 400 || r.Body["code"] != "account_failed_validation" || !strings.Contains(string(r.Raw), "tariff_code_not_found") {
+		t.Fatalf("E5 joining an ended task: %d %s", r.Status, r.Raw)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("E5 took %v: it waited for an announcement already made", d)
+	}
+	if st := s.status(t, tok, "ACC-ENDED"); st["status"] != "UNKNOWN" {
+		t.Errorf("E10 after joining an ended task: %v", st)
+	}
+	rdb := redis.NewClient(mustRedisOptions(t, s.env["REDIS_URL"]))
+	defer rdb.Close()
+	if n, err := rdb.ZCard(context.Background(), process.LimiterKey).Result(); err != nil || n != 0 {
+		t.Errorf("concurrency slots held after the answer: %d (%v), want 0", n, err)
+	}
+}
+
+func mustRedisOptions(t testing.TB, url string) *redis.Options {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return opt
 }

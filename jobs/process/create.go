@@ -3,7 +3,9 @@ package process
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -46,9 +48,13 @@ func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt C
 		var id int64
 		err := tx.GetContext(ctx, &id, `SELECT id FROM business_contracts WHERE supplier_id = $1 AND identifier = $2`,
 			acc.Supplier.ID, acc.Business.BusinessContractIdentifier)
-		if err != nil {
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			return c, problem.Invalidf("business_contract_not_found", "business.business_contract_identifier",
 				"Business contract %q does not exist.", acc.Business.BusinessContractIdentifier)
+		case err != nil:
+			// Not a verdict on the data: the task is retried.
+			return c, fmt.Errorf("create: business contract: %w", err)
 		}
 		contractID = &id
 	}

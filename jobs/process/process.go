@@ -174,31 +174,52 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 		return Result{}, unavailable(err)
 	}
 	defer waiter.Close()
-	if !req.DryRun {
-		// IN_PROGRESS from the moment the task is queued (E10). A dry run
-		// leaves the status alone: it must change nothing.
-		if _, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', updated_at = now()
-			WHERE id = $1 AND service_account_number IS NULL`, t.ProcessID.Int64); err != nil {
-			s.release(taskID)
-			return Result{}, fmt.Errorf("process: mark in progress: %w", err)
-		}
-	}
 	task, err := jobs.NewAccountProcessTask(jobs.AccountProcessPayload{
 		ProcessID: t.ProcessID.Int64, SupplierID: t.SupplierID, SupplierCode: req.ImportSupplierCode,
 		ExternalAccountNumber: req.ExternalAccountNumber, OperationsTeamID: t.TeamID.Int64, DryRun: req.DryRun,
 	})
 	if err != nil {
+		s.release(taskID)
 		return Result{}, err
 	}
-	if err := taskwait.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueAccounts, taskID); err != nil {
+	var marked bool
+	var markErr error
+	markInProgress := func() error {
+		if req.DryRun {
+			return nil // a dry run must change nothing, E10's status included
+		}
+		// IN_PROGRESS from the moment a new task is queued (E10). A joined
+		// task was marked by whoever queued it.
+		if _, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', updated_at = now()
+			WHERE id = $1 AND service_account_number IS NULL`, t.ProcessID.Int64); err != nil {
+			markErr = fmt.Errorf("process: mark in progress: %w", err)
+			return markErr
+		}
+		marked = true
+		return nil
+	}
+	joined, err := taskwait.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueAccounts, taskID, markInProgress)
+	if err != nil {
 		s.release(taskID)
-		if !req.DryRun {
+		if marked {
 			// Nothing was queued: put the status back so that E10 does not
 			// show IN_PROGRESS for work that will never run.
 			_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN'
 				WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL`, t.ProcessID.Int64)
 		}
+		if markErr != nil {
+			return Result{}, markErr
+		}
 		return Result{}, unavailable(err)
+	}
+	if joined && !req.DryRun {
+		// The joined task may have ended, and announced it, just before we
+		// subscribed; its outcome is then in PostgreSQL already. Anything it
+		// announces from now on reaches the waiter.
+		if r, done, err := s.finished(ctx, req, t.ProcessID.Int64); done {
+			s.release(taskID) // our acquire may have re-taken the slot the task freed
+			return r, err
+		}
 	}
 	return s.wait(ctx, waiter, req, t.ProcessID.Int64)
 }
@@ -247,6 +268,20 @@ func stillInProgress(req Request) *problem.Error {
 	return problem.New(problem.Timeout, CodeStillInProgress,
 		fmt.Sprintf("Account %s is still being processed. Poll GET /v1/data-import/account-transfer-status/%s/%s/ for the outcome.",
 			req.ExternalAccountNumber, req.ImportSupplierCode, req.ExternalAccountNumber))
+}
+
+// finished answers from PostgreSQL when the account's last task has ended:
+// done is false while the process is IN_PROGRESS.
+func (s *Service) finished(ctx context.Context, req Request, processID int64) (r Result, done bool, err error) {
+	var status string
+	if err := s.db.GetContext(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
+		return Result{}, true, fmt.Errorf("process: read status: %w", err)
+	}
+	if status == imports.StatusInProgress {
+		return Result{}, false, nil
+	}
+	r, err = s.fromDatabase(ctx, req, processID)
+	return r, true, err
 }
 
 func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64) (Result, error) {

@@ -72,33 +72,44 @@ func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v an
 	return rdb.Publish(context.WithoutCancel(ctx), jobs.DoneChannel(taskID), b).Err()
 }
 
-// EnqueueOrJoin queues task, whose id is taskID, on queue, or joins the task
-// of that id that is already pending, scheduled, running or retrying. A
-// finished task that Asynq still retains (completed, or archived after
-// failing) is deleted first, so that the work can be tried again.
-func EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string) error {
+// EnqueueOrJoin joins the task of id taskID on queue when one is pending,
+// scheduled, running or retrying, and otherwise queues task (whose id is
+// taskID). A finished task that Asynq still retains (completed, or archived
+// after failing) is deleted first, so that the work can be tried again.
+//
+// prepare, when not nil, runs just before a new task is queued, and never
+// when an existing task is joined: callers record there that work is under
+// way. Recording it for a joined task would be wrong when that task is just
+// finishing: it may have written its outcome already, and the record would
+// overwrite it with nothing left to correct it.
+//
+// joined reports whether an existing task was joined.
+func EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string, prepare func() error) (joined bool, err error) {
 	for range 3 {
-		_, err := client.EnqueueContext(ctx, task)
-		if !errors.Is(err, asynq.ErrTaskIDConflict) {
-			return err
-		}
 		info, err := inspector.GetTaskInfo(queue, taskID)
-		if errors.Is(err, asynq.ErrTaskNotFound) {
-			continue // gone between the two calls; enqueue again
-		}
-		if err != nil {
-			return err
-		}
-		switch info.State {
-		case asynq.TaskStateCompleted, asynq.TaskStateArchived:
+		switch {
+		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+		case err != nil:
+			return false, err
+		case info.State == asynq.TaskStateCompleted || info.State == asynq.TaskStateArchived:
 			if err := inspector.DeleteTask(queue, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
-				return err
+				return false, err
 			}
 		default:
-			return nil // pending, scheduled, active or retrying: share it
+			return true, nil // pending, scheduled, active or retrying: share it
 		}
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				return false, err
+			}
+		}
+		_, err = client.EnqueueContext(ctx, task)
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return false, err
+		}
+		// Another request queued it between the look and the enqueue: look again.
 	}
-	return fmt.Errorf("could not enqueue task %s", taskID)
+	return false, fmt.Errorf("could not enqueue task %s", taskID)
 }
 
 // Abandon makes a task that nobody waits for any more stop, as far as it
