@@ -45,6 +45,7 @@ const (
 	CodeBalanceOutOfRange        = "ledger_balance_out_of_range"
 	CodeDuplicateStatementIDs    = "duplicate_statement_ids"
 	CodeStatementExists          = "historical_statement_already_exists"
+	CodeStatementPeriodsOverlap  = "historical_statement_periods_overlap"
 	CodeStatementInFuture        = "statement_date_in_future"
 )
 
@@ -88,6 +89,7 @@ var (
 		{CodeDuplicateStatementIDs, "`statements.N.statement_id`", "A statement id appears once in a request (reported at the second occurrence)."},
 		{CodeStatementExists, "`statements.N.statement_id`", "The account has no statement with this id yet: ids are unique per account, so a re-sent request is refused, never doubled."},
 		{CodeStartAfterEnd, "`statements.N.bill_period_from_date`", "Not after `bill_period_to_date`. Both dates are inclusive."},
+		{CodeStatementPeriodsOverlap, "`statements.N.bill_period_from_date`", "The period shares no day with another statement of the request or of the account: both are inclusive, so a day in two statements would be billed twice."},
 		{CodeStatementInFuture, "`statements.N.bill_period_to_date`, `statements.N.issued_date`", "Not after today (UTC): a historical statement covers a past period."},
 		{CodeInvalidDocumentPath, "`statements.N.statement_path`", pathRule},
 		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule},

@@ -39,7 +39,7 @@ var statementSchema = v.NewObject(
 	v.Req("number", v.StringValue, func(s *Statement) *string { return &s.Number }, v.MaxLength(maxCode),
 		v.Note("The statement's number as printed on it.")),
 	v.Req("bill_period_from_date", v.DateValue, func(s *Statement) *v.Date { return &s.BillPeriodFromDate },
-		v.Codes(CodeStartAfterEnd), v.Note("Inclusive.")),
+		v.Codes(CodeStartAfterEnd, CodeStatementPeriodsOverlap), v.Note("Inclusive.")),
 	v.Req("bill_period_to_date", v.DateValue, func(s *Statement) *v.Date { return &s.BillPeriodToDate },
 		v.Codes(CodeStatementInFuture), v.Note("Inclusive. The latest one ends the account's closed history.")),
 	v.Req("issued_date", v.DateValue, func(s *Statement) *v.Date { return &s.IssuedDate }, v.Codes(CodeStatementInFuture)),
@@ -109,6 +109,17 @@ func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.Lis
 			if d.date != "" && d.date > today {
 				w.AddAt(v.Attr("statements", i, d.field), CodeStatementInFuture,
 					"%s (%s) is after today (%s); a historical statement covers a past period.", d.field, d.date, today)
+			}
+		}
+		if from, to := st.BillPeriodFromDate, st.BillPeriodToDate; from != "" && to != "" && from <= to {
+			for j := range i {
+				o := r.Statements[j]
+				if o.BillPeriodFromDate != "" && o.BillPeriodToDate != "" && o.BillPeriodFromDate <= to && from <= o.BillPeriodToDate {
+					w.AddAt(v.Attr("statements", i, "bill_period_from_date"), CodeStatementPeriodsOverlap,
+						"The period %s to %s overlaps statement %d of the request (%s to %s); periods are inclusive.",
+						from, to, j, o.BillPeriodFromDate, o.BillPeriodToDate)
+					break
+				}
 			}
 		}
 		if p := st.StatementPath; p != nil && *p != "" && !documents.ValidPath(*p) {
@@ -195,6 +206,29 @@ func insertStatements(ctx context.Context, tx *sqlx.Tx, accountID int64, sts []S
 	}
 	if n == 0 {
 		return nil
+	}
+	var overlapping []struct {
+		I    int    `db:"i"`
+		From string `db:"f"`
+		To   string `db:"t"`
+	}
+	err = tx.SelectContext(ctx, &overlapping, `SELECT u.i - 1 AS i, to_char(h.bill_period_from_date, 'YYYY-MM-DD') AS f,
+			to_char(h.bill_period_to_date, 'YYYY-MM-DD') AS t
+		FROM unnest($2::date[], $3::date[]) WITH ORDINALITY AS u (f, t, i)
+		CROSS JOIN LATERAL (SELECT bill_period_from_date, bill_period_to_date FROM historical_statements
+			WHERE account_id = $1 AND bill_period_from_date <= u.t AND bill_period_to_date >= u.f
+			ORDER BY bill_period_from_date LIMIT 1) h
+		ORDER BY u.i`, accountID, pq.Array(froms), pq.Array(tos))
+	if err != nil {
+		return fmt.Errorf("create statements: read overlaps: %w", err)
+	}
+	if len(overlapping) > 0 {
+		var errs problem.List
+		for _, o := range overlapping {
+			errs.Add(v.Attr("statements", o.I, "bill_period_from_date"), CodeStatementPeriodsOverlap,
+				"The period overlaps the account's historical statement of %s to %s; periods are inclusive.", o.From, o.To)
+		}
+		return errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date,
 			bill_period_to_date, issued_date, gross_amount, statement_path)

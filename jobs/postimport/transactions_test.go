@@ -361,7 +361,7 @@ func TestTransactions_OpenStatementPeriod(t *testing.T) {
 			ctx := context.Background()
 			ean := b.newAccount(t, tc.account)
 			for i, end := range tc.statements {
-				st := statement(fmt.Sprintf("S%d", i), "2025-01-01", end)
+				st := statement(fmt.Sprintf("S%d", i), end[:8]+"01", end) // the end's month: periods must not overlap
 				if _, err := b.svc.CreateStatements(ctx, stBody(t, ean, st), visible); err != nil {
 					t.Fatal(err)
 				}
