@@ -17,7 +17,7 @@ var statusOf = map[problem.Kind]int{
 	problem.Unauthenticated:   http.StatusUnauthorized,
 	problem.TooManyRequests:   http.StatusTooManyRequests,
 	problem.Unavailable:       http.StatusServiceUnavailable,
-	problem.Timeout:           http.StatusAccepted,
+	problem.Timeout:           http.StatusServiceUnavailable,
 	problem.TooLarge:          http.StatusRequestEntityTooLarge,
 	problem.UnsupportedMedia:  http.StatusUnsupportedMediaType,
 	problem.MethodNotAllowed:  http.StatusMethodNotAllowed,

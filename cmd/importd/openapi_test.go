@@ -367,7 +367,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			ltok := limited.accessToken(t, limited.newKey(t, "oa-limited"))
 			limited.stage(t, ltok, fixture(t, "OA-A"))
 			limited.stage(t, ltok, fixture(t, "OA-B"))
-			want(t, "E5 past its wait", limited.do(t, "POST", processPath, ltok, processBody("OA-A", false)), 202, "account_processing_in_progress")
+			want(t, "E5 past its wait", limited.do(t, "POST", processPath, ltok, processBody("OA-A", false)), 503, "account_processing_in_progress")
 			want(t, "E5 over the limit", limited.do(t, "POST", processPath, ltok, processBody("OA-B", false)), 429, "concurrency_limit_exceeded")
 			want(t, "E10 in progress", limited.do(t, "GET", pathTransferStatus("DEMO", "OA-A"), ltok, nil), 200, "")
 		})

@@ -329,8 +329,11 @@ func TestProcess_WaitTimeoutAnswersPollE10AndTheJobGoesOn(t *testing.T) {
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-SLOW"))
 	r := s.do(t, "POST", processPath, tok, processBody("ACC-SLOW", false))
-	if r.Status != 202 || r.Body["code"] != "account_processing_in_progress" || !strings.Contains(r.Body["detail"].(string), "account-transfer-status") {
+	if r.Status != 503 || r.Body["code"] != "account_processing_in_progress" || !strings.Contains(r.Body["detail"].(string), "account-transfer-status") {
 		t.Fatalf("E5 past its wait: %d %s", r.Status, r.Raw)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("E5 past its wait without Retry-After")
 	}
 	if st := s.status(t, tok, "ACC-SLOW"); st["status"] != "IN_PROGRESS" {
 		t.Fatalf("E10 while queued: %v", st)
@@ -383,7 +386,7 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 		tok := s.accessToken(t, s.newKey(t, "k"))
 		s.stage(t, tok, fixture(t, "ACC-A"))
 		s.stage(t, tok, fixture(t, "ACC-B"))
-		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 202 {
+		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
 			t.Fatalf("first account: %d %s", r.Status, r.Raw)
 		}
 		r := s.do(t, "POST", processPath, tok, processBody("ACC-B", false))
@@ -394,7 +397,7 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 			t.Errorf("a refused account changed status: %v", st)
 		}
 		// The same account again shares its slot instead of being refused.
-		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 202 {
+		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
 			t.Errorf("the queued account again: %d %s", r.Status, r.Raw)
 		}
 		// When the worker finishes the first, the slot frees and the second goes through.
@@ -403,11 +406,12 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 		for {
 			r := s.do(t, "POST", processPath, tok, processBody("ACC-B", false))
 			// 201, or "already imported" when an earlier call of this loop
-			// queued it (202) and it finished before this one.
+			// queued it (503 after its wait) and it finished before this one.
 			if r.Status == 201 || r.Status == 400 && r.Body["code"] == "account_import_process_already_imported" {
 				break
 			}
-			if r.Status != 429 && r.Status != 202 || time.Now().After(deadline) {
+			waiting := r.Status == 429 || r.Status == 503 && r.Body["code"] == "account_processing_in_progress"
+			if !waiting || time.Now().After(deadline) {
 				t.Fatalf("second account after the first finished: %d %s", r.Status, r.Raw)
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -421,7 +425,7 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 		for i := range 5 {
 			ean := fmt.Sprintf("ACC-%d", i)
 			s.stage(t, tok, fixture(t, ean))
-			if r := s.do(t, "POST", processPath, tok, processBody(ean, false)); r.Status != 202 {
+			if r := s.do(t, "POST", processPath, tok, processBody(ean, false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
 				t.Fatalf("%s with the limit disabled: %d %s", ean, r.Status, r.Raw)
 			}
 		}
@@ -477,7 +481,7 @@ func TestProcess_WorkerKilledMidCreationRetriesToExactlyOneAccount(t *testing.T)
 	if _, err := lockTx.Exec(`LOCK TABLE ledgers IN EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	if r := s.do(t, "POST", processPath, tok, processBody("ACC-KILL", false)); r.Status != 202 {
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-KILL", false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
 		t.Fatalf("E5: %d %s", r.Status, r.Raw)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,7 +22,7 @@ const (
 	Unauthenticated               // missing, malformed, expired or revoked credentials
 	TooManyRequests               // a limit is exceeded; retry later
 	Unavailable                   // a dependency (PostgreSQL, Redis) is unreachable
-	Timeout                       // the work goes on, but no result came in time
+	Timeout                       // the work goes on, but no result came in time (an error, not a success: nothing to show yet)
 	TooLarge                      // the request body exceeds the configured limit
 	UnsupportedMedia              // the request body is not JSON
 	MethodNotAllowed              // the route exists for another method

@@ -264,10 +264,19 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 	}
 }
 
+// stillInProgress is the answer when no outcome came within the wait. It is
+// an error status (503 with Retry-After), never a 2xx, so that no client
+// mistakes it for a created account. Calling E5 again joins the same task.
 func stillInProgress(req Request) *problem.Error {
-	return problem.New(problem.Timeout, CodeStillInProgress,
-		fmt.Sprintf("Account %s is still being processed. Poll GET /v1/data-import/account-transfer-status/%s/%s/ for the outcome.",
-			req.ExternalAccountNumber, req.ImportSupplierCode, req.ExternalAccountNumber))
+	detail := fmt.Sprintf("Account %s is still being processed. Poll GET /v1/data-import/account-transfer-status/%s/%s/ for the outcome.",
+		req.ExternalAccountNumber, req.ImportSupplierCode, req.ExternalAccountNumber)
+	if req.DryRun {
+		// A dry run leaves no trace in E10: the only way to its answer is to ask again.
+		detail = fmt.Sprintf("The dry run of account %s is still running. Send the same request again later for its answer.", req.ExternalAccountNumber)
+	}
+	p := problem.New(problem.Timeout, CodeStillInProgress, detail)
+	p.RetryAfter = limitRetryAfter
+	return p
 }
 
 // finished answers from PostgreSQL when the account's last task has ended:
