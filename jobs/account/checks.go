@@ -197,6 +197,17 @@ func normalisePhone(s, region string, mustBeMobile bool) (string, phoneResult) {
 	if err != nil || num.GetExtension() != "" {
 		return s, phoneInvalid
 	}
+	// A number that is not required to be mobile needs only to be valid.
+	// For a number of the supplier's own country, IsValidNumberForRegion
+	// decides that with one pass over the region's patterns, where
+	// GetNumberType makes two (one to find the region among those sharing
+	// the calling code, such as GB, GG, IM and JE for +44, one for the type).
+	// Numbers it refuses (a Jersey number for a GB supplier) take the full
+	// path below.
+	if !mustBeMobile && region != "" && int(num.GetCountryCode()) == phonenumbers.GetCountryCodeForRegion(region) &&
+		phonenumbers.IsValidNumberForRegion(num, region) {
+		return phonenumbers.Format(num, phonenumbers.E164), phoneValid
+	}
 	// GetNumberType is UNKNOWN exactly when IsValidNumber is false (both
 	// resolve the region from the calling code, then match the national
 	// number against its patterns). Asking once halves the cost of the

@@ -415,6 +415,12 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 					t.Errorf("landline = %s, supplier %+v", *a.Customers[0].Landline, a.Supplier)
 				}
 			}},
+		{name: "GB supplier accepts a Crown dependency landline sharing +44", edit: set("customers.0.landline", "01534 412345"),
+			check: func(t *testing.T, a *Account) {
+				if *a.Customers[0].Landline != "+441534412345" {
+					t.Errorf("Jersey landline = %s", *a.Customers[0].Landline)
+				}
+			}},
 		{name: "GB postcode in any spacing and case", edit: set("supply_addresses.0.supply_postcode", " sw1a1aa "),
 			check: func(t *testing.T, a *Account) {
 				if a.SupplyAddresses[0].SupplyPostcode != "SW1A 1AA" {
