@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -50,19 +51,29 @@ func writeError(c *gin.Context, err error) {
 			"An unexpected error occurred. Quote request id "+requestID(c)+" when reporting it.")
 	}
 	countValidationErrors(c, p)
+	c.AbortWithStatusJSON(prepare(c.Writer.Header(), p), errorBody(p))
+}
+
+// writeProblem renders p on a plain http.ResponseWriter, for the handlers
+// that Gin does not run (the dashboard's basic auth).
+func writeProblem(w http.ResponseWriter, p *problem.Error) {
+	status := prepare(w.Header(), p)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(errorBody(p))
+}
+
+// prepare sets the headers that go with p and returns its status.
+func prepare(h http.Header, p *problem.Error) int {
 	status, found := statusOf[p.Kind]
 	if !found {
 		status = http.StatusInternalServerError
 	}
 	if p.RetryAfter > 0 {
-		secs := int(p.RetryAfter.Seconds())
-		if secs < 1 {
-			secs = 1
-		}
-		c.Header("Retry-After", strconv.Itoa(secs))
+		h.Set("Retry-After", strconv.Itoa(max(1, int(p.RetryAfter.Seconds()))))
 	}
-	if status == http.StatusUnauthorized {
-		c.Header("WWW-Authenticate", `Token realm="api"`)
+	if status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
+		h.Set("WWW-Authenticate", `Token realm="api"`)
 	}
-	c.AbortWithStatusJSON(status, errorBody(p))
+	return status
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
+
+	"bulkimport/jobs/problem"
 )
 
 // MonitoringConfig configures the Asynqmon dashboard.
@@ -33,9 +35,7 @@ func Monitoring(cfg MonitoringConfig) http.Handler {
 		gotUser, gotPass := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
 		if !ok || subtle.ConstantTimeCompare(gotUser[:], wantUser[:])&subtle.ConstantTimeCompare(gotPass[:], wantPass[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Basic realm="monitoring", charset="UTF-8"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"detail":"Monitoring needs the MONITORING_USER credentials.","code":"not_authenticated","errors":[]}`))
+			writeProblem(w, problem.New(problem.Unauthenticated, "not_authenticated", "Monitoring needs the MONITORING_USER credentials."))
 			return
 		}
 		h.ServeHTTP(w, r)

@@ -177,3 +177,27 @@ func Probes(d *sqlx.DB, r redis.UniversalClient) http.Handler {
 	})
 	return e
 }
+
+// Dashboard returns the handler of `importd dashboard`: the Asynqmon
+// dashboard at MonitoringRoot, /healthz, and a /readyz that checks Redis
+// alone, the only store the dashboard reads.
+func Dashboard(r redis.UniversalClient, monitoring http.Handler) http.Handler {
+	s := &Server{redis: r}
+	e := gin.New()
+	e.Use(withRequestID, recoverPanics)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		if err := r.Ping(ctx).Err(); err != nil {
+			writeError(c, problem.New(problem.Unavailable, "redis_unavailable", "Redis is not reachable."))
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+	e.Any(MonitoringRoot+"/*any", gin.WrapH(monitoring))
+	e.NoRoute(func(c *gin.Context) {
+		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
+	})
+	return e
+}

@@ -184,19 +184,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		if monitoring == nil {
 			return errors.New("MONITORING_USER: required by `importd dashboard`")
 		}
-		mux := http.NewServeMux()
-		mux.Handle(api.MonitoringRoot+"/", monitoring)
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"status":"ok"}`)) })
-		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			if err := rc.Ping(r.Context()).Err(); err != nil {
-				w.WriteHeader(http.StatusServiceUnavailable)
-				_, _ = w.Write([]byte(`{"detail":"Redis is not reachable.","code":"redis_unavailable","errors":[]}`))
-				return
-			}
-			_, _ = w.Write([]byte(`{"status":"ready"}`))
-		})
-		handler = withMetricsRoute(mux, metricsHandler)
+		handler = withMetricsRoute(api.Dashboard(rc, monitoring), metricsHandler)
 	}
 
 	var w *worker.Worker
