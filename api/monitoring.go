@@ -16,7 +16,9 @@ type MonitoringConfig struct {
 	Redis    asynq.RedisConnOpt
 	User     string
 	Password string
-	// ReadOnly hides the dashboard's buttons that delete, retry or cancel tasks.
+	// ReadOnly makes Asynqmon (v0.7.2) refuse every non-GET call to its API
+	// with 405, so that nothing can pause, delete, retry, run, archive or
+	// cancel through the dashboard; its UI also hides those buttons.
 	ReadOnly bool
 }
 

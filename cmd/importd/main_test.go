@@ -28,11 +28,21 @@ type service struct {
 	base string
 	db   *sqlx.DB
 	env  map[string]string
+	// stop cancels run's context, as SIGTERM does; the test's cleanup still
+	// waits for run to return.
+	stop context.CancelFunc
 }
 
 // startService migrates a fresh database, starts `importd <mode>` on port 0
 // with a Redis database of the test's own, and stops it when the test ends.
 func startService(t testing.TB, mode string, extra map[string]string) *service {
+	t.Helper()
+	return startServiceLogging(t, mode, extra, io.Discard)
+}
+
+// startServiceLogging is startService with the service's log output (run's
+// stderr) going to stderr.
+func startServiceLogging(t testing.TB, mode string, extra map[string]string, stderr io.Writer) *service {
 	t.Helper()
 	dbURL := dbtest.NewDatabase(t)
 	env := map[string]string{
@@ -49,7 +59,7 @@ func startService(t testing.TB, mode string, extra map[string]string) *service {
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{mode}, func(k string) string { return env[k] }, io.Discard, io.Discard, func(a string) { addr <- a })
+		done <- run(ctx, []string{mode}, func(k string) string { return env[k] }, io.Discard, stderr, func(a string) { addr <- a })
 	}()
 	var base string
 	select {
@@ -78,7 +88,7 @@ func startService(t testing.TB, mode string, extra map[string]string) *service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return &service{base: base, db: d, env: env}
+	return &service{base: base, db: d, env: env, stop: cancel}
 }
 
 type response struct {
