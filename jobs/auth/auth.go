@@ -73,11 +73,13 @@ type Service struct {
 	secret []byte
 	now    func() time.Time
 	cache  *principalCache
+	tokens *verifiedTokens
 }
 
 // New returns a Service that signs tokens with secret (HS256).
 func New(d *sqlx.DB, secret []byte) *Service {
-	return &Service{db: d, secret: secret, now: time.Now, cache: &principalCache{m: map[int64]cachedPrincipal{}}}
+	return &Service{db: d, secret: secret, now: time.Now, cache: &principalCache{m: map[int64]cachedPrincipal{}},
+		tokens: newVerifiedTokens()}
 }
 
 // WithClock returns a copy of s that reads the time from now, for tests of expiry.
@@ -353,13 +355,17 @@ func (s *Service) activeKey(ctx context.Context, c *claims) (keyRow, error) {
 // state comes from the principal cache when Listen runs (revocations evict
 // it by NOTIFY), else from the database on every call.
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
-	c, err := s.parse(token, "access")
-	if err != nil {
-		detail := "Invalid token."
-		if errors.Is(err, jwt.ErrTokenExpired) {
-			detail = "The token has expired; obtain a new one."
+	c, ok := s.tokens.get(token, s.now())
+	if !ok {
+		var err error
+		if c, err = s.parse(token, "access"); err != nil {
+			detail := "Invalid token."
+			if errors.Is(err, jwt.ErrTokenExpired) {
+				detail = "The token has expired; obtain a new one."
+			}
+			return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, detail)
 		}
-		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, detail)
+		s.tokens.put(token, c)
 	}
 	now := time.Now()
 	if id, err := strconv.ParseInt(c.Subject, 10, 64); err == nil {

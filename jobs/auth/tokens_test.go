@@ -1,0 +1,56 @@
+package auth
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"bulkimport/jobs/problem"
+)
+
+// A remembered token is served until its expiry and never after it, and a
+// refresh token is never taken for an access token.
+func TestVerifiedTokens_ExpireAndKeepTheirKind(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := New(nil, []byte("0123456789abcdef0123456789abcdef")).WithClock(func() time.Time { return start })
+	pair, err := s.issue(1, "k", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.parse(pair.Token, "access")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tokens.put(pair.Token, c)
+	if _, ok := s.tokens.get(pair.Token, start.Add(59*time.Minute)); !ok {
+		t.Fatal("a verified token was not remembered")
+	}
+	if _, ok := s.tokens.get(pair.Token, start.Add(60*time.Minute)); ok {
+		t.Fatal("a remembered token was served at its expiry")
+	}
+	// Past the expiry Authenticate verifies again, and refuses, before any
+	// key lookup (this Service has no database).
+	_, err = s.WithClock(func() time.Time { return start.Add(61 * time.Minute) }).Authenticate(context.Background(), pair.Token)
+	if p, ok := problem.As(err); !ok || p.Code != CodeAuthenticationFailed || p.Detail != "The token has expired; obtain a new one." {
+		t.Fatalf("expired remembered token: %v", err)
+	}
+	// A refresh token is never remembered as an access token.
+	if _, err := s.WithClock(func() time.Time { return start }).Authenticate(context.Background(), pair.RefreshToken); err == nil {
+		t.Fatal("a refresh token authenticated a request")
+	}
+	if _, ok := s.tokens.get(pair.RefreshToken, start); ok {
+		t.Fatal("a refresh token was remembered")
+	}
+}
+
+func TestVerifiedTokens_BoundedMemory(t *testing.T) {
+	t.Parallel()
+	v := newVerifiedTokens()
+	for i := range maxVerifiedTokens + 5 {
+		v.put(string(rune(i))+"-token", &claims{})
+	}
+	if n := len(v.m); n > maxVerifiedTokens {
+		t.Fatalf("%d tokens remembered, bound is %d", n, maxVerifiedTokens)
+	}
+}
