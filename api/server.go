@@ -85,9 +85,7 @@ func New(cfg Config, deps Deps) *Server {
 	r.UseRawPath = true
 	r.UnescapePathValues = true
 	r.Use(withRequestID, observeRequests(cfg.Metrics), logRequests, recoverPanics)
-	r.NoRoute(func(c *gin.Context) {
-		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
-	})
+	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))
 	})
@@ -126,17 +124,24 @@ func New(cfg Config, deps Deps) *Server {
 // Handler returns the root HTTP handler.
 func (s *Server) Handler() http.Handler { return s.router }
 
+func notFound(c *gin.Context) {
+	writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
+}
+
 func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok"})
 }
 
 // Ready reports whether PostgreSQL and Redis answer, naming the first that
-// does not. The worker's probe server uses it too.
+// does not. A process without a database (d nil: the dashboard) checks
+// Redis alone. The worker's probe server uses it too.
 func Ready(ctx context.Context, d *sqlx.DB, r redis.UniversalClient) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := d.PingContext(ctx); err != nil {
-		return problem.New(problem.Unavailable, "database_unavailable", "PostgreSQL is not reachable.")
+	if d != nil {
+		if err := d.PingContext(ctx); err != nil {
+			return problem.New(problem.Unavailable, "database_unavailable", "PostgreSQL is not reachable.")
+		}
 	}
 	if err := r.Ping(ctx).Err(); err != nil {
 		return problem.New(problem.Unavailable, "redis_unavailable", "Redis is not reachable.")
@@ -166,38 +171,23 @@ func (s *Server) whoami(c *gin.Context) {
 
 // Probes returns a handler with only /healthz and /readyz, for processes that
 // serve no API (the worker).
-func Probes(d *sqlx.DB, r redis.UniversalClient) http.Handler {
+func Probes(d *sqlx.DB, r redis.UniversalClient) http.Handler { return probes(d, r) }
+
+func probes(d *sqlx.DB, r redis.UniversalClient) *gin.Engine {
 	s := &Server{db: d, redis: r}
 	e := gin.New()
 	e.Use(withRequestID, recoverPanics)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.NoRoute(func(c *gin.Context) {
-		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
-	})
+	e.NoRoute(notFound)
 	return e
 }
 
-// Dashboard returns the handler of `importd dashboard`: the Asynqmon
-// dashboard at MonitoringRoot, /healthz, and a /readyz that checks Redis
-// alone, the only store the dashboard reads.
+// Dashboard returns the handler of `importd dashboard`: the probes of a
+// process without a database (its /readyz checks Redis alone, the only
+// store the dashboard reads) and the Asynqmon dashboard at MonitoringRoot.
 func Dashboard(r redis.UniversalClient, monitoring http.Handler) http.Handler {
-	s := &Server{redis: r}
-	e := gin.New()
-	e.Use(withRequestID, recoverPanics)
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", func(c *gin.Context) {
-		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
-		defer cancel()
-		if err := r.Ping(ctx).Err(); err != nil {
-			writeError(c, problem.New(problem.Unavailable, "redis_unavailable", "Redis is not reachable."))
-			return
-		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
-	})
+	e := probes(nil, r)
 	e.Any(MonitoringRoot+"/*any", gin.WrapH(monitoring))
-	e.NoRoute(func(c *gin.Context) {
-		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
-	})
 	return e
 }
