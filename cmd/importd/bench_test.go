@@ -90,6 +90,27 @@ func importsBenchPost(c *http.Client, url, tok string, body []byte, want int) er
 	return nil
 }
 
+// importsBenchWarm sends warmup(i) for every worker i from importsBenchWorkers
+// goroutines at once, as BenchmarkE4BaselinePlainUpsert warms its pool, so
+// that every measured run starts with all its keep-alive connections, and
+// the server with all its database connections, open. Warming one request
+// after another would open a single connection and leave the others to be
+// opened (and their statements prepared) inside the timed loop.
+func importsBenchWarm(b *testing.B, warmup func(i int) error) {
+	b.Helper()
+	errs := make([]error, importsBenchWorkers)
+	var wg sync.WaitGroup
+	for i := range importsBenchWorkers {
+		wg.Go(func() { errs[i] = warmup(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // importsBenchFixture is the fixture as a client sends it (with its
 // whitespace), its account number replaced by "%s".
 func importsBenchFixture(b *testing.B) string {
@@ -124,11 +145,7 @@ func BenchmarkE3Validate(b *testing.B) {
 	body := fmt.Appendf(nil, importsBenchFixture(b), "A-00012345")
 	b.SetBytes(int64(len(body)))
 	url := e.s.base + pathValidateAccount
-	for range importsBenchWorkers {
-		if err := importsBenchPost(c, url, e.tok, body, http.StatusOK); err != nil {
-			b.Fatal(err)
-		}
-	}
+	importsBenchWarm(b, func(int) error { return importsBenchPost(c, url, e.tok, body, http.StatusOK) })
 	importsBenchRun(b, func(int) error { return importsBenchPost(c, url, e.tok, body, http.StatusOK) })
 }
 
@@ -155,11 +172,7 @@ func BenchmarkE3BaselineBareGin(b *testing.B) {
 	body := fmt.Appendf(nil, importsBenchFixture(b), "A-00012345")
 	b.SetBytes(int64(len(body)))
 	url := srv.URL + pathValidateAccount
-	for range importsBenchWorkers {
-		if err := importsBenchPost(c, url, "", body, http.StatusOK); err != nil {
-			b.Fatal(err)
-		}
-	}
+	importsBenchWarm(b, func(int) error { return importsBenchPost(c, url, "", body, http.StatusOK) })
 	importsBenchRun(b, func(int) error { return importsBenchPost(c, url, "", body, http.StatusOK) })
 }
 
@@ -171,11 +184,9 @@ func BenchmarkE4Stage(b *testing.B) {
 	bodies := importsBenchBodies(b, template)
 	b.SetBytes(int64(len(bodies[0])))
 	url := e.s.base + pathStageAccount
-	for i := range importsBenchWorkers {
-		if err := importsBenchPost(c, url, e.tok, fmt.Appendf(nil, template, fmt.Sprint("WARM-", i)), http.StatusCreated); err != nil {
-			b.Fatal(err)
-		}
-	}
+	importsBenchWarm(b, func(i int) error {
+		return importsBenchPost(c, url, e.tok, fmt.Appendf(nil, template, fmt.Sprint("WARM-", i)), http.StatusCreated)
+	})
 	importsBenchRun(b, func(i int) error { return importsBenchPost(c, url, e.tok, bodies[i], http.StatusCreated) })
 }
 
@@ -214,15 +225,10 @@ func BenchmarkE4BaselinePlainUpsert(b *testing.B) {
 	e.s.db.SetMaxIdleConns(importsBenchWorkers)
 	const upsert = `INSERT INTO import_processes (supplier_id, external_account_number, payload) VALUES ($1, $2, $3)
 		ON CONFLICT (supplier_id, external_account_number) DO UPDATE SET payload = EXCLUDED.payload`
-	var wg sync.WaitGroup
-	for i := range importsBenchWorkers {
-		wg.Go(func() {
-			if _, err := e.s.db.ExecContext(ctx, upsert, supplierID, fmt.Sprint("WARM-", i), payloads[0]); err != nil {
-				b.Error(err)
-			}
-		})
-	}
-	wg.Wait()
+	importsBenchWarm(b, func(i int) error {
+		_, err := e.s.db.ExecContext(ctx, upsert, supplierID, fmt.Sprint("WARM-", i), payloads[0])
+		return err
+	})
 	b.SetBytes(int64(len(payloads[0])))
 	importsBenchRun(b, func(i int) error {
 		_, err := e.s.db.ExecContext(ctx, upsert, supplierID, eans[i], payloads[i])
