@@ -15,6 +15,7 @@ import (
 
 	"bulkimport/jobs"
 	"bulkimport/jobs/account"
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/email"
 	"bulkimport/jobs/metrics"
 	"bulkimport/jobs/process"
@@ -40,6 +41,9 @@ type Deps struct {
 	Redis    asynq.RedisConnOpt
 	RedisCli redis.UniversalClient
 	Catalog  account.Catalog
+	// Documents is the store that account notes refer to; nil when
+	// DOCUMENTS_URL is not set.
+	Documents *documents.Store
 	// Metrics counts tasks, accounts created and vendor calls; nil counts
 	// nothing.
 	Metrics *metrics.Metrics
@@ -102,7 +106,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.accountsMux.Use(observeJobs(deps.Metrics))
 	w.otherMux.Use(observeJobs(deps.Metrics))
-	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog)})
+	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents)})
 	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
 	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))
 	return w, nil

@@ -15,6 +15,7 @@ import (
 	"bulkimport/jobs"
 	"bulkimport/jobs/account"
 	"bulkimport/jobs/admin"
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/process"
 )
 
@@ -133,7 +134,12 @@ func benchE5Direct(b *testing.B, workers int) {
 	opt, _ := redis.ParseURL(s.env["REDIS_URL"])
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil))
+	docs, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"])
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer docs.Close()
+	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), docs)
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, func(i int) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{

@@ -151,24 +151,24 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	if d != nil {
 		catalog = account.NewCatalog(d, nil)
 	}
+	// Without DOCUMENTS_URL the service still starts: only E6 and E8
+	// requests, and E5 accounts whose notes name a document, are refused
+	// (document_store_not_configured). A URL that does not open stops the
+	// start, naming the variable.
+	var docs *documents.Store
+	if cfg.DocumentsURL != "" && mode != "dashboard" {
+		var err error
+		if docs, err = documents.Open(ctx, cfg.DocumentsURL); err != nil {
+			return fmt.Errorf("DOCUMENTS_URL: %w", err)
+		}
+		defer docs.Close()
+	}
 	var handler http.Handler
 	switch mode {
 	case "serve", "api":
 		authSvc := auth.New(d, cfg.TokenSecret)
 		if err := authSvc.Listen(ctx, cfg.DatabaseURL); err != nil {
 			return fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
-		}
-		// Without DOCUMENTS_URL the API still starts: only E6 and E8
-		// requests that reference a document are refused (503
-		// document_store_not_configured). A URL that does not open stops
-		// the start, naming the variable.
-		var docs *documents.Store
-		if cfg.DocumentsURL != "" {
-			var err error
-			if docs, err = documents.Open(ctx, cfg.DocumentsURL); err != nil {
-				return fmt.Errorf("DOCUMENTS_URL: %w", err)
-			}
-			defer docs.Close()
 		}
 		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring, Metrics: m, MetricsHandler: metricsHandler}, api.Deps{
 			DB: d, Redis: rc, Auth: authSvc,
@@ -199,7 +199,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		w, err = worker.New(worker.Config{
 			AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
 			ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
-		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog, Metrics: m})
+		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog, Documents: docs, Metrics: m})
 		if err != nil {
 			return err
 		}

@@ -51,6 +51,10 @@ func startServiceLogging(t testing.TB, mode string, extra map[string]string, std
 		"HTTP_ADDR":    "127.0.0.1:0",
 		"TOKEN_SECRET": testSecret,
 		"LOG_LEVEL":    "error",
+		// Every service has a document store, as in production: the
+		// fixture's note names a document, which E5 checks (seedDemo
+		// places it).
+		"DOCUMENTS_URL": "file://" + t.TempDir(),
 	}
 	for k, v := range extra {
 		env[k] = v

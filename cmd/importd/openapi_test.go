@@ -181,23 +181,31 @@ func openAPIEnv(t *testing.T, c *checked) {
 		t.Fatal(err)
 	}
 	for i, a := range []struct{ ean, contract, lastBilled string }{{"PI-1", "", day(-60)}, {"BA-1", "BC-OA", ""}, {"BA-2", "BC-OA", ""}} {
-		var lb *string
-		if a.lastBilled != "" {
-			lb = &a.lastBilled
-		}
-		if _, err := c.db.Exec(`
-			WITH p AS (
-				INSERT INTO import_processes (supplier_id, external_account_number, payload, status, service_account_number, account_created_at)
-				SELECT id, $1, '{}', 'COMPLETED', $2, now() - interval '400 days' FROM import_suppliers WHERE code = 'DEMO' RETURNING id, supplier_id),
-			a AS (
-				INSERT INTO accounts (service_account_number, supplier_id, external_account_number, import_process_id, operations_team_id,
-					business_contract_id, billing_country, last_billed_to_date, created_at)
-				SELECT $2, p.supplier_id, $1, p.id, (SELECT id FROM operations_teams WHERE name = 'Ops'),
-					(SELECT id FROM business_contracts WHERE supplier_id = p.supplier_id AND identifier = $3), 'GB', $4::date, now() - interval '400 days'
-				FROM p RETURNING id)
-			INSERT INTO ledgers (account_id) SELECT id FROM a`, a.ean, fmt.Sprintf("A-%08X", 0x0A000000+i), a.contract, lb); err != nil {
-			t.Fatal(err)
-		}
+		insertImportedAccount(t, c.service, a.ean, fmt.Sprintf("A-%08X", 0x0A000000+i), a.contract, a.lastBilled)
+	}
+}
+
+// insertImportedAccount writes an account of supplier DEMO as E5 would have
+// created it 400 days ago, with team Ops, an empty ledger and, when given,
+// a business contract and a last-billed date.
+func insertImportedAccount(t *testing.T, s *service, ean, number, contract, lastBilled string) {
+	t.Helper()
+	var lb *string
+	if lastBilled != "" {
+		lb = &lastBilled
+	}
+	if _, err := s.db.Exec(`
+		WITH p AS (
+			INSERT INTO import_processes (supplier_id, external_account_number, payload, status, service_account_number, account_created_at)
+			SELECT id, $1, '{}', 'COMPLETED', $2, now() - interval '400 days' FROM import_suppliers WHERE code = 'DEMO' RETURNING id, supplier_id),
+		a AS (
+			INSERT INTO accounts (service_account_number, supplier_id, external_account_number, import_process_id, operations_team_id,
+				business_contract_id, billing_country, last_billed_to_date, created_at)
+			SELECT $2, p.supplier_id, $1, p.id, (SELECT id FROM operations_teams WHERE name = 'Ops'),
+				(SELECT id FROM business_contracts WHERE supplier_id = p.supplier_id AND identifier = $3), 'GB', $4::date, now() - interval '400 days'
+			FROM p RETURNING id)
+		INSERT INTO ledgers (account_id) SELECT id FROM a`, ean, number, contract, lb); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -208,8 +216,11 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 	t.Parallel()
 	c := newChecked(t, startService(t, "serve", map[string]string{"MAX_BODY_BYTES": "65536"}))
 	openAPIEnv(t, c)
-	limited := newChecked(t, startService(t, "api", map[string]string{"PROCESS_CONCURRENCY_LIMIT": "1", "PROCESS_WAIT_TIMEOUT": "200ms"}))
+	// limited has no worker (E5 never finishes there) and no document store
+	// (E6 naming a document is refused with 503).
+	limited := newChecked(t, startService(t, "api", map[string]string{"PROCESS_CONCURRENCY_LIMIT": "1", "PROCESS_WAIT_TIMEOUT": "200ms", "DOCUMENTS_URL": ""}))
 	seedDemo(t, limited.service, admin.Supplier{})
+	insertImportedAccount(t, limited.service, "PI-NS", "A-0B000000", "", "")
 
 	t.Run("operations", func(t *testing.T) {
 		t.Run("token and identity", func(t *testing.T) {
@@ -312,7 +323,10 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			want(t, "E6 again", c.do(t, "POST", pathNotes, tok, notes), 201, "")
 			want(t, "E6 invalid", c.do(t, "POST", pathNotes, tok, map[string]any{"import_supplier": "DEMO", "external_account_number": "PI-1", "notes": []any{}, "x": 1}), 400, "")
 			want(t, "E6 unknown account", c.do(t, "POST", pathNotes, tok, map[string]any{"import_supplier": "DEMO", "external_account_number": "NOPE", "notes": []any{map[string]any{"body": "x"}}}), 404, "account_not_found")
-			want(t, "E6 with a document and no store", c.do(t, "POST", pathNotes, tok, map[string]any{"import_supplier": "DEMO", "external_account_number": "PI-1",
+			want(t, "E6 naming a missing document", c.do(t, "POST", pathNotes, tok, map[string]any{"import_supplier": "DEMO", "external_account_number": "PI-1",
+				"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "a.pdf"}}}}}), 400, "notes_failed_validation")
+			ltok := limited.accessToken(t, limited.newKey(t, "oa-limited-notes"))
+			want(t, "E6 with a document and no store", limited.do(t, "POST", pathNotes, ltok, map[string]any{"import_supplier": "DEMO", "external_account_number": "PI-NS",
 				"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "a.pdf"}}}}}), 503, "document_store_not_configured")
 
 			st := fmt.Sprintf(`{"import_supplier": "DEMO", "external_account_number": "PI-1", "statements": [{"statement_id": "S1", "number": "0001",

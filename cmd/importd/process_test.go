@@ -19,6 +19,7 @@ import (
 
 	"bulkimport/jobs"
 	"bulkimport/jobs/admin"
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/problem"
 	"bulkimport/jobs/process"
 )
@@ -41,8 +42,12 @@ func fixture(t testing.TB, ean string) map[string]any {
 	return m
 }
 
+// fixtureDocument is the document that the fixture's second note names.
+const fixtureDocument = "letters/A-00012345/welcome-2019.pdf"
+
 // seedDemo creates what the fixture refers to: supplier DEMO, a team, the
-// tariffs and the business contract.
+// tariffs, the business contract and, when the service has a document
+// store, the document of the fixture's note.
 func seedDemo(t testing.TB, s *service, supplier admin.Supplier) {
 	t.Helper()
 	ctx := context.Background()
@@ -62,6 +67,23 @@ func seedDemo(t testing.TB, s *service, supplier admin.Supplier) {
 	if _, err := s.db.Exec(`WITH b AS (INSERT INTO businesses (supplier_id, external_business_identifier, business_type, company_number, company_name)
 		VALUES ($1, 'BIZ-1', 'LTD', '01234567', 'Hughes Ltd') RETURNING id)
 		INSERT INTO business_contracts (business_id, supplier_id, identifier) SELECT id, $1, 'BC-2024-0042' FROM b`, sup.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s.env["DOCUMENTS_URL"] != "" {
+		s.putDocument(t, sup.DocumentRoot, fixtureDocument)
+	}
+}
+
+// putDocument places a small PDF at path under root in the service's
+// document store.
+func (s *service) putDocument(t testing.TB, root, path string) {
+	t.Helper()
+	store, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Put(context.Background(), root, path, strings.NewReader("%PDF-1.4 welcome letter")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -308,6 +330,47 @@ func TestProcess_InvalidStagedDataIsNotRetriedAndE10SaysWhy(t *testing.T) {
 	}
 	if st := s.status(t, tok, "ACC-BAD"); st["last_error"] != nil {
 		t.Errorf("last_error kept after success: %v", st["last_error"])
+	}
+}
+
+// A note in the payload may name a document only if the store holds it
+// under the supplier's document root, as for E6. E3 and E4 do not look; E5
+// does, before it creates anything.
+func TestProcess_NoteDocumentsMustExistUnderTheSuppliersRoot(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{DocumentRoot: "demo/docs"}) // places the fixture's document under the root
+	tok := s.accessToken(t, s.newKey(t, "k"))
+
+	s.stage(t, tok, fixture(t, "ACC-DOC"))
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-DOC", false)); r.Status != 201 {
+		t.Fatalf("E5 with the document in the store: %d %s", r.Status, r.Raw)
+	}
+	if n := s.count(t, `SELECT count(*) FROM accounts WHERE external_account_number = 'ACC-DOC'`); n != 1 {
+		t.Fatalf("%d accounts, want 1", n)
+	}
+
+	// The same path outside the root, and a path that names nothing.
+	s.putDocument(t, "", "letters/outside-root.pdf")
+	for _, path := range []string{"letters/outside-root.pdf", "letters/never-uploaded.pdf"} {
+		ean := "ACC-NODOC-" + strings.TrimSuffix(strings.TrimPrefix(path, "letters/"), ".pdf")
+		acc := fixture(t, ean)
+		acc["notes"].([]any)[1].(map[string]any)["document_paths"] = []any{map[string]any{"document_path": path}}
+		s.stage(t, tok, acc) // staging does not look in the store
+		r := s.do(t, "POST", processPath, tok, processBody(ean, false))
+		errs, _ := r.Body["errors"].([]any)
+		want := map[string]any{"attr": "notes.1.document_paths.0.document_path", "code": "document_not_found"}
+		if r.Status != 400 || r.Body["code"] != "account_failed_validation" || len(errs) != 1 ||
+			errs[0].(map[string]any)["attr"] != want["attr"] || errs[0].(map[string]any)["code"] != want["code"] {
+			t.Errorf("E5 naming %s: %d %s, want 400 with one %v", path, r.Status, r.Raw, want)
+		}
+		if n := s.count(t, `SELECT count(*) FROM accounts WHERE external_account_number = $1`, ean); n != 0 {
+			t.Errorf("%s: %d accounts created", path, n)
+		}
+		st := s.status(t, tok, ean)
+		if last, _ := st["last_error"].(map[string]any); !strings.Contains(fmt.Sprint(last["errors"]), "document_not_found") {
+			t.Errorf("%s: E10 = %v, want last_error naming document_not_found", path, st)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ package account
 import (
 	"encoding/json"
 
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/validate"
 )
 
@@ -205,6 +206,19 @@ type Note struct {
 	CreatedAt     *validate.Datetime `json:"created_at,omitzero"`
 	IsPinned      *bool              `json:"is_pinned,omitzero"`
 	UnpinAt       *validate.Datetime `json:"unpin_at,omitzero"`
+}
+
+// DocumentRefs lists the documents that the account's notes name, each at
+// its attr, for the existence check that E5 makes before creating the
+// account.
+func (a *Account) DocumentRefs() []documents.Ref {
+	var refs []documents.Ref
+	for i, n := range a.Notes {
+		for k, d := range n.DocumentPaths {
+			refs = append(refs, documents.Ref{Attr: validate.Attr("notes", i, "document_paths", k, "document_path"), Path: d.DocumentPath})
+		}
+	}
+	return refs
 }
 
 // DocumentPath names a document under the supplier's document root.

@@ -223,23 +223,3 @@ func normalisePhone(s, region string, mustBeMobile bool) (string, phoneResult) {
 	}
 	return phonenumbers.Format(num, phonenumbers.E164), phoneValid
 }
-
-// validDocumentPath accepts a normalised relative path: no leading slash, no
-// backslash, no control character, and no empty, "." or ".." segment, so
-// that it can never leave the supplier's document root.
-func validDocumentPath(p string) bool {
-	if p == "" || p[0] == '/' {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '\\' || p[i] < 0x20 || p[i] == 0x7f {
-			return false
-		}
-	}
-	for seg := range strings.SplitSeq(p, "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return false
-		}
-	}
-	return true
-}

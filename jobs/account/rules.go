@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/validate"
 )
 
@@ -40,7 +41,8 @@ const (
 	CodeContractNotFound          = "business_contract_not_found"
 	CodeNoteEmpty                 = "note_body_or_document_path_not_found"
 	CodeNoteUnpinBeforeCreation   = "note_unpin_at_earlier_than_creation_date"
-	CodeInvalidDocumentPath       = "invalid_document_path"
+	CodeNoteUnpinWithoutPin       = "note_unpin_at_without_is_pinned"
+	CodeInvalidDocumentPath       = documents.CodeInvalidPath
 )
 
 // rule is one row of the semantic part of RULES.md.
@@ -75,8 +77,9 @@ var semanticRules = []rule{
 	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A plain non-negative decimal number written as a string (`\"12345.6\"`)."},
 	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence)."},
 	{CodeNoteEmpty, "`notes[]`", "A note has a non-blank `body`, or at least one document path, or both."},
+	{CodeNoteUnpinWithoutPin, "`notes[].unpin_at`", "Only sent with `is_pinned: true`: it says when a pinned note stops being pinned. E6 applies the same rule."},
 	{CodeNoteUnpinBeforeCreation, "`notes[].unpin_at`", "Not before `created_at`, or before now when `created_at` is omitted (the note is then created now)."},
-	{CodeInvalidDocumentPath, "`notes[].document_paths[].document_path`", "Relative to the supplier's document root and normalised: no leading slash, no backslash, no empty, `.` or `..` segment. Whether the document exists is checked when the note is created, not here."},
+	{CodeInvalidDocumentPath, "`notes[].document_paths[].document_path`", "Relative to the supplier's document root and normalised: no leading slash, no backslash, no empty, `.` or `..` segment. E3 and E4 do not look in the document store. E5 does, before it creates the account: a document that is not there fails the account with `document_not_found` at this attr, as E6 and E8 do."},
 	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier."},
 }
 

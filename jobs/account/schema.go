@@ -3,6 +3,7 @@ package account
 import (
 	"encoding/json"
 
+	"bulkimport/jobs/documents"
 	v "bulkimport/jobs/validate"
 )
 
@@ -17,7 +18,6 @@ const (
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
 	maxPostcode   = 16
-	maxPath       = 1024
 	maxReading    = 32
 	maxAccountRef = 128 // set by the issue
 )
@@ -199,7 +199,7 @@ var supplyAddressSchema = v.NewObject(
 )
 
 var documentPathSchema = v.NewObject(
-	v.Req("document_path", v.StringValue, func(d *DocumentPath) *string { return &d.DocumentPath }, v.MaxLength(maxPath),
+	v.Req("document_path", v.StringValue, func(d *DocumentPath) *string { return &d.DocumentPath }, v.MaxLength(documents.MaxPathLength),
 		v.Codes(CodeInvalidDocumentPath)),
 )
 
@@ -209,7 +209,8 @@ var noteSchema = v.NewObject(
 	v.List("document_paths", documentPathSchema, func(n *Note) *[]DocumentPath { return &n.DocumentPaths }, v.Codes(CodeNoteEmpty)),
 	v.Opt("created_at", v.DatetimeValue, func(n *Note) **v.Datetime { return &n.CreatedAt }, v.Note("Omitted: the note is created at the current time.")),
 	v.Opt("is_pinned", v.BooleanValue, func(n *Note) **bool { return &n.IsPinned }),
-	v.Opt("unpin_at", v.DatetimeValue, func(n *Note) **v.Datetime { return &n.UnpinAt }, v.Codes(CodeNoteUnpinBeforeCreation)),
+	v.Opt("unpin_at", v.DatetimeValue, func(n *Note) **v.Datetime { return &n.UnpinAt },
+		v.Codes(CodeNoteUnpinWithoutPin, CodeNoteUnpinBeforeCreation), v.Note("Only with is_pinned true.")),
 )
 
 var businessSchema = v.NewObject(

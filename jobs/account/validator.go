@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/problem"
 	"bulkimport/jobs/validate"
 )
@@ -27,6 +28,13 @@ type Validator struct {
 
 // detailFailed is the top-level detail of a refused payload (spec E3).
 const detailFailed = "Could not validate account data."
+
+// Failed returns the refusal of a payload with the problems in errs, or nil
+// when errs is empty: the same top-level code and detail as validation, for
+// problems found later, such as a document that the store does not hold.
+func Failed(errs problem.List) *problem.Error {
+	return errs.Err(CodeFailedValidation, detailFailed)
+}
 
 // Validate parses body (raw request bytes) and checks every rule. On
 // success it returns the normalised Account, with Supplier set. On failure
@@ -353,6 +361,10 @@ func (c *checker) checkNotes() {
 			c.w.AddAt(validate.Attr("notes", i), CodeNoteEmpty, "A note needs a body, at least one document path, or both.")
 		}
 		if n.UnpinAt != nil {
+			if n.IsPinned == nil || !*n.IsPinned {
+				c.w.AddAt(validate.Attr("notes", i, "unpin_at"), CodeNoteUnpinWithoutPin,
+					"unpin_at says when a pinned note stops being pinned; send is_pinned: true with it, or omit it.")
+			}
 			created := validate.DatetimeOf(c.now)
 			if n.CreatedAt != nil {
 				created = *n.CreatedAt
@@ -363,7 +375,7 @@ func (c *checker) checkNotes() {
 			}
 		}
 		for k, d := range n.DocumentPaths {
-			if d.DocumentPath != "" && !validDocumentPath(d.DocumentPath) {
+			if d.DocumentPath != "" && !documents.ValidPath(d.DocumentPath) {
 				c.w.AddAt(validate.Attr("notes", i, "document_paths", k, "document_path"), CodeInvalidDocumentPath,
 					"%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no empty, . or .. segment).", d.DocumentPath)
 			}

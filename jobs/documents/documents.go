@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"syscall"
@@ -39,6 +40,13 @@ const CodeInvalidPath = "invalid_document_path"
 // platforms call the same problem path_does_not_exist_in_file_store, which
 // RULES.md mentions so that teams moving between platforms find it.
 const CodeNotFound = "document_not_found"
+
+// CodeStoreNotConfigured (503) means DOCUMENTS_URL is not set, so a document
+// reference cannot be checked.
+const CodeStoreNotConfigured = "document_store_not_configured"
+
+// CodeStoreUnavailable (503) means the store did not answer.
+const CodeStoreUnavailable = "document_store_unavailable"
 
 // MaxPathLength is the longest accepted path, in bytes. S3 keys are limited to
 // 1024 bytes, root included; a longer key simply cannot exist.
@@ -204,4 +212,51 @@ func SupplierRoot(ctx context.Context, q sqlx.QueryerContext, code string) (stri
 		return "", fmt.Errorf("documents: supplier root: %w", err)
 	}
 	return root, nil
+}
+
+// Ref is a document path at its place in a request (its attr).
+type Ref struct {
+	Attr string
+	Path string
+}
+
+// Check adds a CodeNotFound problem to errs for each of refs whose document
+// does not exist under root; the paths must be valid. s may be nil (no
+// DOCUMENTS_URL): with references to check, that is a *problem.Error of Kind
+// Unavailable, as is a store that cannot answer. Neither is a verdict on the
+// caller's data.
+//
+// E5 (the account payload's notes), E6 and E8 all check their references
+// here, so a document is judged the same way whichever endpoint names it.
+func Check(ctx context.Context, s *Store, root string, refs []Ref, errs *problem.List) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	if s == nil {
+		return problem.New(problem.Unavailable, CodeStoreNotConfigured,
+			"This service has no document store (DOCUMENTS_URL), so document references cannot be checked.")
+	}
+	paths := make([]string, len(refs))
+	for i, r := range refs {
+		paths[i] = r.Path
+	}
+	missing, err := s.Missing(ctx, root, paths)
+	if err != nil {
+		// The HTTP layer logs only internal errors; this cause is what an
+		// operator needs to fix the store, so it is logged here.
+		slog.WarnContext(ctx, "document store did not answer", "error", err.Error())
+		return &problem.Error{Kind: problem.Unavailable, Code: CodeStoreUnavailable,
+			Detail: "The document store did not answer; retry later.", Cause: err}
+	}
+	gone := make(map[string]bool, len(missing))
+	for _, p := range missing {
+		gone[p] = true
+	}
+	for _, r := range refs {
+		if gone[r.Path] {
+			errs.Add(r.Attr, CodeNotFound,
+				"No document %q exists in the import supplier's document store; upload it first (importctl document put).", r.Path)
+		}
+	}
+	return nil
 }

@@ -160,11 +160,11 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 	if err != nil {
 		return nil, err
 	}
-	var refs []docRef
+	var refs []documents.Ref
 	for i, n := range r.Notes {
 		for k, d := range n.DocumentPaths {
 			if documents.ValidPath(d.DocumentPath) {
-				refs = append(refs, docRef{v.Attr("notes", i, "document_paths", k, "document_path"), d.DocumentPath})
+				refs = append(refs, documents.Ref{Attr: v.Attr("notes", i, "document_paths", k, "document_path"), Path: d.DocumentPath})
 			}
 		}
 	}

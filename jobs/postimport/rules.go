@@ -20,9 +20,9 @@ const (
 	CodeAccountNotFound = "account_not_found"
 	// CodeDocumentStoreNotConfigured (503): DOCUMENTS_URL is not set, so a
 	// document reference cannot be checked.
-	CodeDocumentStoreNotConfigured = "document_store_not_configured"
+	CodeDocumentStoreNotConfigured = documents.CodeStoreNotConfigured
 	// CodeDocumentStoreUnavailable (503): the store did not answer.
-	CodeDocumentStoreUnavailable = "document_store_unavailable"
+	CodeDocumentStoreUnavailable = documents.CodeStoreUnavailable
 )
 
 // The codes of individual problems. Each is stable: callers branch on them.

@@ -19,7 +19,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -107,49 +106,11 @@ func lockAccount(ctx context.Context, tx *sqlx.Tx, supplier, ean string, visible
 	return a, nil
 }
 
-// docRef is a document path at its place in the request.
-type docRef struct {
-	attr string
-	path string
-}
-
 // checkDocuments adds a problem for each reference to a document that is
-// not in the store under root. A store that cannot answer is a 503, not a
-// validation problem.
-func (s *Service) checkDocuments(ctx context.Context, root string, refs []docRef, errs *problem.List) error {
-	if len(refs) == 0 {
-		return nil
-	}
-	if s.docs == nil {
-		return problem.New(problem.Unavailable, CodeDocumentStoreNotConfigured,
-			"This service has no document store (DOCUMENTS_URL), so document references cannot be checked.")
-	}
-	paths := make([]string, len(refs))
-	for i, r := range refs {
-		paths[i] = r.path
-	}
-	missing, err := s.docs.Missing(ctx, root, paths)
-	if err != nil {
-		// The HTTP layer logs only internal errors; this cause is what an
-		// operator needs to fix the store, so it is logged here.
-		slog.WarnContext(ctx, "document store did not answer", "error", err.Error())
-		return &problem.Error{Kind: problem.Unavailable, Code: CodeDocumentStoreUnavailable,
-			Detail: "The document store did not answer; retry later.", Cause: err}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	gone := make(map[string]bool, len(missing))
-	for _, p := range missing {
-		gone[p] = true
-	}
-	for _, r := range refs {
-		if gone[r.path] {
-			errs.Add(r.attr, CodeDocumentNotFound,
-				"No document %q exists in the import supplier's document store; upload it first (importctl document put).", r.path)
-		}
-	}
-	return nil
+// not in the store under root. A store that is missing or cannot answer is a
+// 503, not a validation problem.
+func (s *Service) checkDocuments(ctx context.Context, root string, refs []documents.Ref, errs *problem.List) error {
+	return documents.Check(ctx, s.docs, root, refs, errs)
 }
 
 // hasErrorAt reports whether errs has a problem at one of attrs.

@@ -150,10 +150,10 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if err != nil {
 		return nil, err
 	}
-	var refs []docRef
+	var refs []documents.Ref
 	for i, st := range r.Statements {
 		if st.StatementPath != nil && documents.ValidPath(*st.StatementPath) {
-			refs = append(refs, docRef{v.Attr("statements", i, "statement_path"), *st.StatementPath})
+			refs = append(refs, documents.Ref{Attr: v.Attr("statements", i, "statement_path"), Path: *st.StatementPath})
 		}
 	}
 	if err := s.checkDocuments(ctx, acc.DocumentRoot, refs, &errs); err != nil {

@@ -17,6 +17,7 @@ import (
 	"bulkimport/db"
 	"bulkimport/jobs"
 	"bulkimport/jobs/account"
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/problem"
 	"bulkimport/jobs/taskwait"
 )
@@ -27,13 +28,16 @@ type Creator struct {
 	rdb     redis.UniversalClient
 	client  *asynq.Client
 	catalog account.Catalog
+	docs    *documents.Store
 	now     func() time.Time
 }
 
 // NewCreator returns the worker side of E5. catalog is unscoped: the API
-// already checked what the caller may see.
-func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog) *Creator {
-	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, now: time.Now}
+// already checked what the caller may see. docs is the document store that
+// the payload's notes refer to; nil (no DOCUMENTS_URL) fails, after retries,
+// every account whose notes name a document, because they cannot be checked.
+func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store) *Creator {
+	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs, now: time.Now}
 }
 
 // errRestaged makes the task retry when its staged data changed under it.
@@ -77,6 +81,17 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		} else if err != nil {
 			return c.failed(ctx, p, taskID, final, err)
 		}
+	}
+	if acc != nil && invalid == nil {
+		// The documents the notes name must exist, as for E6. The check
+		// reads the store, so it runs before the transaction, like
+		// validation; a document deleted in between is not caught, as it
+		// would not be after the commit either.
+		var errs problem.List
+		if err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, acc.DocumentRefs(), &errs); err != nil {
+			return c.failed(ctx, p, taskID, final, err)
+		}
+		invalid = account.Failed(errs)
 	}
 	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
 		var row processRow
