@@ -17,7 +17,7 @@ import (
 //     asynq.RedisClientOpt;
 //   - redis-sentinel://[:pass@]host1:port,host2:port/db?master=NAME: a
 //     Sentinel-managed primary, asynq.RedisFailoverClientOpt (pass is the
-//     Sentinels' password);
+//     Sentinels' password; &username= and &password= are the primary's);
 //   - redis-cluster://[user:pass@]host1:port,host2:port: a Redis Cluster
 //     given by some of its nodes, asynq.RedisClusterClientOpt. A cluster has
 //     only database 0, so no /db is accepted.
@@ -39,7 +39,12 @@ func parseRedisURL(v string) (asynq.RedisConnOpt, error) {
 // parseSentinelURL is asynq.ParseRedisURI's sentinel form, which ignores
 // the /db of the URL and accepts one without a master: both would only
 // show up later, as data in database 0 or a failure to connect. As in
-// asynq, the password is the Sentinels' (SentinelPassword).
+// asynq, the URL's password is the Sentinels' (SentinelPassword). A primary
+// that requires a password of its own (requirepass, or an ACL user) gets
+// it from ?username= and ?password=, which asynq's form cannot express;
+// Sentinels and primary are often secured separately, so one password for
+// both would not do. Any other parameter is refused, so that a misspelt one
+// fails at start-up instead of at the first connection.
 func parseSentinelURL(v string) (asynq.RedisConnOpt, error) {
 	o, err := asynq.ParseRedisURI(v)
 	if err != nil {
@@ -55,6 +60,13 @@ func parseSentinelURL(v string) (asynq.RedisConnOpt, error) {
 		}
 	}
 	u, _ := url.Parse(v) // parsed by asynq already
+	q := u.Query()
+	for k := range q {
+		if k != "master" && k != "username" && k != "password" {
+			return nil, fmt.Errorf("redis-sentinel:// takes only ?master=, &username= and &password=, not %q", k)
+		}
+	}
+	opt.Username, opt.Password = q.Get("username"), q.Get("password")
 	if p := strings.Trim(u.Path, "/"); p != "" {
 		db, err := strconv.Atoi(p)
 		if err != nil || db < 0 {

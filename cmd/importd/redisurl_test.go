@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
@@ -23,6 +29,9 @@ func TestConfig_RedisURLTopologies(t *testing.T) {
 			asynq.RedisClientOpt{Addr: "10.0.0.5:6379", Password: "secret", DB: 3}},
 		{"sentinel", "redis-sentinel://:secret@s1:26379,s2:26379,s3:26379/2?master=importd",
 			asynq.RedisFailoverClientOpt{MasterName: "importd", SentinelAddrs: []string{"s1:26379", "s2:26379", "s3:26379"}, SentinelPassword: "secret", DB: 2}},
+		{"sentinel with the primary's own credentials", "redis-sentinel://:sentinel-secret@s1:26379/0?master=importd&username=importd&password=primary-secret",
+			asynq.RedisFailoverClientOpt{MasterName: "importd", SentinelAddrs: []string{"s1:26379"}, SentinelPassword: "sentinel-secret",
+				Username: "importd", Password: "primary-secret"}},
 		{"cluster", "redis-cluster://n1:7000,n2:7001,n3:7002",
 			asynq.RedisClusterClientOpt{Addrs: []string{"n1:7000", "n2:7001", "n3:7002"}}},
 		{"cluster with ACL credentials", "redis-cluster://importd:secret@n1:7000/",
@@ -55,6 +64,7 @@ func TestConfig_RedisURLRefusals(t *testing.T) {
 		{"cluster with a database", "redis-cluster://n1:7000/3", "only database 0"},
 		{"cluster with options", "redis-cluster://n1:7000?master=x", "no query parameters"},
 		{"sentinel without master", "redis-sentinel://s1:26379/0", "needs ?master=NAME"},
+		{"sentinel with an unknown parameter", "redis-sentinel://s1:26379/0?master=m&pasword=x", `not "pasword"`},
 		{"sentinel with a database that is not a number", "redis-sentinel://s1:26379/x?master=m", `database "x" must be a number`},
 	}
 	for _, tc := range cases {
@@ -65,5 +75,63 @@ func TestConfig_RedisURLRefusals(t *testing.T) {
 				t.Fatalf("error %v, want one naming REDIS_URL and containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A Sentinel deployment where the Sentinels and the primary each require a
+// password of their own, run for real: the URL's password reaches the
+// Sentinels and ?password= the primary. Without ?password= the client
+// cannot authenticate to the primary.
+func TestConfig_RedisSentinelWithSeparatePasswords(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server is not installed; `make test` installs it")
+	}
+	dir := t.TempDir()
+	primary, sentinel := freePort(t), freePort(t)
+	start := func(name string, args ...string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		if out, err := os.Create(filepath.Join(dir, name+".log")); err == nil {
+			cmd.Stdout, cmd.Stderr = out, out
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	start("primary", "--port", fmt.Sprint(primary), "--bind", "127.0.0.1", "--requirepass", "primary-secret",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	conf := filepath.Join(dir, "sentinel.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "port %d\nbind 127.0.0.1\nrequirepass sentinel-secret\ndir %s\n"+
+		"sentinel monitor importd 127.0.0.1 %d 1\nsentinel auth-pass importd primary-secret\n", sentinel, dir, primary), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start("sentinel", conf, "--sentinel")
+
+	ping := func(url string) error {
+		cfg, err := loadConfig(func(k string) string { return map[string]string{"REDIS_URL": url}[k] }, needRedis)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc := cfg.Redis.MakeRedisClient().(redis.UniversalClient)
+		defer rc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return rc.Ping(ctx).Err()
+	}
+	base := fmt.Sprintf("redis-sentinel://:sentinel-secret@127.0.0.1:%d/0?master=importd", sentinel)
+	var err2 error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err2 = ping(base + "&password=primary-secret"); err2 == nil {
+			break
+		}
+	}
+	if err2 != nil {
+		t.Fatalf("ping through the Sentinel with both passwords: %v", err2)
+	}
+	if err := ping(base); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("ping without the primary's password: %v, want NOAUTH", err)
 	}
 }
