@@ -76,13 +76,41 @@ func newChecked(t testing.TB, s *service) *checked {
 	return &checked{service: s, doc: doc, router: router, hit: map[string][]int{}}
 }
 
-// do is service.do with the answer validated.
+// do is service.do with the answer validated, and, when the service
+// accepted the request (2xx), the request too: a body the service takes
+// must be one the document allows, or clients generated from the document
+// could not send it.
 func (c *checked) do(t testing.TB, method, path, token string, body any) response {
 	t.Helper()
 	r := c.service.do(t, method, path, token, body)
 	req, _ := http.NewRequest(method, c.base+path, nil)
 	c.check(t, req, r)
+	if r.Status >= 200 && r.Status < 300 && body != nil {
+		c.checkRequest(t, method, path, body)
+	}
 	return r
+}
+
+// checkRequest validates an accepted request's body against the document.
+// Authentication is not checked here: answers 401 are, by check.
+func (c *checked) checkRequest(t testing.TB, method, path string, body any) {
+	t.Helper()
+	raw, ok := body.(string)
+	if !ok {
+		j, _ := json.Marshal(body)
+		raw = string(j)
+	}
+	req, _ := http.NewRequest(method, c.base+path, strings.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		return // check has reported it
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+		t.Errorf("%s %s: the service accepted a request body that the OpenAPI document refuses: %v\nbody: %.2000s", method, path, err, raw)
+	}
 }
 
 // doReq is doReq with the answer validated, for requests do cannot make
@@ -479,6 +507,39 @@ func TestOpenAPI_CheckerRefusesUndescribedAnswers(t *testing.T) {
 			rec := &recorder{TB: t}
 			req, _ := http.NewRequest(tc.method, c.base+tc.path, nil)
 			c.check(rec, req, response{Status: tc.status, Header: tc.header, Raw: []byte(tc.body)})
+			if tc.ok && len(rec.errs) > 0 {
+				t.Errorf("refused: %v", rec.errs)
+			}
+			if !tc.ok && len(rec.errs) == 0 {
+				t.Error("accepted")
+			}
+		})
+	}
+}
+
+// checkRequest refuses an accepted request body that the document does not
+// allow, so that the request schemas cannot drift from what the service
+// takes.
+func TestOpenAPI_CheckerRefusesUndescribedRequests(t *testing.T) {
+	t.Parallel()
+	c := newChecked(t, &service{base: "http://127.0.0.1:1"})
+	cases := []struct {
+		name, path, body string
+		ok               bool
+	}{
+		{"a described request", "/v1/data-import/account-import-process/process/",
+			`{"external_account_number": "A-1", "import_supplier_code": "DEMO", "operations_team_name": "Ops"}`, true},
+		{"an undocumented field", "/v1/data-import/account-import-process/process/",
+			`{"external_account_number": "A-1", "import_supplier_code": "DEMO", "operations_team_name": "Ops", "priority": 1}`, false},
+		{"a wrong type", "/v1/data-import/account-import-process/process/",
+			`{"external_account_number": "A-1", "import_supplier_code": "DEMO", "operations_team_name": "Ops", "dry_run": "yes"}`, false},
+		{"a missing field", "/v1/data-import/account-import-process/process/", `{"external_account_number": "A-1"}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &recorder{TB: t}
+			c.checkRequest(rec, "POST", tc.path, tc.body)
 			if tc.ok && len(rec.errs) > 0 {
 				t.Errorf("refused: %v", rec.errs)
 			}

@@ -504,7 +504,10 @@ func TestProcess_RedisDownAnswers503AndKeepsStagedData(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitTCP(t, fmt.Sprintf("127.0.0.1:%d", port))
-	s := startService(t, "api", map[string]string{"REDIS_URL": fmt.Sprintf("redis://127.0.0.1:%d/0", port)})
+	// Checked against the OpenAPI document: the answers of a service whose
+	// Redis is down are documented too.
+	c := newChecked(t, startService(t, "api", map[string]string{"REDIS_URL": fmt.Sprintf("redis://127.0.0.1:%d/0", port)}))
+	s := c.service
 	seedDemo(t, s, admin.Supplier{})
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-R"))
@@ -512,9 +515,12 @@ func TestProcess_RedisDownAnswers503AndKeepsStagedData(t *testing.T) {
 	_ = s.db.Get(&before, `SELECT payload::text FROM import_processes`)
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	r := s.do(t, "POST", processPath, tok, processBody("ACC-R", false))
+	r := c.do(t, "POST", processPath, tok, processBody("ACC-R", false))
 	if r.Status != 503 || r.Body["code"] != "queue_unavailable" {
 		t.Fatalf("E5 with Redis down: %d %s", r.Status, r.Raw)
+	}
+	if r := c.do(t, "GET", "/readyz", "", nil); r.Status != 503 {
+		t.Errorf("/readyz with Redis down: %d %s", r.Status, r.Raw)
 	}
 	var after, status string
 	_ = s.db.Get(&after, `SELECT payload::text FROM import_processes`)
