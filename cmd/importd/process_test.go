@@ -374,6 +374,36 @@ func TestProcess_NoteDocumentsMustExistUnderTheSuppliersRoot(t *testing.T) {
 	}
 }
 
+// A worker without a document store cannot check the documents a note
+// names. Its configuration will not change between retries, so the account
+// fails at once, saying why; an account whose notes name no document is
+// created as usual.
+func TestProcess_WorkerWithoutDocumentStoreRefusesNotesWithDocuments(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", map[string]string{"DOCUMENTS_URL": ""})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-NOSTORE"))
+	start := time.Now()
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-NOSTORE", false))
+	if r.Status != 400 || r.Body["code"] != "document_store_not_configured" {
+		t.Fatalf("E5 with a note naming a document and no store: %d %s", r.Status, r.Raw)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Errorf("E5 answered after %s: the failure was retried", waited)
+	}
+	if last, _ := s.status(t, tok, "ACC-NOSTORE")["last_error"].(map[string]any); last["code"] != "document_store_not_configured" {
+		t.Errorf("E10 last_error = %v", last)
+	}
+
+	acc := fixture(t, "ACC-NODOCS")
+	acc["notes"] = acc["notes"].([]any)[:1] // the note with a body only
+	s.stage(t, tok, acc)
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-NODOCS", false)); r.Status != 201 {
+		t.Errorf("E5 of an account whose notes name no document: %d %s", r.Status, r.Raw)
+	}
+}
+
 func mustRedisOpt(t testing.TB, url string) asynq.RedisConnOpt {
 	t.Helper()
 	opt, err := asynq.ParseRedisURI(url)

@@ -34,8 +34,9 @@ type Creator struct {
 
 // NewCreator returns the worker side of E5. catalog is unscoped: the API
 // already checked what the caller may see. docs is the document store that
-// the payload's notes refer to; nil (no DOCUMENTS_URL) fails, after retries,
-// every account whose notes name a document, because they cannot be checked.
+// the payload's notes refer to; nil (no DOCUMENTS_URL) fails every account
+// whose notes name a document (document_store_not_configured), because they
+// cannot be checked.
 func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store) *Creator {
 	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs, now: time.Now}
 }
@@ -88,10 +89,16 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		// validation; a document deleted in between is not caught, as it
 		// would not be after the commit either.
 		var errs problem.List
-		if err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, acc.DocumentRefs(), &errs); err != nil {
+		err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, acc.DocumentRefs(), &errs)
+		if pe, ok := problem.As(err); ok && pe.Code == documents.CodeStoreNotConfigured {
+			// A worker's configuration does not change between retries:
+			// the account fails at once, and E5 and E10 say why.
+			invalid = pe
+		} else if err != nil {
 			return c.failed(ctx, p, taskID, final, err)
+		} else {
+			invalid = account.Failed(errs)
 		}
-		invalid = account.Failed(errs)
 	}
 	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
 		var row processRow
