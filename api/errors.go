@@ -47,7 +47,7 @@ func writeError(c *gin.Context, err error) {
 	if !ok || p.Kind == problem.Internal {
 		slog.ErrorContext(c.Request.Context(), "internal error",
 			"request_id", requestID(c), "route", c.FullPath(), "error", err.Error())
-		p = problem.New(problem.Internal, "internal_error",
+		p = problem.New(problem.Internal, problem.CodeInternal,
 			"An unexpected error occurred. Quote request id "+requestID(c)+" when reporting it.")
 	}
 	countValidationErrors(c, p)

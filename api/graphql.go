@@ -92,7 +92,7 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 	}
 	if err != nil {
 		slog.ErrorContext(ctx, "obtainServiceToken failed", "request_id", requestIDFrom(ctx), "error", err.Error())
-		return nil, gqlError{"internal_error", "INTERNAL", "An unexpected error occurred."}
+		return nil, gqlError{problem.CodeInternal, "INTERNAL", "An unexpected error occurred."}
 	}
 	return &tokenOutput{pair}, nil
 }

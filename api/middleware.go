@@ -74,7 +74,7 @@ func recoverPanics(c *gin.Context) {
 				panic(r)
 			}
 			slog.ErrorContext(c.Request.Context(), "panic", "request_id", requestID(c), "route", c.FullPath(), "panic", r)
-			writeError(c, problem.New(problem.Internal, "internal_error", "panic"))
+			writeError(c, problem.New(problem.Internal, problem.CodeInternal, "panic"))
 		}
 	}()
 	c.Next()

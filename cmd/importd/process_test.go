@@ -384,13 +384,22 @@ func TestProcess_WorkerWithoutDocumentStoreRefusesNotesWithDocuments(t *testing.
 	seedDemo(t, s, admin.Supplier{})
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-NOSTORE"))
-	start := time.Now()
 	r := s.do(t, "POST", processPath, tok, processBody("ACC-NOSTORE", false))
-	if r.Status != 400 || r.Body["code"] != "document_store_not_configured" {
-		t.Fatalf("E5 with a note naming a document and no store: %d %s", r.Status, r.Raw)
+	if r.Status != 503 || r.Body["code"] != "document_store_not_configured" {
+		t.Fatalf("E5 with a note naming a document and no store: %d %s, want 503 as from E6", r.Status, r.Raw)
 	}
-	if waited := time.Since(start); waited > 5*time.Second {
-		t.Errorf("E5 answered after %s: the failure was retried", waited)
+	// Not retried: archived at once. (A retried task would still be
+	// pending, and E5 would have answered account_processing_in_progress.)
+	insp := asynq.NewInspector(mustRedisOpt(t, s.env["REDIS_URL"]))
+	defer insp.Close()
+	if info, err := insp.GetTaskInfo(jobs.QueueAccounts, jobs.AccountTaskID("DEMO", "ACC-NOSTORE", false)); err != nil {
+		t.Fatal(err)
+	} else if info.State != asynq.TaskStateArchived || info.Retried != 0 {
+		t.Errorf("task state %v after %d retries, want archived after 0", info.State, info.Retried)
+	}
+	// Asking again fails the same way, with the same status.
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-NOSTORE", false)); r.Status != 503 || r.Body["code"] != "document_store_not_configured" {
+		t.Errorf("E5 again: %d %s", r.Status, r.Raw)
 	}
 	if last, _ := s.status(t, tok, "ACC-NOSTORE")["last_error"].(map[string]any); last["code"] != "document_store_not_configured" {
 		t.Errorf("E10 last_error = %v", last)

@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// CodeInternal is the code of an unexpected error, whose detail is never
+// shown.
+const CodeInternal = "internal_error"
+
 // Kind classifies an error for transport mapping. It says what went wrong from
 // the caller's point of view, not which HTTP status it becomes.
 type Kind int
@@ -98,7 +102,7 @@ func As(err error) (*Error, bool) {
 
 // Wrap returns an Internal error that keeps err as its cause.
 func Wrap(err error, op string) *Error {
-	return &Error{Kind: Internal, Code: "internal_error", Detail: "An unexpected error occurred.", Cause: fmt.Errorf("%s: %w", op, err)}
+	return &Error{Kind: Internal, Code: CodeInternal, Detail: "An unexpected error occurred.", Cause: fmt.Errorf("%s: %w", op, err)}
 }
 
 // List collects field errors, so that validation reports every problem at once.
@@ -133,7 +137,7 @@ type Record struct {
 func (e *Error) ToRecord() Record {
 	r := Record{Detail: e.Detail, Code: e.Code, Errors: e.Errors, Extra: e.Extra}
 	if e.Kind == Internal {
-		r = Record{Detail: "An unexpected error occurred.", Code: "internal_error"}
+		r = Record{Detail: "An unexpected error occurred.", Code: CodeInternal}
 	}
 	if r.Errors == nil {
 		r.Errors = []FieldError{}

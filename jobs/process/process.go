@@ -19,6 +19,7 @@ import (
 
 	"bulkimport/jobs"
 	"bulkimport/jobs/account"
+	"bulkimport/jobs/documents"
 	"bulkimport/jobs/imports"
 	"bulkimport/jobs/problem"
 	"bulkimport/jobs/taskwait"
@@ -253,7 +254,7 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 			return Result{}, problem.New(problem.Invalid, CodeDryRunSucceeded, DetailDryRunSucceeded)
 		case outcomeFailed:
 			if o.Error != nil {
-				return Result{}, o.Error.Invalid()
+				return Result{}, recordedError(*o.Error)
 			}
 		}
 		if req.DryRun {
@@ -308,8 +309,29 @@ func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64
 	case r.Status == imports.StatusUnknown && len(r.LastError) > 0:
 		var rec problem.Record
 		if err := json.Unmarshal(r.LastError, &rec); err == nil {
-			return Result{}, rec.Invalid()
+			return Result{}, recordedError(rec)
 		}
 	}
 	return Result{}, stillInProgress(req)
+}
+
+// serviceFailures are the codes of recorded failures that are the service's,
+// not the caller's data: a task that failed after its retries, and a document
+// store that is missing or did not answer. They answer 503, as the same codes
+// do from every other endpoint; any other recorded failure is the data's
+// (400).
+var serviceFailures = map[string]bool{
+	problem.CodeInternal:             true,
+	documents.CodeStoreNotConfigured: true,
+	documents.CodeStoreUnavailable:   true,
+}
+
+// recordedError is the answer of E5 for a failure recorded by the worker
+// (in the outcome message or in last_error).
+func recordedError(rec problem.Record) *problem.Error {
+	e := rec.Invalid()
+	if serviceFailures[rec.Code] {
+		e.Kind = problem.Unavailable
+	}
+	return e
 }

@@ -92,7 +92,8 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, acc.DocumentRefs(), &errs)
 		if pe, ok := problem.As(err); ok && pe.Code == documents.CodeStoreNotConfigured {
 			// A worker's configuration does not change between retries:
-			// the account fails at once, and E5 and E10 say why.
+			// the account fails at once (503, like the same code from E6),
+			// and E5 and E10 say why.
 			invalid = pe
 		} else if err != nil {
 			return c.failed(ctx, p, taskID, final, err)
@@ -151,7 +152,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 			c.recordFailure(ctx, p.ProcessID, rec)
 		}
 		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
-		return fmt.Errorf("account %s failed validation: %w", p.ExternalAccountNumber, asynq.SkipRetry)
+		return fmt.Errorf("account %s refused (%s): %w", p.ExternalAccountNumber, rec.Code, asynq.SkipRetry)
 	case err != nil:
 		return c.failed(ctx, p, taskID, final, err)
 	}
