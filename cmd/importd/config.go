@@ -66,7 +66,7 @@ var vars = []variable{
 	{"DB_MAX_CONNS", "20", "maximum PostgreSQL connections per process", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.DBMaxConns)
 	}},
-	{"REDIS_URL", "", "Redis URL: redis://[:pass@]host:port/db, rediss://..., redis-sentinel://[:pass@]host1:port,host2:port/db?master=NAME[&password=P], or redis-cluster://[user:pass@]host1:port,host2:port", needRedis, func(c *Config, v string) error {
+	{"REDIS_URL", "", "Redis URL: redis://[:pass@]host:port/db, rediss://..., redis-sentinel://[:pass@]host1:port,host2:port/db?master=NAME[&username=U][&password=P] (percent-encoded), or redis-cluster://[user:pass@]host1:port,host2:port", needRedis, func(c *Config, v string) error {
 		opt, err := parseRedisURL(v)
 		if err != nil {
 			return err

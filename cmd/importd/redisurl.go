@@ -43,8 +43,10 @@ func parseRedisURL(v string) (asynq.RedisConnOpt, error) {
 // that requires a password of its own (requirepass, or an ACL user) gets
 // it from ?username= and ?password=, which asynq's form cannot express;
 // Sentinels and primary are often secured separately, so one password for
-// both would not do. Any other parameter is refused, so that a misspelt one
-// fails at start-up instead of at the first connection.
+// both would not do. Values are percent-encoded ('+' is a space, as in any
+// query). Any other parameter, a repeated one or one that does not decode is
+// refused, so that a slip fails at start-up instead of at the first
+// connection.
 func parseSentinelURL(v string) (asynq.RedisConnOpt, error) {
 	o, err := asynq.ParseRedisURI(v)
 	if err != nil {
@@ -60,10 +62,22 @@ func parseSentinelURL(v string) (asynq.RedisConnOpt, error) {
 		}
 	}
 	u, _ := url.Parse(v) // parsed by asynq already
-	q := u.Query()
-	for k := range q {
+	// url.Values would drop a malformed pair and keep the first of two, so a
+	// mistyped password would surface only as NOAUTH at the first
+	// connection. Here every such slip stops the start instead.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("redis-sentinel:// parameters do not parse (percent-encode special characters in a password): %w", err)
+	}
+	if u.Fragment != "" {
+		return nil, errors.New("redis-sentinel:// URL has a #fragment; percent-encode '#' in a password as %23")
+	}
+	for k, vs := range q {
 		if k != "master" && k != "username" && k != "password" {
 			return nil, fmt.Errorf("redis-sentinel:// takes only ?master=, &username= and &password=, not %q", k)
+		}
+		if len(vs) > 1 {
+			return nil, fmt.Errorf("redis-sentinel:// parameter %q is given %d times", k, len(vs))
 		}
 	}
 	opt.Username, opt.Password = q.Get("username"), q.Get("password")

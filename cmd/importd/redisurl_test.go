@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,8 @@ func TestConfig_RedisURLTopologies(t *testing.T) {
 		{"sentinel with the primary's own credentials", "redis-sentinel://:sentinel-secret@s1:26379/0?master=importd&username=importd&password=primary-secret",
 			asynq.RedisFailoverClientOpt{MasterName: "importd", SentinelAddrs: []string{"s1:26379"}, SentinelPassword: "sentinel-secret",
 				Username: "importd", Password: "primary-secret"}},
+		{"sentinel with a percent-encoded primary password", "redis-sentinel://s1:26379/0?master=importd&password=ab%2Bc%23d%26e",
+			asynq.RedisFailoverClientOpt{MasterName: "importd", SentinelAddrs: []string{"s1:26379"}, Password: "ab+c#d&e"}},
 		{"cluster", "redis-cluster://n1:7000,n2:7001,n3:7002",
 			asynq.RedisClusterClientOpt{Addrs: []string{"n1:7000", "n2:7001", "n3:7002"}}},
 		{"cluster with ACL credentials", "redis-cluster://importd:secret@n1:7000/",
@@ -65,6 +68,9 @@ func TestConfig_RedisURLRefusals(t *testing.T) {
 		{"cluster with options", "redis-cluster://n1:7000?master=x", "no query parameters"},
 		{"sentinel without master", "redis-sentinel://s1:26379/0", "needs ?master=NAME"},
 		{"sentinel with an unknown parameter", "redis-sentinel://s1:26379/0?master=m&pasword=x", `not "pasword"`},
+		{"sentinel with a bad escape in the password", "redis-sentinel://s1:26379/0?master=m&password=a%zz", "do not parse"},
+		{"sentinel with the password twice", "redis-sentinel://s1:26379/0?master=m&password=a&password=b", `"password" is given 2 times`},
+		{"sentinel with an unescaped # in the password", "redis-sentinel://s1:26379/0?master=m&password=ab#c", "percent-encode '#'"},
 		{"sentinel with a database that is not a number", "redis-sentinel://s1:26379/x?master=m", `database "x" must be a number`},
 	}
 	for _, tc := range cases {
@@ -89,26 +95,58 @@ func TestConfig_RedisSentinelWithSeparatePasswords(t *testing.T) {
 		t.Fatal("redis-server is not installed; `make test` installs it")
 	}
 	dir := t.TempDir()
-	primary, sentinel := freePort(t), freePort(t)
-	start := func(name string, args ...string) {
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = dir
-		if out, err := os.Create(filepath.Join(dir, name+".log")); err == nil {
+	// start runs redis-server with the arguments args(port) on a free port
+	// and returns the port once the server listens. freePort's port may be
+	// taken by a parallel test before redis-server binds it; a server that
+	// exits before listening is started again on another port, and its log
+	// is shown if it never comes up.
+	start := func(name string, args func(port int) []string) int {
+		logPath := filepath.Join(dir, name+".log")
+		for range 3 {
+			port := freePort(t)
+			cmd := exec.Command(bin, args(port)...)
+			cmd.Dir = dir
+			out, err := os.Create(logPath)
+			if err != nil {
+				t.Fatal(err)
+			}
 			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
+			t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				select {
+				case <-exited:
+					deadline = time.Time{} // it failed to start; try another port
+					continue
+				default:
+				}
+				if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+					c.Close()
+					return port
+				}
+			}
 		}
-		if err := cmd.Start(); err != nil {
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("%s did not start:\n%s", name, log)
+		return 0
+	}
+	primary := start("primary", func(port int) []string {
+		return []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--requirepass", "primary-secret",
+			"--save", "", "--appendonly", "no", "--dir", dir}
+	})
+	conf := filepath.Join(dir, "sentinel.conf")
+	sentinel := start("sentinel", func(port int) []string {
+		// Sentinel rewrites its configuration, so each try writes it anew.
+		if err := os.WriteFile(conf, fmt.Appendf(nil, "port %d\nbind 127.0.0.1\nrequirepass sentinel-secret\ndir %s\n"+
+			"sentinel monitor importd 127.0.0.1 %d 1\nsentinel auth-pass importd primary-secret\n", port, dir, primary), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	}
-	start("primary", "--port", fmt.Sprint(primary), "--bind", "127.0.0.1", "--requirepass", "primary-secret",
-		"--save", "", "--appendonly", "no", "--dir", dir)
-	conf := filepath.Join(dir, "sentinel.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "port %d\nbind 127.0.0.1\nrequirepass sentinel-secret\ndir %s\n"+
-		"sentinel monitor importd 127.0.0.1 %d 1\nsentinel auth-pass importd primary-secret\n", sentinel, dir, primary), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	start("sentinel", conf, "--sentinel")
+		return []string{conf, "--sentinel"}
+	})
 
 	ping := func(url string) error {
 		cfg, err := loadConfig(func(k string) string { return map[string]string{"REDIS_URL": url}[k] }, needRedis)
