@@ -79,7 +79,7 @@ var semanticRules = []rule{
 	{CodeNoteEmpty, "`notes[]`", "A note has a non-blank `body`, or at least one document path, or both."},
 	{CodeNoteUnpinWithoutPin, "`notes[].unpin_at`", "Only sent with `is_pinned: true`: it says when a pinned note stops being pinned. E6 applies the same rule."},
 	{CodeNoteUnpinBeforeCreation, "`notes[].unpin_at`", "Not before `created_at`, or before now when `created_at` is omitted (the note is then created now)."},
-	{CodeInvalidDocumentPath, "`notes[].document_paths[].document_path`", "Relative to the supplier's document root and normalised: no leading slash, no backslash, no empty, `.` or `..` segment. E3 and E4 do not look in the document store. E5 does, before it creates the account: a document that is not there fails the account with `document_not_found` at this attr, as E6 and E8 do."},
+	{CodeInvalidDocumentPath, "`notes[].document_paths[].document_path`", "Relative to the supplier's document root and normalised: no leading slash, no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes in UTF-8 (a non-ASCII path can reach that within 1024 characters). E3 and E4 do not look in the document store. E5 does, before it creates the account: a document that is not there fails the account with `document_not_found` at this attr, as E6 and E8 do."},
 	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier."},
 }
 

@@ -375,9 +375,12 @@ func (c *checker) checkNotes() {
 			}
 		}
 		for k, d := range n.DocumentPaths {
-			if d.DocumentPath != "" && !documents.ValidPath(d.DocumentPath) {
-				c.w.AddAt(validate.Attr("notes", i, "document_paths", k, "document_path"), CodeInvalidDocumentPath,
-					"%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no empty, . or .. segment).", d.DocumentPath)
+			attr := validate.Attr("notes", i, "document_paths", k, "document_path")
+			if d.DocumentPath == "" || c.w.HasErrorAt(attr) {
+				continue // reported by the schema (blank, too many characters)
+			}
+			if msg := documents.PathProblem(d.DocumentPath); msg != "" {
+				c.w.AddAt(attr, CodeInvalidDocumentPath, "%s", msg)
 			}
 		}
 	}

@@ -73,6 +73,20 @@ func ValidPath(p string) bool {
 	return true
 }
 
+// PathProblem says what is wrong with p as a document path, for the detail
+// of an invalid_document_path problem, or "" when ValidPath accepts it. The
+// length limit is in bytes (an object key's limit), so a path within a
+// schema's character limit can still be too long when it is not ASCII.
+func PathProblem(p string) string {
+	switch {
+	case ValidPath(p):
+		return ""
+	case len(p) > MaxPathLength:
+		return fmt.Sprintf("The path is %d bytes long in UTF-8; a document path has at most %d bytes.", len(p), MaxPathLength)
+	}
+	return fmt.Sprintf("%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no control character, no empty, . or .. segment).", p)
+}
+
 // Key returns the object key of path under root. Slashes around root are
 // ignored, so that "acme/" and "acme" are the same root.
 func Key(root, path string) string {

@@ -78,7 +78,7 @@ func (o outcome) err() error {
 	case kindRetryable:
 		return &problem.Error{Kind: problem.RetryableUpstream, Code: o.Error.Code, Detail: o.Error.Detail, Errors: o.Error.Errors}
 	}
-	return problem.New(problem.Internal, "internal_error", "payment instruction verification failed in the worker")
+	return problem.New(problem.Internal, problem.CodeInternal, "payment instruction verification failed in the worker")
 }
 
 // vendorCols are the vendor columns of a pre-check, NULL when the vendor

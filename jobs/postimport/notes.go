@@ -127,9 +127,12 @@ func parseNotes(body []byte, now time.Time) (*NotesRequest, problem.List, *probl
 			}
 		}
 		for k, d := range n.DocumentPaths {
-			if d.DocumentPath != "" && !documents.ValidPath(d.DocumentPath) {
-				w.AddAt(v.Attr("notes", i, "document_paths", k, "document_path"), CodeInvalidDocumentPath,
-					"%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no empty, . or .. segment).", d.DocumentPath)
+			attr := v.Attr("notes", i, "document_paths", k, "document_path")
+			if d.DocumentPath == "" || w.HasErrorAt(attr) {
+				continue // reported by the schema (blank, too many characters)
+			}
+			if msg := documents.PathProblem(d.DocumentPath); msg != "" {
+				w.AddAt(attr, CodeInvalidDocumentPath, "%s", msg)
 			}
 		}
 	}

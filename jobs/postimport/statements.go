@@ -122,9 +122,10 @@ func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.Lis
 				}
 			}
 		}
-		if p := st.StatementPath; p != nil && *p != "" && !documents.ValidPath(*p) {
-			w.AddAt(v.Attr("statements", i, "statement_path"), CodeInvalidDocumentPath,
-				"%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no empty, . or .. segment).", *p)
+		if p, attr := st.StatementPath, v.Attr("statements", i, "statement_path"); p != nil && *p != "" && !w.HasErrorAt(attr) {
+			if msg := documents.PathProblem(*p); msg != "" {
+				w.AddAt(attr, CodeInvalidDocumentPath, "%s", msg)
+			}
 		}
 	}
 	return &r, w.Errors, nil
