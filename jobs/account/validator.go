@@ -375,12 +375,13 @@ func (c *checker) checkNotes() {
 			}
 		}
 		for k, d := range n.DocumentPaths {
-			attr := validate.Attr("notes", i, "document_paths", k, "document_path")
-			if d.DocumentPath == "" || c.w.HasErrorAt(attr) {
-				continue // reported by the schema (blank, too many characters)
+			// A path the schema refused (blank, too many characters) is
+			// left empty, so it is reported once.
+			if d.DocumentPath == "" {
+				continue
 			}
 			if msg := documents.PathProblem(d.DocumentPath); msg != "" {
-				c.w.AddAt(attr, CodeInvalidDocumentPath, "%s", msg)
+				c.w.AddAt(validate.Attr("notes", i, "document_paths", k, "document_path"), CodeInvalidDocumentPath, "%s", msg)
 			}
 		}
 	}

@@ -127,12 +127,13 @@ func parseNotes(body []byte, now time.Time) (*NotesRequest, problem.List, *probl
 			}
 		}
 		for k, d := range n.DocumentPaths {
-			attr := v.Attr("notes", i, "document_paths", k, "document_path")
-			if d.DocumentPath == "" || w.HasErrorAt(attr) {
-				continue // reported by the schema (blank, too many characters)
+			// A path the schema refused (blank, too many characters) is
+			// left empty, so it is reported once.
+			if d.DocumentPath == "" {
+				continue
 			}
 			if msg := documents.PathProblem(d.DocumentPath); msg != "" {
-				w.AddAt(attr, CodeInvalidDocumentPath, "%s", msg)
+				w.AddAt(v.Attr("notes", i, "document_paths", k, "document_path"), CodeInvalidDocumentPath, "%s", msg)
 			}
 		}
 	}

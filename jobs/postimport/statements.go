@@ -122,9 +122,9 @@ func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.Lis
 				}
 			}
 		}
-		if p, attr := st.StatementPath, v.Attr("statements", i, "statement_path"); p != nil && *p != "" && !w.HasErrorAt(attr) {
+		if p := st.StatementPath; p != nil && *p != "" {
 			if msg := documents.PathProblem(*p); msg != "" {
-				w.AddAt(attr, CodeInvalidDocumentPath, "%s", msg)
+				w.AddAt(v.Attr("statements", i, "statement_path"), CodeInvalidDocumentPath, "%s", msg)
 			}
 		}
 	}
