@@ -1,4 +1,4 @@
-module bulkimport
+module github.com/bulkimport/bulkimport
 
 go 1.26.8
 

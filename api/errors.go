@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // statusOf is the one table that maps error kinds to HTTP statuses.

@@ -10,8 +10,8 @@ import (
 	"github.com/gin-gonic/gin"
 	graphql "github.com/graph-gophers/graphql-go"
 
-	"bulkimport/jobs/auth"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // tokenSchema is the GraphQL schema of the token endpoint (spec section 5).

@@ -8,8 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"bulkimport/jobs/imports"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // validateAccount is E3: it answers the validated, normalised account.

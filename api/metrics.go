@@ -6,8 +6,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"bulkimport/jobs/metrics"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 const metricsKey = "metrics"

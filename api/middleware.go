@@ -15,8 +15,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"bulkimport/jobs/auth"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 const (

@@ -8,7 +8,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
 
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // MonitoringConfig configures the Asynqmon dashboard.

@@ -7,7 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"sigs.k8s.io/yaml"
 
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // SchemaPath is where the OpenAPI document is served, without a token.

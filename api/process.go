@@ -5,7 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // processAccount is E5: it waits for the account:process task and answers

@@ -13,14 +13,14 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/jobs/auth"
-	"bulkimport/jobs/business"
-	"bulkimport/jobs/imports"
-	"bulkimport/jobs/metrics"
-	"bulkimport/jobs/payment"
-	"bulkimport/jobs/postimport"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/business"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/payment"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // Config holds the API's settings; cmd fills it from the environment.

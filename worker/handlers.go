@@ -7,9 +7,9 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/email"
-	"bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/email"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // accountHandler runs account:process tasks.

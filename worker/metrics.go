@@ -8,8 +8,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 )
 
 // knownTypes bound the type label: a task of a type this version does not

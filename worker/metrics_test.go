@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 )
 
 // series reads the counters of m by "name{label values}".

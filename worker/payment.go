@@ -7,8 +7,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/payment"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/payment"
 )
 
 // paymentHandler runs payment_instruction:verify tasks.

@@ -13,12 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/account"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/email"
-	"bulkimport/jobs/metrics"
-	"bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/email"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // Config holds the worker's settings; cmd fills it from the environment.

@@ -22,11 +22,11 @@ import (
 	_ "gocloud.dev/blob/fileblob" // DOCUMENTS_URL=file://...
 	_ "gocloud.dev/blob/s3blob"   // DOCUMENTS_URL=s3://...
 
-	"bulkimport/db"
-	"bulkimport/jobs/admin"
-	"bulkimport/jobs/auth"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/db/dbtest"
 )
 
 type ctl struct {

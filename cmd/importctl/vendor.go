@@ -12,8 +12,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/spf13/cobra"
 
-	"bulkimport/jobs/payment"
-	"bulkimport/jobs/payment/vendorsim"
+	"github.com/bulkimport/bulkimport/jobs/payment"
+	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
 )
 
 // vendorCmd configures payment vendors (issue 6; PROTOCOL.md in jobs/payment).

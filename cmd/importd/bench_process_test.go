@@ -12,11 +12,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/account"
-	"bulkimport/jobs/admin"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // benchConcurrency is the concurrency; benchLevels adds 1, where

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
 // codesAt returns the "code@attr" pairs of a section 7 body, sorted, and

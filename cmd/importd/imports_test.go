@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
 // End-to-end tests of E3, E4 and E10 to E13 (issue 3): the real service,

@@ -24,17 +24,17 @@ import (
 	_ "gocloud.dev/blob/s3blob"   // DOCUMENTS_URL=s3://... (production)
 	"golang.org/x/sync/errgroup"
 
-	"bulkimport/api"
-	"bulkimport/db"
-	"bulkimport/jobs/account"
-	"bulkimport/jobs/auth"
-	"bulkimport/jobs/business"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/imports"
-	"bulkimport/jobs/payment"
-	"bulkimport/jobs/postimport"
-	"bulkimport/jobs/process"
-	"bulkimport/worker"
+	"github.com/bulkimport/bulkimport/api"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/business"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/payment"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
+	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/worker"
 )
 
 func main() {

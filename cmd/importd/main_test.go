@@ -15,10 +15,10 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/db"
-	"bulkimport/db/dbtest"
-	"bulkimport/jobs/admin"
-	"bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/auth"
 )
 
 const testSecret = "test-secret-test-secret-test-secret-0123"

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 )
 
 // queues are the Asynq queues whose sizes /metrics reports.

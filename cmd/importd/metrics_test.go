@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
 // scrape is one answer of /metrics, parsed.

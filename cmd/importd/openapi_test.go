@@ -18,10 +18,10 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"sigs.k8s.io/yaml"
 
-	"bulkimport/api"
-	"bulkimport/jobs/admin"
-	"bulkimport/jobs/payment"
-	"bulkimport/jobs/payment/vendorsim"
+	"github.com/bulkimport/bulkimport/api"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/payment"
+	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
 )
 
 // openAPIDoc is api/openapi.yaml, loaded once.

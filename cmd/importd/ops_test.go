@@ -17,8 +17,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
 // parkTask enqueues a task on the accounts queue of redisURL; with no worker

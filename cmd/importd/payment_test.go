@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"bulkimport/jobs/admin"
-	"bulkimport/jobs/payment"
-	"bulkimport/jobs/payment/vendorsim"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/payment"
+	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
 )
 
 // paymentEnv is `importd serve` (API and worker) with supplier PAY, team

@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"bulkimport/db/dbtest"
-	"bulkimport/jobs/admin"
-	"bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/documents"
 )
 
 const (

@@ -17,11 +17,11 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/admin"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // fixture is the realistic example account (supplier DEMO, 2 customers, 2

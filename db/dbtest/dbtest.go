@@ -24,7 +24,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // PostgreSQL driver
 
-	"bulkimport/db"
+	"github.com/bulkimport/bulkimport/db"
 )
 
 // Default URLs match deploy/local/stack.sh.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/db/dbtest"
 )
 
 func TestNew_GivesEachTestItsOwnMigratedDatabase(t *testing.T) {

@@ -14,8 +14,8 @@ package account
 import (
 	"encoding/json"
 
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Account is one normalised account import payload. Optional fields are

@@ -3,8 +3,8 @@ package account
 import (
 	"encoding/json"
 
-	"bulkimport/jobs/documents"
-	v "bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // String length limits. The spec fixes only external_account_number; the

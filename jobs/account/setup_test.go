@@ -12,8 +12,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/db/dbtest"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // testToday is "now" for every test, so that the fixture's dates stay valid.

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Validator checks account payloads. The zero value is not usable: Catalog

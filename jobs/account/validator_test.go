@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 func TestValidate_FixtureIsValidAndNormalised(t *testing.T) {

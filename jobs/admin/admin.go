@@ -13,8 +13,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"bulkimport/db"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // Supplier statuses (spec 3.1).

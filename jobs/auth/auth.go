@@ -20,8 +20,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/db"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // Token lifetimes, as migration clients in this field expect them.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // A remembered token is served until its expiry and never after it, and a

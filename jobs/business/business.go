@@ -11,7 +11,7 @@ package business
 import (
 	"encoding/json"
 
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Business types: a closed set. The spec shows LTD in use; the others are the

@@ -10,9 +10,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"bulkimport/db"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // detailFailed is the top-level detail of a refused request.

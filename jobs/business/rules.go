@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // rule is one row of the semantic part of RULES.md.

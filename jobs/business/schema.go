@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	v "bulkimport/jobs/validate"
+	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // String length limits. The spec fixes none; these bound one request's

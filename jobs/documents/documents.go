@@ -27,7 +27,7 @@ import (
 	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // CodeInvalidPath is the problem code of a document path that is not a

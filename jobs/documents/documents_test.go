@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	_ "gocloud.dev/blob/fileblob" // file:// buckets
 
-	"bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/documents"
 )
 
 // newStore opens a file:// bucket in a directory of the test's own: a real

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/jobs/account"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // Status values of an import process (spec 2.4).

@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/db/dbtest"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // These tests cover what the end-to-end tests in cmd/importd cannot reach

@@ -10,7 +10,7 @@ import (
 	"net/url"
 	"strings"
 
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // maxAnswerBytes bounds a vendor's answer: an instruction is a few hundred

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 )
 
 // WithMetrics makes v count every request to a vendor in m

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 )
 
 // fakeAdapter answers every Fetch with err, after waiting for ctx when wait

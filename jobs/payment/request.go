@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"slices"
 
-	"bulkimport/jobs/problem"
-	v "bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Instruction types: a closed set. The spec shows CARD in use.

@@ -14,10 +14,10 @@ import (
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/taskwait"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Config tunes the API side.

@@ -13,10 +13,10 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/db/dbtest"
-	"bulkimport/jobs"
-	"bulkimport/jobs/payment/vendorsim"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // Vendors of every bundle, each a simulator of its own behaviour. Their

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/db"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // Vendor defaults and limits. The timeout default is the issue's; three

@@ -15,10 +15,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"bulkimport/db/dbtest"
-	"bulkimport/jobs"
-	"bulkimport/jobs/payment/vendorsim"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 func TestVendor_BudgetCoversEveryAttemptAndBackoff(t *testing.T) {

@@ -13,11 +13,11 @@ import (
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/db"
-	"bulkimport/jobs"
-	"bulkimport/jobs/metrics"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/taskwait"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // Verifier is the worker side of E2 and E9: it runs

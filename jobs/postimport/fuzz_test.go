@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"testing"
 
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // checkRefusal fails unless err is nil or an Invalid problem whose every

@@ -3,7 +3,7 @@ package postimport
 import (
 	"github.com/shopspring/decimal"
 
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Money is an amount in the currency's major unit with at most two decimal

@@ -11,10 +11,10 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"bulkimport/db"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
-	v "bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // NotesRequest is the body of E6.

@@ -1,7 +1,7 @@
 package postimport
 
 import (
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Period is an inclusive range of dates.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Top-level codes of a refused request. The individual problems are in the

@@ -23,9 +23,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Service imports notes, transactions and statements. Its methods are safe

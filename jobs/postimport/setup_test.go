@@ -15,9 +15,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "gocloud.dev/blob/fileblob" // file:// document stores
 
-	"bulkimport/db/dbtest"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // testNow is "now" for every test, so that dates in cases stay meaningful.

@@ -8,10 +8,10 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"bulkimport/db"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
-	v "bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // StatementsRequest is the body of E8, and its 201 answer once validated.

@@ -15,9 +15,9 @@ import (
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
-	"bulkimport/db"
-	"bulkimport/jobs/problem"
-	v "bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // TransactionsRequest is the body of E7.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"bulkimport/jobs/account"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // CreateOptions are the facts account creation needs beyond the payload.

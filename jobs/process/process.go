@@ -17,12 +17,12 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/jobs"
-	"bulkimport/jobs/account"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/imports"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/taskwait"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // Error codes of E5 answers.

@@ -1,8 +1,8 @@
 package process
 
 import (
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // ParseRequest decodes and checks the body of E5, reporting every problem

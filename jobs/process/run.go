@@ -14,12 +14,12 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/db"
-	"bulkimport/jobs"
-	"bulkimport/jobs/account"
-	"bulkimport/jobs/documents"
-	"bulkimport/jobs/problem"
-	"bulkimport/jobs/taskwait"
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // Creator is the worker side of E5.

@@ -18,7 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs"
 )
 
 // Waiter listens on one task's done channel.

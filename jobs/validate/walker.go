@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // Walker collects problems while a schema walks a decoded payload. It keeps
