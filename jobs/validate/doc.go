@@ -43,6 +43,9 @@ func writeRow(b *strings.Builder, prefix string, f *Spec, when string) {
 		req = "yes"
 	}
 	var allowed []string
+	if f.OpenCode {
+		allowed = append(allowed, "any code matching `^[A-Z][A-Z0-9_]{0,63}$`")
+	}
 	if f.Choices != nil {
 		allowed = append(allowed, "one of "+codeList(f.Choices))
 	}

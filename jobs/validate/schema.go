@@ -85,13 +85,16 @@ func (t Type) String() string {
 // Spec describes one field: what the walk checks and what the reference
 // shows. Options fill it in.
 type Spec struct {
-	Name        string
-	Type        Type
-	Required    bool
-	Nullable    bool     // null is accepted and treated as omitted
-	AllowBlank  bool     // "" (or only spaces) is accepted for a string
-	MaxLength   int      // in characters; 0 means no limit
-	Choices     []string // closed set of accepted strings
+	Name       string
+	Type       Type
+	Required   bool
+	Nullable   bool     // null is accepted and treated as omitted
+	AllowBlank bool     // "" (or only spaces) is accepted for a string
+	MaxLength  int      // in characters; 0 means no limit
+	Choices    []string // closed set of accepted strings
+	// OpenCode accepts any code of the form ^[A-Z][A-Z0-9_]{0,63}$: the spec
+	// lists such values "in use", which is an example, not the whole set.
+	OpenCode    bool
 	NonNegative bool
 	// Object describes the fields of an object, or of each element of an
 	// array of objects.
@@ -121,6 +124,25 @@ func MaxLength(n int) Option { return func(s *Spec) { s.MaxLength = n } }
 
 // OneOf limits a string to a closed set of values.
 func OneOf(values ...string) Option { return func(s *Spec) { s.Choices = values } }
+
+// OpenCode accepts any upper-case code (^[A-Z][A-Z0-9_]{0,63}$), for
+// values the spec lists only as examples "in use". Anything else is refused
+// with invalid_choice.
+func OpenCode() Option { return func(s *Spec) { s.OpenCode = true } }
+
+// isOpenCode reports whether v matches ^[A-Z][A-Z0-9_]{0,63}$.
+func isOpenCode(v string) bool {
+	if v == "" || len(v) > 64 || v[0] < 'A' || v[0] > 'Z' {
+		return false
+	}
+	for i := 1; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // NonNegative refuses numbers below zero.
 func NonNegative() Option { return func(s *Spec) { s.NonNegative = true } }
@@ -155,6 +177,10 @@ func (s *Spec) checkString(w *Walker, v string) bool {
 		w.Add(CodeMaxLength, "Ensure this field has no more than %d characters.", s.MaxLength)
 		return false
 	}
+	if s.OpenCode && !isOpenCode(v) {
+		w.Add(CodeInvalidChoice, "%q is not a valid code: use capital letters, digits and underscores, starting with a letter (at most 64).", v)
+		return false
+	}
 	if s.Choices != nil && !slices.Contains(s.Choices, v) {
 		w.Add(CodeInvalidChoice, "%q is not a valid choice. Valid choices: %s.", v, strings.Join(s.Choices, ", "))
 		return false
@@ -179,7 +205,7 @@ func (s *Spec) ErrorCodes() []string {
 		if s.MaxLength > 0 {
 			c = append(c, CodeMaxLength)
 		}
-		if s.Choices != nil {
+		if s.Choices != nil || s.OpenCode {
 			c = append(c, CodeInvalidChoice)
 		}
 	case TypeDate:

@@ -212,3 +212,21 @@ func TestRepeats_ReportsSecondOccurrencesInShortAndLongLists(t *testing.T) {
 		t.Errorf("long list (-want +got):\n%s", diff)
 	}
 }
+
+func TestOpenCode_AcceptsAnyUpperCaseCodeAndRefusesOthers(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		v    string
+		want bool
+	}{
+		{"ELECTRICITY", true}, {"GAS", true}, {"A", true}, {"KWH_IMPORT_2", true},
+		{"A" + strings.Repeat("B", 63), true},
+		{"A" + strings.Repeat("B", 64), false},
+		{"", false}, {"gas", false}, {"_GAS", false}, {"1GAS", false}, {"GAS-2", false}, {"GÄS", false},
+	}
+	for _, c := range cases {
+		if got := isOpenCode(c.v); got != c.want {
+			t.Errorf("isOpenCode(%q) = %v, want %v", c.v, got, c.want)
+		}
+	}
+}
