@@ -306,6 +306,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			want(t, "E5", c.do(t, "POST", processPath, tok, processBody("OA-1", false)), 201, "")
 			want(t, "E5 again", c.do(t, "POST", processPath, tok, processBody("OA-1", false)), 400, "account_import_process_already_imported")
 			want(t, "E4 of an imported account", c.do(t, "POST", stagePath, tok, fixture(t, "OA-1")), 400, "account_import_process_already_imported")
+			want(t, "E3 of an imported account", c.do(t, "POST", validate, tok, fixture(t, "OA-1")), 400, "account_import_process_already_imported")
 			want(t, "E5 missing field", c.do(t, "POST", processPath, tok, map[string]any{"external_account_number": "OA-1"}), 400, "invalid_request")
 			want(t, "E10 created", c.do(t, "GET", pathTransferStatus("DEMO", "OA-1"), tok, nil), 200, "")
 			c.stage(t, tok, fixture(t, "OA-DRY"))
