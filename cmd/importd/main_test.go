@@ -396,10 +396,14 @@ func TestErrors_EveryFailureHasTheSection7Body(t *testing.T) {
 		code                            string
 	}{
 		{"unknown route", "GET", "/nope", "", "", 404, "not_found"},
-		{"wrong method", "DELETE", "/v1/graphql/", "", "", 405, "method_not_allowed"},
-		{"body over the limit", "POST", "/v1/graphql/", "application/json", big, 413, "request_too_large"},
-		{"body not JSON", "POST", "/v1/graphql/", "text/plain", "hello", 415, "unsupported_media_type"},
+		// Spec 7.2 has no 405, 413 or 415: these are 400, told apart by their code.
+		{"wrong method", "DELETE", "/v1/graphql/", "", "", 400, "method_not_allowed"},
+		{"body over the limit", "POST", "/v1/graphql/", "application/json", big, 400, "request_too_large"},
+		{"body not JSON", "POST", "/v1/graphql/", "text/plain", "hello", 400, "unsupported_media_type"},
 		{"malformed GraphQL request", "POST", "/v1/graphql/", "application/json", "{", 400, "parse_error"},
+		{"wrong method on E3", "GET", "/v1/data-import/validate-account/", "", "", 400, "method_not_allowed"},
+		{"E3 body over the limit", "POST", "/v1/data-import/validate-account/", "application/json", big, 400, "request_too_large"},
+		{"E3 body not JSON", "POST", "/v1/data-import/validate-account/", "text/plain", "hello", 400, "unsupported_media_type"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
