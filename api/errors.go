@@ -5,26 +5,55 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
-// statusOf is the one table that maps error kinds to HTTP statuses.
+// statusOf is the one table that maps error kinds to HTTP statuses. The
+// data-import endpoints answer only the statuses of spec section 7.2 (200,
+// 201, 400, 401, 404, 429, 500):
+//
+//   - A failure of the service's side (a dependency down, a job that failed
+//     after its retries or is still running after the wait, an intermittent
+//     vendor failure) is 500, as 7.2 gives "unexpected error" and the
+//     intermittent vendor failure, with its own code and a Retry-After
+//     (retryAfterOf).
+//   - A body too large or not JSON, and a method a path does not serve, are
+//     400: the request cannot succeed in this form, and 7.2 has no 405, 413
+//     or 415. Their codes (method_not_allowed, request_too_large,
+//     unsupported_media_type) tell them apart.
+//
+// Only a readiness probe answers 503, for load balancers and orchestrators.
 var statusOf = map[problem.Kind]int{
 	problem.Invalid:           http.StatusBadRequest,
 	problem.NotFound:          http.StatusNotFound,
 	problem.Unauthenticated:   http.StatusUnauthorized,
 	problem.TooManyRequests:   http.StatusTooManyRequests,
-	problem.Unavailable:       http.StatusServiceUnavailable,
-	problem.Timeout:           http.StatusServiceUnavailable,
-	problem.TooLarge:          http.StatusRequestEntityTooLarge,
-	problem.UnsupportedMedia:  http.StatusUnsupportedMediaType,
-	problem.MethodNotAllowed:  http.StatusMethodNotAllowed,
+	problem.Unavailable:       http.StatusInternalServerError,
+	problem.Timeout:           http.StatusInternalServerError,
+	problem.TooLarge:          http.StatusBadRequest,
+	problem.UnsupportedMedia:  http.StatusBadRequest,
+	problem.MethodNotAllowed:  http.StatusBadRequest,
 	problem.RetryableUpstream: http.StatusInternalServerError,
+	problem.NotReady:          http.StatusServiceUnavailable,
 	problem.Internal:          http.StatusInternalServerError,
 }
+
+// retryAfterOf is the Retry-After of the kinds a caller should retry as is,
+// for an error that does not set its own: the service-side failures, which
+// pass without the caller changing anything.
+var retryAfterOf = map[problem.Kind]time.Duration{
+	problem.Unavailable:       serviceRetryAfter,
+	problem.Timeout:           serviceRetryAfter,
+	problem.RetryableUpstream: serviceRetryAfter,
+}
+
+// serviceRetryAfter is a few seconds: long enough not to hammer a
+// dependency that is restarting, short against a migration run.
+const serviceRetryAfter = 5 * time.Second
 
 // errorBody is the spec's section 7 body. Extra fields are merged at the top level.
 func errorBody(p *problem.Error) gin.H {
@@ -69,8 +98,12 @@ func prepare(h http.Header, p *problem.Error) int {
 	if !found {
 		status = http.StatusInternalServerError
 	}
-	if p.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(max(1, int(p.RetryAfter.Seconds()))))
+	retryAfter := p.RetryAfter
+	if retryAfter <= 0 {
+		retryAfter = retryAfterOf[p.Kind]
+	}
+	if retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(max(1, int(retryAfter.Seconds()))))
 	}
 	if status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == "" {
 		h.Set("WWW-Authenticate", `Token realm="api"`)

@@ -19,7 +19,7 @@ func (s *Server) validateAccount(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	acc, err := s.imports.Validator(principal(c).CanSee).Validate(c.Request.Context(), body)
+	acc, err := s.imports.Validate(c.Request.Context(), body, principal(c).CanSee)
 	if err != nil {
 		writeError(c, err)
 		return

@@ -114,17 +114,10 @@ func byteSize(n int64) string {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// authenticate requires "Authorization: Token <token>" and stores the
-// principal for the handlers.
+// authenticate requires an Authorization header in one of the forms of
+// auth.AuthenticateHeader and stores the principal for the handlers.
 func (s *Server) authenticate(c *gin.Context) {
-	h := c.GetHeader("Authorization")
-	scheme, token, found := strings.Cut(h, " ")
-	if h == "" || !found || !strings.EqualFold(scheme, "Token") || strings.TrimSpace(token) == "" {
-		writeError(c, problem.New(problem.Unauthenticated, auth.CodeNotAuthenticated,
-			"Authentication credentials were not provided. Send 'Authorization: Token <token>'."))
-		return
-	}
-	p, err := s.auth.Authenticate(c.Request.Context(), strings.TrimSpace(token))
+	p, err := s.auth.AuthenticateHeader(c.Request.Context(), c.GetHeader("Authorization"))
 	if err != nil {
 		writeError(c, err)
 		return

@@ -25,7 +25,8 @@ import (
 
 // Config holds the API's settings; cmd fills it from the environment.
 type Config struct {
-	// MaxBodyBytes limits request bodies; larger ones get 413.
+	// MaxBodyBytes limits request bodies; larger ones get 400
+	// request_too_large.
 	MaxBodyBytes int64
 	// Monitoring, when non-nil, is mounted at /monitoring/ (the Asynqmon
 	// dashboard, already behind basic auth).
@@ -140,11 +141,11 @@ func Ready(ctx context.Context, d *sqlx.DB, r redis.UniversalClient) error {
 	defer cancel()
 	if d != nil {
 		if err := d.PingContext(ctx); err != nil {
-			return problem.New(problem.Unavailable, "database_unavailable", "PostgreSQL is not reachable.")
+			return problem.New(problem.NotReady, "database_unavailable", "PostgreSQL is not reachable.")
 		}
 	}
 	if err := r.Ping(ctx).Err(); err != nil {
-		return problem.New(problem.Unavailable, "redis_unavailable", "Redis is not reachable.")
+		return problem.New(problem.NotReady, "redis_unavailable", "Redis is not reachable.")
 	}
 	return nil
 }

@@ -133,7 +133,7 @@ var vars = []variable{
 		c.SMTPURL = v
 		return nil
 	}},
-	{"MAX_BODY_BYTES", "10485760", "largest accepted request body; larger ones get 413", 0, func(c *Config, v string) error {
+	{"MAX_BODY_BYTES", "10485760", "largest accepted request body; larger ones get 400 request_too_large", 0, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
 			return errors.New("must be a positive number of bytes")

@@ -377,6 +377,31 @@ func TestValidateAccount_ReportsEveryProblemAtItsAttr(t *testing.T) {
 	}
 }
 
+// E3 of an imported account answers as the reference's validate endpoint
+// (reference-api.md 4.3, AccountAlreadyImportedResponse) in the section 7
+// body, and E4 and E5 answer it the same way.
+func TestValidateAccount_ImportedAccountAnswers400WithBothNumbers(t *testing.T) {
+	t.Parallel()
+	e := newImportsEnv(t)
+	e.stageOK(t, accountDoc(t, "DEMO", "IMP-1"))
+	e.setProcess(t, "DEMO", "IMP-1", `status = 'COMPLETED', service_account_number = 'A-0000BEEF', account_created_at = now()`)
+	detail := "The account import process with the account number IMP-1 has already been imported."
+	want := map[string]any{
+		"detail": detail, "code": "account_import_process_already_imported",
+		"errors":                  []any{map[string]any{"detail": detail, "code": "account_import_process_already_imported", "attr": "non_field_errors"}},
+		"external_account_number": "IMP-1", "service_account_number": "A-0000BEEF",
+	}
+	for _, path := range []string{pathValidateAccount, pathStageAccount} {
+		r := e.s.do(t, "POST", path, e.tok, accountDoc(t, "DEMO", "IMP-1"))
+		if diff := cmp.Diff(want, r.Body); r.Status != http.StatusBadRequest || diff != "" {
+			t.Errorf("%s: status %d (-want +got):\n%s", path, r.Status, diff)
+		}
+	}
+	if r := e.s.do(t, "POST", pathValidateAccount, e.tok, accountDoc(t, "DEMO", "NOT-IMPORTED")); r.Status != http.StatusOK {
+		t.Errorf("account not imported: %d %s", r.Status, r.Raw)
+	}
+}
+
 func TestValidateAccount_BodyThatIsNotAJSONObjectIsAParseError(t *testing.T) {
 	t.Parallel()
 	e := newImportsEnv(t)

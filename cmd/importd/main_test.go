@@ -299,6 +299,57 @@ func TestAuth_RefusedCredentialsGet401(t *testing.T) {
 	}
 }
 
+// The Authorization forms of reference-api.md 2.1 besides "Token <token>":
+// the token alone, and the API key used directly with "Token ", whose scope
+// and revocation apply as to its tokens.
+func TestAuth_BareTokenAndKeyUsedDirectlyAreAccepted(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	ctx := context.Background()
+	for _, code := range []string{"ALPHA", "BETA"} {
+		if _, err := admin.CreateSupplier(ctx, s.db, admin.Supplier{Code: code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := s.newKey(t, "direct-all")
+	alpha := s.newKey(t, "direct-alpha", "ALPHA")
+	whoami := func(header string) response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", s.base+"/v1/data-import/whoami/", nil)
+		req.Header.Set("Authorization", header)
+		return doReq(t, req)
+	}
+	for _, tc := range []struct{ name, header, key, scope string }{
+		{"token alone", s.accessToken(t, all), "direct-all", "[]"},
+		{"Token and API key", "Token " + all, "direct-all", "[]"},
+		{"Token and scoped API key", "Token " + alpha, "direct-alpha", "[ALPHA]"},
+	} {
+		r := whoami(tc.header)
+		if r.Status != 200 || r.Body["key_name"] != tc.key || fmt.Sprint(r.Body["import_suppliers"]) != tc.scope {
+			t.Errorf("%s: %d %s, want 200 %s %s", tc.name, r.Status, r.Raw, tc.key, tc.scope)
+		}
+	}
+
+	// The scoped key used directly sees only its supplier: BETA looks missing.
+	req, _ := http.NewRequest("GET", s.base+"/v1/data-import/all-account-import-processes/BETA/", nil)
+	req.Header.Set("Authorization", "Token "+alpha)
+	if r := doReq(t, req); r.Status != 404 || r.Body["code"] != "import_supplier_not_found" {
+		t.Errorf("scoped key used directly on another supplier: %d %s, want 404 import_supplier_not_found", r.Status, r.Raw)
+	}
+
+	// A key used directly is read on every request: its revocation stops it
+	// with the next one.
+	if err := auth.RevokeKey(ctx, s.db, "direct-alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if r := whoami("Token " + alpha); r.Status != 401 || r.Body["code"] != auth.CodeAuthenticationFailed {
+		t.Errorf("revoked key used directly: %d %s, want 401 %s", r.Status, r.Raw, auth.CodeAuthenticationFailed)
+	}
+	if r := whoami(all); r.Status != 401 || r.Body["code"] != auth.CodeAuthenticationFailed {
+		t.Errorf("API key without Token: %d %s, want 401 %s", r.Status, r.Raw, auth.CodeAuthenticationFailed)
+	}
+}
+
 func TestAuth_RevokedKeyStopsTokensAndRefreshAtOnce(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "api", nil)
@@ -345,10 +396,14 @@ func TestErrors_EveryFailureHasTheSection7Body(t *testing.T) {
 		code                            string
 	}{
 		{"unknown route", "GET", "/nope", "", "", 404, "not_found"},
-		{"wrong method", "DELETE", "/v1/graphql/", "", "", 405, "method_not_allowed"},
-		{"body over the limit", "POST", "/v1/graphql/", "application/json", big, 413, "request_too_large"},
-		{"body not JSON", "POST", "/v1/graphql/", "text/plain", "hello", 415, "unsupported_media_type"},
+		// Spec 7.2 has no 405, 413 or 415: these are 400, told apart by their code.
+		{"wrong method", "DELETE", "/v1/graphql/", "", "", 400, "method_not_allowed"},
+		{"body over the limit", "POST", "/v1/graphql/", "application/json", big, 400, "request_too_large"},
+		{"body not JSON", "POST", "/v1/graphql/", "text/plain", "hello", 400, "unsupported_media_type"},
 		{"malformed GraphQL request", "POST", "/v1/graphql/", "application/json", "{", 400, "parse_error"},
+		{"wrong method on E3", "GET", "/v1/data-import/validate-account/", "", "", 400, "method_not_allowed"},
+		{"E3 body over the limit", "POST", "/v1/data-import/validate-account/", "application/json", big, 400, "request_too_large"},
+		{"E3 body not JSON", "POST", "/v1/data-import/validate-account/", "text/plain", "hello", 400, "unsupported_media_type"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -150,7 +150,7 @@ func (c *checked) check(t testing.TB, req *http.Request, r response) {
 }
 
 // checkError validates an answer of a path or method the document has no
-// operation for (404, 405) against its Error schema.
+// operation for (404, 400 method_not_allowed) against its Error schema.
 func (c *checked) checkError(t testing.TB, r response) {
 	t.Helper()
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -245,7 +245,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 	c := newChecked(t, startService(t, "serve", map[string]string{"MAX_BODY_BYTES": "65536"}))
 	openAPIEnv(t, c)
 	// limited has no worker (E5 never finishes there) and no document store
-	// (E6 naming a document is refused with 503).
+	// (E6 naming a document is refused with 500).
 	limited := newChecked(t, startService(t, "api", map[string]string{"PROCESS_CONCURRENCY_LIMIT": "1", "PROCESS_WAIT_TIMEOUT": "200ms", "DOCUMENTS_URL": ""}))
 	seedDemo(t, limited.service, admin.Supplier{})
 	insertImportedAccount(t, limited.service, "PI-NS", "A-0B000000", "", "")
@@ -271,8 +271,8 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			want(t, "malformed GraphQL", c.do(t, "POST", "/v1/graphql/", "", "{"), 400, "parse_error")
 			req, _ := http.NewRequest("POST", c.base+"/v1/graphql/", strings.NewReader("hello"))
 			req.Header.Set("Content-Type", "text/plain")
-			want(t, "not JSON", c.doReq(t, req), 415, "unsupported_media_type")
-			want(t, "too large", c.do(t, "POST", "/v1/graphql/", "", `{"query": "`+strings.Repeat("x", 70000)+`"}`), 413, "request_too_large")
+			want(t, "not JSON", c.doReq(t, req), 400, "unsupported_media_type")
+			want(t, "too large", c.do(t, "POST", "/v1/graphql/", "", `{"query": "`+strings.Repeat("x", 70000)+`"}`), 400, "request_too_large")
 
 			want(t, "whoami", c.do(t, "GET", "/v1/data-import/whoami/", tok, nil), 200, "")
 			want(t, "whoami without a token", c.do(t, "GET", "/v1/data-import/whoami/", "", nil), 401, "not_authenticated")
@@ -306,6 +306,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			want(t, "E5", c.do(t, "POST", processPath, tok, processBody("OA-1", false)), 201, "")
 			want(t, "E5 again", c.do(t, "POST", processPath, tok, processBody("OA-1", false)), 400, "account_import_process_already_imported")
 			want(t, "E4 of an imported account", c.do(t, "POST", stagePath, tok, fixture(t, "OA-1")), 400, "account_import_process_already_imported")
+			want(t, "E3 of an imported account", c.do(t, "POST", validate, tok, fixture(t, "OA-1")), 400, "account_import_process_already_imported")
 			want(t, "E5 missing field", c.do(t, "POST", processPath, tok, map[string]any{"external_account_number": "OA-1"}), 400, "invalid_request")
 			want(t, "E10 created", c.do(t, "GET", pathTransferStatus("DEMO", "OA-1"), tok, nil), 200, "")
 			c.stage(t, tok, fixture(t, "OA-DRY"))
@@ -355,7 +356,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 				"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "a.pdf"}}}}}), 400, "notes_failed_validation")
 			ltok := limited.accessToken(t, limited.newKey(t, "oa-limited-notes"))
 			want(t, "E6 with a document and no store", limited.do(t, "POST", pathNotes, ltok, map[string]any{"import_supplier": "DEMO", "external_account_number": "PI-NS",
-				"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "a.pdf"}}}}}), 503, "document_store_not_configured")
+				"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "a.pdf"}}}}}), 500, "document_store_not_configured")
 
 			st := fmt.Sprintf(`{"import_supplier": "DEMO", "external_account_number": "PI-1", "statements": [{"statement_id": "S1", "number": "0001",
 				"bill_period_from_date": %q, "bill_period_to_date": %q, "issued_date": %q, "gross_amount": 123.4}]}`, day(-59), day(-30), day(-29))
@@ -409,7 +410,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			ltok := limited.accessToken(t, limited.newKey(t, "oa-limited"))
 			limited.stage(t, ltok, fixture(t, "OA-A"))
 			limited.stage(t, ltok, fixture(t, "OA-B"))
-			want(t, "E5 past its wait", limited.do(t, "POST", processPath, ltok, processBody("OA-A", false)), 503, "account_processing_in_progress")
+			want(t, "E5 past its wait", limited.do(t, "POST", processPath, ltok, processBody("OA-A", false)), 500, "account_processing_in_progress")
 			want(t, "E5 over the limit", limited.do(t, "POST", processPath, ltok, processBody("OA-B", false)), 429, "concurrency_limit_exceeded")
 			want(t, "E10 in progress", limited.do(t, "GET", pathTransferStatus("DEMO", "OA-A"), ltok, nil), 200, "")
 		})
@@ -440,7 +441,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			want(t, "unknown path", r, 404, "not_found")
 			c.checkError(t, r)
 			r = c.service.do(t, "DELETE", "/v1/graphql/", "", nil)
-			want(t, "wrong method", r, 405, "method_not_allowed")
+			want(t, "wrong method", r, 400, "method_not_allowed")
 			c.checkError(t, r)
 		})
 	})

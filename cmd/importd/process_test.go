@@ -385,8 +385,11 @@ func TestProcess_WorkerWithoutDocumentStoreRefusesNotesWithDocuments(t *testing.
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-NOSTORE"))
 	r := s.do(t, "POST", processPath, tok, processBody("ACC-NOSTORE", false))
-	if r.Status != 503 || r.Body["code"] != "document_store_not_configured" {
-		t.Fatalf("E5 with a note naming a document and no store: %d %s, want 503 as from E6", r.Status, r.Raw)
+	if r.Status != 500 || r.Body["code"] != "document_store_not_configured" {
+		t.Fatalf("E5 with a note naming a document and no store: %d %s, want 500 as from E6", r.Status, r.Raw)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("E5 with no document store: no Retry-After")
 	}
 	// Not retried: archived at once. (A retried task would still be
 	// pending, and E5 would have answered account_processing_in_progress.)
@@ -398,7 +401,7 @@ func TestProcess_WorkerWithoutDocumentStoreRefusesNotesWithDocuments(t *testing.
 		t.Errorf("task state %v after %d retries, want archived after 0", info.State, info.Retried)
 	}
 	// Asking again fails the same way, with the same status.
-	if r := s.do(t, "POST", processPath, tok, processBody("ACC-NOSTORE", false)); r.Status != 503 || r.Body["code"] != "document_store_not_configured" {
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-NOSTORE", false)); r.Status != 500 || r.Body["code"] != "document_store_not_configured" {
 		t.Errorf("E5 again: %d %s", r.Status, r.Raw)
 	}
 	if last, _ := s.status(t, tok, "ACC-NOSTORE")["last_error"].(map[string]any); last["code"] != "document_store_not_configured" {
@@ -431,7 +434,7 @@ func TestProcess_WaitTimeoutAnswersPollE10AndTheJobGoesOn(t *testing.T) {
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-SLOW"))
 	r := s.do(t, "POST", processPath, tok, processBody("ACC-SLOW", false))
-	if r.Status != 503 || r.Body["code"] != "account_processing_in_progress" || !strings.Contains(r.Body["detail"].(string), "account-transfer-status") {
+	if r.Status != 500 || r.Body["code"] != "account_processing_in_progress" || !strings.Contains(r.Body["detail"].(string), "account-transfer-status") {
 		t.Fatalf("E5 past its wait: %d %s", r.Status, r.Raw)
 	}
 	if r.Header.Get("Retry-After") == "" {
@@ -488,7 +491,7 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 		tok := s.accessToken(t, s.newKey(t, "k"))
 		s.stage(t, tok, fixture(t, "ACC-A"))
 		s.stage(t, tok, fixture(t, "ACC-B"))
-		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
+		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 500 || r.Body["code"] != "account_processing_in_progress" {
 			t.Fatalf("first account: %d %s", r.Status, r.Raw)
 		}
 		r := s.do(t, "POST", processPath, tok, processBody("ACC-B", false))
@@ -499,7 +502,7 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 			t.Errorf("a refused account changed status: %v", st)
 		}
 		// The same account again shares its slot instead of being refused.
-		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
+		if r := s.do(t, "POST", processPath, tok, processBody("ACC-A", false)); r.Status != 500 || r.Body["code"] != "account_processing_in_progress" {
 			t.Errorf("the queued account again: %d %s", r.Status, r.Raw)
 		}
 		// When the worker finishes the first, the slot frees and the second goes through.
@@ -508,11 +511,11 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 		for {
 			r := s.do(t, "POST", processPath, tok, processBody("ACC-B", false))
 			// 201, or "already imported" when an earlier call of this loop
-			// queued it (503 after its wait) and it finished before this one.
+			// queued it (500 after its wait) and it finished before this one.
 			if r.Status == 201 || r.Status == 400 && r.Body["code"] == "account_import_process_already_imported" {
 				break
 			}
-			waiting := r.Status == 429 || r.Status == 503 && r.Body["code"] == "account_processing_in_progress"
+			waiting := r.Status == 429 || r.Status == 500 && r.Body["code"] == "account_processing_in_progress"
 			if !waiting || time.Now().After(deadline) {
 				t.Fatalf("second account after the first finished: %d %s", r.Status, r.Raw)
 			}
@@ -527,14 +530,14 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 		for i := range 5 {
 			ean := fmt.Sprintf("ACC-%d", i)
 			s.stage(t, tok, fixture(t, ean))
-			if r := s.do(t, "POST", processPath, tok, processBody(ean, false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
+			if r := s.do(t, "POST", processPath, tok, processBody(ean, false)); r.Status != 500 || r.Body["code"] != "account_processing_in_progress" {
 				t.Fatalf("%s with the limit disabled: %d %s", ean, r.Status, r.Raw)
 			}
 		}
 	})
 }
 
-func TestProcess_RedisDownAnswers503AndKeepsStagedData(t *testing.T) {
+func TestProcess_RedisDownAnswers500AndKeepsStagedData(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
 	cmd := exec.Command("redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
@@ -555,8 +558,11 @@ func TestProcess_RedisDownAnswers503AndKeepsStagedData(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	r := c.do(t, "POST", processPath, tok, processBody("ACC-R", false))
-	if r.Status != 503 || r.Body["code"] != "queue_unavailable" {
+	if r.Status != 500 || r.Body["code"] != "queue_unavailable" {
 		t.Fatalf("E5 with Redis down: %d %s", r.Status, r.Raw)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("E5 with Redis down: no Retry-After")
 	}
 	if r := c.do(t, "GET", "/readyz", "", nil); r.Status != 503 {
 		t.Errorf("/readyz with Redis down: %d %s", r.Status, r.Raw)
@@ -589,7 +595,7 @@ func TestProcess_WorkerKilledMidCreationRetriesToExactlyOneAccount(t *testing.T)
 	if _, err := lockTx.Exec(`LOCK TABLE ledgers IN EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	if r := s.do(t, "POST", processPath, tok, processBody("ACC-KILL", false)); r.Status != 503 || r.Body["code"] != "account_processing_in_progress" {
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-KILL", false)); r.Status != 500 || r.Body["code"] != "account_processing_in_progress" {
 		t.Fatalf("E5: %d %s", r.Status, r.Raw)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"database/sql"
 	"encoding/base64"
 	"errors"
@@ -282,18 +281,11 @@ var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid
 
 // TokenFromKey exchanges an API key for a token pair.
 func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
-	if len(key) < lookupLength || !strings.HasPrefix(key, keyPrefix) {
-		return TokenPair{}, errBadKey
-	}
-	var r keyRow
-	err := s.db.GetContext(ctx, &r, fmt.Sprintf(keyQuery, "k.prefix = $1"), key[:lookupLength])
-	if errors.Is(err, sql.ErrNoRows) {
-		return TokenPair{}, errBadKey
-	}
+	r, ok, err := s.keyBySecret(ctx, key)
 	if err != nil {
-		return TokenPair{}, fmt.Errorf("find key: %w", err)
+		return TokenPair{}, err
 	}
-	if subtle.ConstantTimeCompare(r.SecretHash, hashKey(key)) != 1 || r.RevokedAt.Valid {
+	if !ok || r.RevokedAt.Valid {
 		return TokenPair{}, errBadKey
 	}
 	return s.issue(r.ID, r.Name, s.now())

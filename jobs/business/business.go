@@ -46,7 +46,6 @@ const (
 	CodeAlreadyExists          = "business_already_exists"
 	CodeContractAlreadyExists  = "business_contract_already_exists"
 	CodeSupplierNotFound       = "import_supplier_not_found"
-	CodeSupplierNotOngoing     = "import_supplier_migration_not_ongoing"
 	CodeDetailsDuplicateKeys   = "details_have_duplicate_keys"
 	CodeVersionDateNotUnique   = "duplicate_applicable_at_date"
 	CodeVersionBeforeValidFrom = "applicable_at_date_before_valid_from_date"

@@ -155,6 +155,32 @@ func TestCreate_StoresBusinessDetailsContractsVersionsAndTerms(t *testing.T) {
 	}
 }
 
+// Spec 3.1 limits Paused and Complete to account migration: a business is
+// created whatever its supplier's status.
+func TestCreate_AcceptedWhateverTheSupplierStatus(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{"Ongoing", "Paused", "Complete"} {
+		t.Run(status, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			if _, err := b.db.Exec(`UPDATE import_suppliers SET status = $1 WHERE code = 'DEMO'`, status); err != nil {
+				t.Fatal(err)
+			}
+			res, err := b.svc.Create(context.Background(), body(t, request()), visible)
+			if err != nil {
+				t.Fatalf("supplier %s: %v", status, err)
+			}
+			var n int
+			if err := b.db.Get(&n, `SELECT count(*) FROM business_contracts WHERE business_id = $1`, res.ServiceBusinessID); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(2, n); diff != "" {
+				t.Errorf("contracts stored (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestCreate_TermsKeepExactNumbers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -292,7 +318,6 @@ func TestCreate_EachRuleReportsItsCodeAtItsPath(t *testing.T) {
 	}{
 		{"supplier unknown", func(m map[string]any) { m["import_supplier_code"] = "NOPE" }, CodeSupplierNotFound, "import_supplier_code", ""},
 		{"supplier invisible to the key", func(m map[string]any) { m["import_supplier_code"] = "HIDDEN" }, CodeSupplierNotFound, "import_supplier_code", ""},
-		{"supplier paused", func(m map[string]any) { m["import_supplier_code"] = "PAUSED" }, CodeSupplierNotOngoing, "import_supplier_code", "Paused"},
 		{"supplier missing", func(m map[string]any) { delete(m, "import_supplier_code") }, validate.CodeRequired, "import_supplier_code", ""},
 		{"identifier blank", func(m map[string]any) { m["external_business_identifier"] = " " }, validate.CodeBlank, "external_business_identifier", ""},
 		{"identifier too long", func(m map[string]any) { m["external_business_identifier"] = strings.Repeat("x", 129) }, validate.CodeMaxLength, "external_business_identifier", ""},

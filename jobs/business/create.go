@@ -105,16 +105,15 @@ func checkRequest(w *validate.Walker, r *Request, today validate.Date) {
 
 // lookup is what E1 needs to know from the database.
 type lookup struct {
-	SupplierID     sql.NullInt64  `db:"supplier_id"`
-	SupplierStatus sql.NullString `db:"supplier_status"`
-	BusinessID     sql.NullInt64  `db:"business_id"`
-	Existing       pq.StringArray `db:"existing"`
+	SupplierID sql.NullInt64  `db:"supplier_id"`
+	BusinessID sql.NullInt64  `db:"business_id"`
+	Existing   pq.StringArray `db:"existing"`
 }
 
 // lookupSQL answers everything in one round trip. The outer one-row select
 // makes sure a row comes back when the supplier does not exist; a supplier
 // the caller may not see is asked for as ”, which no code matches.
-const lookupSQL = `SELECT s.id AS supplier_id, s.status AS supplier_status,
+const lookupSQL = `SELECT s.id AS supplier_id,
 	(SELECT b.id FROM businesses b WHERE b.supplier_id = s.id AND b.external_business_identifier = $2
 		AND b.company_name = $3 AND b.company_number = $4 AND b.business_type = $5) AS business_id,
 	ARRAY(SELECT c.identifier FROM business_contracts c WHERE c.supplier_id = s.id AND c.identifier = ANY($6::text[])
@@ -219,9 +218,6 @@ func (s *Service) dbProblems(r Request, l lookup) problem.List {
 	case r.ImportSupplierCode == "":
 	case !l.SupplierID.Valid:
 		errs.Add("import_supplier_code", CodeSupplierNotFound, "Import supplier %q not found.", r.ImportSupplierCode)
-	case l.SupplierStatus.String != "Ongoing":
-		errs.Add("import_supplier_code", CodeSupplierNotOngoing,
-			"Import supplier %s is %s; it does not accept new businesses.", r.ImportSupplierCode, l.SupplierStatus.String)
 	}
 	if r.Business == nil {
 		return errs

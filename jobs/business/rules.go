@@ -18,7 +18,6 @@ type rule struct {
 // TestRules_EverySemanticCodeIsTested fails when a code here has no test case.
 var semanticRules = []rule{
 	{CodeSupplierNotFound, "`import_supplier_code`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one."},
-	{CodeSupplierNotOngoing, "`import_supplier_code`", "The supplier's status is Ongoing: a business exists only to have accounts migrated into it, and a Paused or Complete supplier accepts none."},
 	{CodeAlreadyExists, "`external_business_identifier`", "A business is unique per import supplier by `external_business_identifier` together with `company_name`, `company_number` and `business_type`. A repeat is refused with this top-level code alone (other problems of the request are not reported) and carries `service_business_id` and `external_business_identifier` at the top level, so that a client that lost its 201 can recover the id. The same identifier with another name, number or type is a different business."},
 	{CodeContractAlreadyExists, "`business.business_contracts[].identifier`", "A contract identifier is unique per import supplier: it may not exist already (for any business of the supplier), nor appear twice in the request (reported at the second occurrence)."},
 	{validate.CodeRequired, "`business.company_number`", "Required when `business_type` is " + strings.Join(registeredTypes, ", ") + "; optional (stored as empty) for the other types."},

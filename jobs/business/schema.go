@@ -56,7 +56,7 @@ var businessSchema = v.NewObject(
 
 var requestSchema = v.NewObject(
 	v.Req("import_supplier_code", v.StringValue, func(r *Request) *string { return &r.ImportSupplierCode }, v.MaxLength(maxIdentifier),
-		v.Codes(CodeSupplierNotFound, CodeSupplierNotOngoing)),
+		v.Codes(CodeSupplierNotFound)),
 	v.Req("external_business_identifier", v.StringValue, func(r *Request) *string { return &r.ExternalBusinessIdentifier },
 		v.MaxLength(maxIdentifier), v.Codes(CodeAlreadyExists)),
 	v.Obj("business", businessSchema, func(r *Request) **Business { return &r.Business }, v.Required()),

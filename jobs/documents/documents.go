@@ -41,11 +41,11 @@ const CodeInvalidPath = "invalid_document_path"
 // RULES.md mentions so that teams moving between platforms find it.
 const CodeNotFound = "document_not_found"
 
-// CodeStoreNotConfigured (503) means DOCUMENTS_URL is not set, so a document
+// CodeStoreNotConfigured (500) means DOCUMENTS_URL is not set, so a document
 // reference cannot be checked.
 const CodeStoreNotConfigured = "document_store_not_configured"
 
-// CodeStoreUnavailable (503) means the store did not answer.
+// CodeStoreUnavailable (500) means the store did not answer.
 const CodeStoreUnavailable = "document_store_unavailable"
 
 // MaxPathLength is the longest accepted path, in bytes. S3 keys are limited to

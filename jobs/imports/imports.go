@@ -75,14 +75,41 @@ type StageResult struct {
 	Created bool `json:"-"`
 }
 
-// AlreadyImported is the refusal for an account that exists already. It
-// carries both numbers so that a client that lost a 201 can recover the
-// service account number.
+// AlreadyImported is the refusal for an account that exists already, the
+// same from E3, E4 and E5 as the reference's AccountAlreadyImportedResponse
+// (reference-api.md 4.3): it carries both numbers, so that a client that
+// lost a 201 can recover the service account number, and the reference's
+// non_field_errors message as the one problem at attr non_field_errors (the
+// path drf-standardized-errors gives it).
 func AlreadyImported(externalAccountNumber, serviceAccountNumber string) *problem.Error {
-	return problem.New(problem.Invalid, CodeAlreadyImported,
-		"Account "+externalAccountNumber+" has already been imported as "+serviceAccountNumber+".").
+	detail := "The account import process with the account number " + externalAccountNumber + " has already been imported."
+	p := problem.New(problem.Invalid, CodeAlreadyImported, detail).
 		With("external_account_number", externalAccountNumber).
 		With("service_account_number", serviceAccountNumber)
+	p.Errors = []problem.FieldError{{Detail: detail, Code: CodeAlreadyImported, Attr: "non_field_errors"}}
+	return p
+}
+
+// Validate is E3: it validates body with the account rules and, when the
+// payload is valid, refuses an account that is already imported as the
+// reference's validate endpoint does (AlreadyImported). A payload with
+// problems gets those first, as E4 does: the account's number is only
+// trusted once the payload is valid.
+func (s *Service) Validate(ctx context.Context, body []byte, visible func(string) bool) (*account.Account, error) {
+	acc, err := s.Validator(visible).Validate(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	var number sql.NullString
+	err = s.db.GetContext(ctx, &number, `SELECT service_account_number FROM import_processes
+		WHERE supplier_id = $1 AND external_account_number = $2`, acc.Supplier.ID, acc.ExternalAccountNumber)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("validate: read import process: %w", err)
+	}
+	if number.Valid {
+		return nil, AlreadyImported(acc.ExternalAccountNumber, number.String)
+	}
+	return acc, nil
 }
 
 // Stage validates body with the rules of E3 and upserts it as the staged data

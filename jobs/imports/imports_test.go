@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -297,5 +298,48 @@ func TestStage_RowChangedByTheWorkerDuringTheStagingIsRefusedWithItsReason(t *te
 				}
 			}
 		})
+	}
+}
+
+// E3 answers an imported account as the reference's validate endpoint does
+// (reference-api.md 4.3 and 10): 400 with both account numbers; a staged
+// account that is not imported, and an invalid payload, are answered as
+// before.
+func TestValidate_ImportedAccountIsRefusedWithBothNumbers(t *testing.T) {
+	t.Parallel()
+	d := newDB(t, "DEMO")
+	s := New(d)
+	ctx := context.Background()
+	for _, ean := range []string{"STAGED", "IMPORTED"} {
+		if _, err := s.Stage(ctx, fixture(t, "DEMO", ean), allVisible); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(t, d, `UPDATE import_processes SET status = 'COMPLETED', service_account_number = 'A-0000BEEF', account_created_at = now()
+		WHERE external_account_number = 'IMPORTED'`)
+
+	for _, ean := range []string{"NEW", "STAGED"} {
+		if _, err := s.Validate(ctx, fixture(t, "DEMO", ean), allVisible); err != nil {
+			t.Errorf("%s: %v", ean, err)
+		}
+	}
+
+	_, err := s.Validate(ctx, fixture(t, "DEMO", "IMPORTED"), allVisible)
+	p, ok := problem.As(err)
+	if !ok {
+		t.Fatalf("imported account: %v, want a *problem.Error", err)
+	}
+	detail := "The account import process with the account number IMPORTED has already been imported."
+	want := problem.Record{Code: CodeAlreadyImported, Detail: detail,
+		Errors: []problem.FieldError{{Detail: detail, Code: CodeAlreadyImported, Attr: "non_field_errors"}},
+		Extra:  map[string]any{"external_account_number": "IMPORTED", "service_account_number": "A-0000BEEF"}}
+	if diff := cmp.Diff(want, p.ToRecord()); p.Kind != problem.Invalid || diff != "" {
+		t.Errorf("imported account: kind %v (-want +got):\n%s", p.Kind, diff)
+	}
+
+	broken := strings.Replace(string(fixture(t, "DEMO", "IMPORTED")), `"unknown_occupier": false`, `"unknown_occupier": "no"`, 1)
+	_, err = s.Validate(ctx, []byte(broken), allVisible)
+	if p, ok := problem.As(err); !ok || p.Code != account.CodeFailedValidation {
+		t.Errorf("invalid payload of an imported account: %v, want %s first", err, account.CodeFailedValidation)
 	}
 }

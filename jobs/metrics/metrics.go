@@ -38,6 +38,7 @@ const (
 	VendorTimeout       = "timeout"
 	VendorUnavailable   = "unavailable"
 	VendorProtocolError = "protocol_error"
+	VendorRefused       = "refused"
 	VendorCancelled     = "cancelled"
 	VendorError         = "error"
 )

@@ -24,9 +24,11 @@ type VendorInstruction struct {
 // verification around them (timeouts, retries, storage) stays the same.
 type Adapter interface {
 	// Fetch returns what the vendor stores about reference. Errors:
-	// ErrNotFound when the vendor has no such instruction (persistent), an
-	// *IntermittentError when trying again may help (the caller retries), or
-	// any other error when the vendor broke its contract (not retried).
+	// ErrNotFound when the vendor has no such instruction (persistent), a
+	// *RefusedError when the vendor refuses the request as it will each time
+	// (persistent), an *IntermittentError when trying again may help (the
+	// caller retries), or any other error when the vendor broke its contract
+	// (not retried).
 	// Fetch stops when ctx ends; the caller bounds each attempt with the
 	// vendor's timeout.
 	Fetch(ctx context.Context, reference string) (VendorInstruction, error)
@@ -54,6 +56,18 @@ func IsIntermittent(err error) bool {
 	var ie *IntermittentError
 	return errors.As(err, &ie)
 }
+
+// RefusedError is a vendor's refusal that repeats: an answer 4xx other than
+// 404 and 429 (400, 401, 403, 422, ...). The same request would be refused
+// the same way again, so it is not retried, and the caller hears 400: the
+// persistent vendor failure of spec E2 and E9 ("do not retry in the same
+// form").
+type RefusedError struct {
+	// Status is the vendor's status line, "403 Forbidden".
+	Status string
+}
+
+func (e *RefusedError) Error() string { return "vendor refused the request: " + e.Status }
 
 // ProtocolError is an answer that breaks the vendor protocol: an unexpected
 // status, or a 200 whose body is not an instruction. It is the operator's

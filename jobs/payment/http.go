@@ -54,6 +54,8 @@ func (a *httpAdapter) Fetch(ctx context.Context, reference string) (VendorInstru
 		return VendorInstruction{}, &IntermittentError{Reason: "answered " + res.Status, Cause: fmt.Errorf("vendor answered %s", res.Status)}
 	case res.StatusCode == http.StatusNotFound:
 		return VendorInstruction{}, ErrNotFound
+	case res.StatusCode >= 400 && res.StatusCode < 500:
+		return VendorInstruction{}, &RefusedError{Status: res.Status}
 	case res.StatusCode != http.StatusOK:
 		return VendorInstruction{}, protocolErrorf("unexpected status %s", res.Status)
 	case err != nil:

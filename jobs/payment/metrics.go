@@ -33,11 +33,14 @@ func (a counted) Fetch(ctx context.Context, reference string) (VendorInstruction
 func callOutcome(ctx context.Context, err error) string {
 	var ie *IntermittentError
 	var pe *ProtocolError
+	var re *RefusedError
 	switch {
 	case err == nil:
 		return metrics.VendorOK
 	case errors.Is(err, ErrNotFound):
 		return metrics.VendorNotFound
+	case errors.As(err, &re):
+		return metrics.VendorRefused
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return metrics.VendorTimeout
 	case ctx.Err() != nil:

@@ -63,6 +63,7 @@ func TestMetrics_EveryVendorCallIsCountedByOutcome(t *testing.T) {
 		{fakeAdapter{err: ErrNotFound}, context.Background(), 0},
 		{fakeAdapter{err: &IntermittentError{Reason: "answered 503", Cause: errors.New("503")}}, context.Background(), 0},
 		{fakeAdapter{err: protocolErrorf("bad")}, context.Background(), 0},
+		{fakeAdapter{err: &RefusedError{Status: "403 Forbidden"}}, context.Background(), 0},
 		{fakeAdapter{wait: true}, context.Background(), 10 * time.Millisecond},
 		{fakeAdapter{err: errors.New("gone")}, cancelled, 0},
 		{fakeAdapter{err: errors.New("odd")}, context.Background(), 0},
@@ -77,7 +78,7 @@ func TestMetrics_EveryVendorCallIsCountedByOutcome(t *testing.T) {
 		_, _ = counted{c.adapter, "ACME", m}.Fetch(ctx, "REF-1")
 	}
 	want := map[string]float64{"ACME/ok": 1, "ACME/not_found": 1, "ACME/unavailable": 1, "ACME/protocol_error": 1,
-		"ACME/timeout": 1, "ACME/cancelled": 1, "ACME/error": 1}
+		"ACME/refused": 1, "ACME/timeout": 1, "ACME/cancelled": 1, "ACME/error": 1}
 	if diff := cmp.Diff(want, vendorCalls(t, m)); diff != "" {
 		t.Errorf("importd_vendor_calls_total (-want +got):\n%s", diff)
 	}

@@ -31,6 +31,9 @@ const (
 	CodeAlreadyExists = "payment_instruction_already_exists"
 	// CodeNotFoundAtVendor: the vendor answered 404. Persistent: 400.
 	CodeNotFoundAtVendor = "payment_instruction_not_found_at_vendor"
+	// CodeVendorRefused: the vendor refused the request with a 4xx other
+	// than 404 and 429, as it will each time. Persistent: 400.
+	CodeVendorRefused = "payment_vendor_refused_request"
 	// CodeTypeMismatch: the vendor stores the instruction with another type.
 	CodeTypeMismatch = "payment_instruction_type_mismatch"
 	// CodeVendorUnavailable: intermittent failures outlasted every attempt.
@@ -42,7 +45,7 @@ const (
 	// CodeVerificationUnfinished: no outcome within the wait (the worker is
 	// busy or down). 500; retry as is.
 	CodeVerificationUnfinished = "payment_verification_unfinished"
-	// CodeQueueUnavailable: Redis refused the task. 503; nothing changed.
+	// CodeQueueUnavailable: Redis refused the task. 500; nothing changed.
 	CodeQueueUnavailable = "queue_unavailable"
 )
 

@@ -127,7 +127,7 @@ func TestHTTPAdapter_ClassifiesAnswers(t *testing.T) {
 	}
 	tests := []struct {
 		ref  string
-		want string // ok, not_found, intermittent, protocol
+		want string // ok, not_found, refused, intermittent, protocol
 	}{
 		{`200:{"reference":"x","type":"CARD","status":"ACTIVE"}`, "protocol"}, // not the reference asked for
 		{"404:", "not_found"},
@@ -135,8 +135,10 @@ func TestHTTPAdapter_ClassifiesAnswers(t *testing.T) {
 		{"502:", "intermittent"},
 		{"503:oops", "intermittent"},
 		{"429:", "intermittent"},
-		{"400:", "protocol"},
-		{"401:", "protocol"},
+		{"400:", "refused"},
+		{"401:", "refused"},
+		{"403:", "refused"},
+		{"422:", "refused"},
 		{"204:", "protocol"},
 		{"200:not json", "protocol"},
 		{"200:[]", "protocol"},
@@ -150,10 +152,13 @@ func TestHTTPAdapter_ClassifiesAnswers(t *testing.T) {
 			_, err := a.Fetch(context.Background(), tc.ref)
 			var ie *IntermittentError
 			var pe *ProtocolError
+			var re *RefusedError
 			got := "ok"
 			switch {
 			case errors.Is(err, ErrNotFound):
 				got = "not_found"
+			case errors.As(err, &re):
+				got = "refused"
 			case errors.As(err, &ie):
 				got = "intermittent"
 			case errors.As(err, &pe):

@@ -94,12 +94,18 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 	in, err := fetch(ctx, adapter, vendor, p.Reference)
 	var ie *IntermittentError
 	var pe *ProtocolError
+	var re *RefusedError
 	switch {
 	case ctx.Err() != nil:
 		return outcome{}, ctx.Err()
 	case errors.Is(err, ErrNotFound):
 		return refused(kindInvalid, problem.Invalidf(CodeNotFoundAtVendor, "reference",
 			"Payment vendor %s has no payment instruction %q.", vendor.Name, p.Reference)), nil
+	case errors.As(err, &re):
+		slog.WarnContext(ctx, "payment vendor refused the request", "vendor", vendor.Name, "status", re.Status)
+		return refused(kindInvalid, problem.Invalidf(CodeVendorRefused, "reference",
+			"Payment vendor %s refused to look up payment instruction %q (it answered %s) and will refuse it the same way again. Nothing was stored; do not retry in this form.",
+			vendor.Name, p.Reference, re.Status)), nil
 	case errors.As(err, &ie):
 		slog.WarnContext(ctx, "payment vendor unavailable", "vendor", vendor.Name, "attempts", vendor.Attempts, "error", err)
 		return refused(kindRetryable, problem.New(problem.RetryableUpstream, CodeVendorUnavailable, fmt.Sprintf(

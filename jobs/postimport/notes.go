@@ -148,7 +148,7 @@ func parseNotes(body []byte, now time.Time) (*NotesRequest, problem.List, *probl
 //
 // Errors: *problem.Error of Kind Invalid (400) with every problem, NotFound
 // (404, account_not_found) when the account is not an imported account the
-// caller may see, Unavailable (503) when documents cannot be checked.
+// caller may see, Unavailable (500) when documents cannot be checked.
 func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(string) bool) ([]NoteResult, error) {
 	// Whole seconds: created_at is answered in YYYY-MM-DDTHH:MM:SSZ, and
 	// a re-sent note must compare equal to what was stored.

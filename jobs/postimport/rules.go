@@ -18,10 +18,10 @@ const (
 	// CodeAccountNotFound (404) covers an unknown account, an account that
 	// is only staged, and a supplier the caller's key may not see.
 	CodeAccountNotFound = "account_not_found"
-	// CodeDocumentStoreNotConfigured (503): DOCUMENTS_URL is not set, so a
+	// CodeDocumentStoreNotConfigured (500): DOCUMENTS_URL is not set, so a
 	// document reference cannot be checked.
 	CodeDocumentStoreNotConfigured = documents.CodeStoreNotConfigured
-	// CodeDocumentStoreUnavailable (503): the store did not answer.
+	// CodeDocumentStoreUnavailable (500): the store did not answer.
 	CodeDocumentStoreUnavailable = documents.CodeStoreUnavailable
 )
 
@@ -129,8 +129,8 @@ All three answer 404 ` + "`account_not_found`" + ` when the account does not exi
 caller's key may use (only staged, unknown, or not visible: the same answer). When the request is also invalid, the 404
 comes first, unless ` + "`import_supplier`" + ` or ` + "`external_account_number`" + ` themselves are invalid (400). A body that is not
 JSON, or not a JSON object, gets 400 ` + "`parse_error`" + ` with the byte offset in the detail. A request that references a
-document while the service has no document store (` + "`DOCUMENTS_URL`" + ` unset) gets 503 ` + "`document_store_not_configured`" + `;
-a store that does not answer, 503 ` + "`document_store_unavailable`" + `.
+document while the service has no document store (` + "`DOCUMENTS_URL`" + ` unset) gets 500 ` + "`document_store_not_configured`" + `;
+a store that does not answer, 500 ` + "`document_store_unavailable`" + `; both with ` + "`Retry-After`" + `.
 
 Concurrent requests for one account take turns (the account's row is locked for the request's transaction), so two
 identical requests sent at once behave as if sent one after the other.

@@ -33,7 +33,7 @@ import (
 type Service struct {
 	db *sqlx.DB
 	// docs is nil when no document store is configured; a request that
-	// references a document then gets 503.
+	// references a document then gets 500.
 	docs *documents.Store
 	// now is the clock; "today" is its date in UTC. Tests fix it.
 	now func() time.Time
@@ -108,7 +108,7 @@ func lockAccount(ctx context.Context, tx *sqlx.Tx, supplier, ean string, visible
 
 // checkDocuments adds a problem for each reference to a document that is
 // not in the store under root. A store that is missing or cannot answer is a
-// 503, not a validation problem.
+// 500, not a validation problem.
 func (s *Service) checkDocuments(ctx context.Context, root string, refs []documents.Ref, errs *problem.List) error {
 	return documents.Check(ctx, s.docs, root, refs, errs)
 }

@@ -138,7 +138,7 @@ func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.Lis
 //
 // Errors: *problem.Error of Kind Invalid (400) with every problem, NotFound
 // (404, account_not_found) when the account is not an imported account the
-// caller may see, Unavailable (503) when documents cannot be checked.
+// caller may see, Unavailable (500) when documents cannot be checked.
 func (s *Service) CreateStatements(ctx context.Context, body []byte, visible func(string) bool) (*StatementsRequest, error) {
 	r, errs, perr := parseStatements(body, v.DateOf(s.now().UTC()))
 	if perr != nil {

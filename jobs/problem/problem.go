@@ -31,6 +31,7 @@ const (
 	UnsupportedMedia              // the request body is not JSON
 	MethodNotAllowed              // the route exists for another method
 	RetryableUpstream             // an external system failed intermittently; retry as is
+	NotReady                      // a readiness probe's answer: a dependency of this process is unreachable
 )
 
 // FieldError is one problem at one place of the input. Attr is the dot path of

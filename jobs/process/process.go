@@ -266,7 +266,7 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 }
 
 // stillInProgress is the answer when no outcome came within the wait. It is
-// an error status (503 with Retry-After), never a 2xx, so that no client
+// an error status (500 with Retry-After), never a 2xx, so that no client
 // mistakes it for a created account. Calling E5 again joins the same task.
 func stillInProgress(req Request) *problem.Error {
 	detail := fmt.Sprintf("Account %s is still being processed. Poll GET /v1/data-import/account-transfer-status/%s/%s/ for the outcome.",
@@ -317,9 +317,9 @@ func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64
 
 // serviceFailures are the codes of recorded failures that are the service's,
 // not the caller's data: a task that failed after its retries, and a document
-// store that is missing or did not answer. They answer 503, as the same codes
-// do from every other endpoint; any other recorded failure is the data's
-// (400).
+// store that is missing or did not answer. They answer as Unavailable (500
+// with Retry-After, spec 7.2 "unexpected error"), as the same codes do from
+// every other endpoint; any other recorded failure is the data's (400).
 var serviceFailures = map[string]bool{
 	problem.CodeInternal:             true,
 	documents.CodeStoreNotConfigured: true,

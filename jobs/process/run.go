@@ -92,7 +92,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, acc.DocumentRefs(), &errs)
 		if pe, ok := problem.As(err); ok && pe.Code == documents.CodeStoreNotConfigured {
 			// A worker's configuration does not change between retries:
-			// the account fails at once (503, like the same code from E6),
+			// the account fails at once (500, like the same code from E6),
 			// and E5 and E10 say why.
 			invalid = pe
 		} else if err != nil {

@@ -1,0 +1,100 @@
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/bulkimport/bulkimport/jobs/problem"
+)
+
+// detailForms names the Authorization forms AuthenticateHeader accepts.
+const detailForms = "Send 'Authorization: Token <token>', the token alone, or 'Authorization: Token <API key>'."
+
+// AuthenticateHeader authenticates the value of an Authorization header in
+// each form the reference documents (reference-api.md 2.1, the two security
+// schemes of every data-import operation):
+//
+//   - "Token <access token>", the token of obtainServiceToken (spec section 5);
+//   - "<access token>", the same JWT alone (DRFKrakenTokenAuthentication);
+//   - "Token <API key>", the organisation API key used directly
+//     (DataImportViewerAPIKeyAuthentication), with the key's scope and
+//     revocation applied as to its tokens.
+//
+// The scheme is matched case-insensitively. An API key without "Token " is
+// refused: the reference names the prefix as required for keys. Errors are
+// Unauthenticated: CodeNotAuthenticated when no credential is given (no
+// header, another scheme, "Token" alone), CodeAuthenticationFailed when the
+// credential is wrong, expired or revoked.
+func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Principal, error) {
+	h := strings.TrimSpace(header)
+	scheme, cred, found := strings.Cut(h, " ")
+	switch {
+	case h == "":
+		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
+			"Authentication credentials were not provided. "+detailForms)
+	case !found && strings.EqualFold(h, "Token"):
+		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
+			"Authentication credentials were not provided. "+detailForms)
+	case !found && strings.HasPrefix(h, keyPrefix):
+		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed,
+			"An API key is sent as 'Authorization: Token <API key>'.")
+	case !found:
+		return s.Authenticate(ctx, h)
+	case !strings.EqualFold(scheme, "Token"):
+		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
+			"Authentication credentials were not provided. "+detailForms)
+	}
+	cred = strings.TrimSpace(cred)
+	switch {
+	case cred == "":
+		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
+			"Authentication credentials were not provided. "+detailForms)
+	case strings.HasPrefix(cred, keyPrefix):
+		return s.AuthenticateKey(ctx, cred)
+	}
+	return s.Authenticate(ctx, cred)
+}
+
+// AuthenticateKey checks an API key used directly, without a token, and
+// returns its principal. The key is read from the database on every call,
+// so a revocation stops it at once. Errors: CodeAuthenticationFailed for an
+// unknown or revoked key.
+func (s *Service) AuthenticateKey(ctx context.Context, key string) (Principal, error) {
+	r, ok, err := s.keyBySecret(ctx, key)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !ok {
+		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, "Invalid API key.")
+	}
+	if r.RevokedAt.Valid {
+		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, "This API key was revoked.")
+	}
+	return r.principal(), nil
+}
+
+// keyBySecret returns the row of the API key, revoked or not; ok is false
+// when no key matches it.
+func (s *Service) keyBySecret(ctx context.Context, key string) (r keyRow, ok bool, err error) {
+	// Keys are keyPrefix and base64url. Anything else matches no key, and
+	// must not reach PostgreSQL, which refuses NUL and invalid UTF-8.
+	if len(key) < lookupLength || !strings.HasPrefix(key, keyPrefix) || strings.ContainsFunc(key, notKeyChar) {
+		return r, false, nil
+	}
+	err = s.db.GetContext(ctx, &r, fmt.Sprintf(keyQuery, "k.prefix = $1"), key[:lookupLength])
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("find key: %w", err)
+	}
+	return r, subtle.ConstantTimeCompare(r.SecretHash, hashKey(key)) == 1, nil
+}
+
+func notKeyChar(c rune) bool {
+	return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_')
+}
