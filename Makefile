@@ -2,7 +2,9 @@
 #
 # Everything local lives in .local/ (git-ignored): the PostgreSQL and Redis
 # data of deploy/local/stack.sh, generated secrets, documents and tools.
-# Set DATABASE_URL and REDIS_URL to use servers of your own instead.
+# Set DATABASE_URL and REDIS_URL to use servers of your own instead; the
+# tests read TEST_DATABASE_URL and TEST_REDIS_URL (never DATABASE_URL and
+# REDIS_URL), so that a shell pointed at a real server does not test on it.
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -24,7 +26,26 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test stack-up stack-down build lint bench fuzz
+.PHONY: help run test test-long stack-up stack-down build lint bench fuzz
+
+# test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
+# both are set; otherwise it starts the local stack and points them at it. It
+# then unsets DATABASE_URL and REDIS_URL for the tests.
+define test-env
+export DATABASE_URL="$${TEST_DATABASE_URL:-}" REDIS_URL="$${TEST_REDIS_URL:-}"
+$(STACK) up
+eval "$$($(STACK) env)"
+export TEST_DATABASE_URL="$$DATABASE_URL" TEST_REDIS_URL="$$REDIS_URL"
+unset DATABASE_URL REDIS_URL
+endef
+
+# long-tests prints the tests that skip themselves under -short (the Test
+# functions that call testing.Short) as a -run pattern: A|B|C.
+define long-tests
+find . \( -path ./.local -o -path ./bin -o -path ./.git \) -prune -o -name '*_test.go' -print0 |
+	xargs -0 awk 'FNR == 1 || /^func / { name = "" } /^func Test/ { name = $$2; sub(/\(.*/, "", name) } /testing\.Short\(\)/ && name != "" { print name; name = "" }' |
+	sort -u | paste -sd'|'
+endef
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-11s %s\n", $$1, $$2 }'
@@ -39,9 +60,19 @@ stack-up: ## Start the local PostgreSQL and Redis (installs them with apt when m
 stack-down: ## Stop the local PostgreSQL and Redis (their data stays in .local/)
 	$(STACK) down
 
-test: stack-up ## Run every test, with the race detector, against the local stack
-	eval "$$($(STACK) env)"
-	$(GO) test -race -timeout 30m ./...
+test: ## Run the tests except the long ones (-short), with the race detector, against the local stack
+	$(test-env)
+	$(GO) test -race -short -timeout 30m ./...
+
+test-long: ## Run the long tests that `make test` skips (a million rows, memory bounds)
+	$(test-env)
+	long=$$($(long-tests))
+	if [[ -z "$$long" ]]; then
+		echo "test-long: no test calls testing.Short"
+		exit 0
+	fi
+	echo "test-long: $$long"
+	$(GO) test -race -timeout 30m -run "^($$long)\$$" ./...
 
 # The local defaults below keep their secrets in .local/, readable by the
 # owner alone, so that restarts keep tokens and dashboard logins valid.
@@ -81,8 +112,8 @@ $(STATICCHECK_STAMP):
 	rm -f "$(LOCAL_BIN)"/.staticcheck-*
 	touch "$@"
 
-bench: stack-up ## Run the issues' benchmarks, each beside its baseline in the same run (BENCHCOUNT=2)
-	eval "$$($(STACK) env)"
+bench: ## Run the issues' benchmarks, each beside its baseline in the same run (BENCHCOUNT=2)
+	$(test-env)
 	# E3 and E4 over HTTP at concurrency 16, against a bare Gin handler and a
 	# plain SQL upsert of the same 4 KB payloads.
 	$(GO) test ./cmd/importd -run '^$$' -bench 'E3|E4' -benchtime 1500x -count $(BENCHCOUNT)
@@ -94,8 +125,8 @@ bench: stack-up ## Run the issues' benchmarks, each beside its baseline in the s
 	# The validator alone, without HTTP or PostgreSQL.
 	$(GO) test ./jobs/account -run '^$$' -bench . -benchmem -count $(BENCHCOUNT)
 
-fuzz: stack-up ## Run each Fuzz target for FUZZTIME (default 30s): make fuzz FUZZTIME=5m
-	eval "$$($(STACK) env)"
+fuzz: ## Run each Fuzz target for FUZZTIME (default 30s): make fuzz FUZZTIME=5m
+	$(test-env)
 	# `go test -list` prints a package's matching names, then its "ok" line.
 	targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { f[n++] = $$1; next } /^ok/ { for (i = 0; i < n; i++) print $$2, f[i]; n = 0 }')
 	if [[ -z "$$targets" ]]; then

@@ -968,11 +968,16 @@ func TestListProcesses_RefusesABadLimitAndAnUnknownSupplier(t *testing.T) {
 // holds one cursor page at a time, and the client below never holds the list.
 // The test's process is also the server's, so its heap is the server's plus a
 // streaming client's.
+//
+// The heap is the whole process's, so no other test may run meanwhile: this
+// test does not call t.Parallel, and Go runs a top-level test that does not
+// alone (parallel tests wait until every sequential one has returned), while
+// other packages' tests run in processes of their own. It is long, so it
+// runs in `make test-long`, not under -short.
 func TestListProcesses_MillionItemsStreamWithFlatMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("inserts and lists a million rows")
 	}
-	t.Parallel()
 	const total = 1_000_000
 	// The whole list as JSON is about 80 MB, and far more as Go values.
 	const bound = 64 << 20

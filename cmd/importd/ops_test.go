@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
+	"mime/quotedprintable"
 	"net"
 	"net/http"
+	netmail "net/mail"
 	"sort"
 	"strings"
 	"sync"
@@ -339,7 +343,11 @@ func TestProcess_MigrationEmailsAreSentThroughSMTP(t *testing.T) {
 	s := startService(t, "serve", map[string]string{"SMTP_URL": "smtp://" + mail.addr + "?from=migration@demo.test"})
 	seedDemo(t, s, admin.Supplier{MigrationEmails: true})
 	tok := s.accessToken(t, s.newKey(t, "k"))
-	s.stage(t, tok, fixture(t, "ACC-SMTP"))
+	acc := fixture(t, "ACC-SMTP")
+	// A given name with line breaks and an SMTP command must neither add a
+	// header or a recipient nor end the message early.
+	acc["customers"].([]any)[0].(map[string]any)["given_name"] = "Amelia\r\nBcc: evil@example.com\r\n.\r\nMAIL FROM:<evil@example.com>"
+	s.stage(t, tok, acc)
 	if r := s.do(t, "POST", processPath, tok, processBody("ACC-SMTP", false)); r.Status != 201 {
 		t.Fatalf("E5: %d %s", r.Status, r.Raw)
 	}
@@ -379,8 +387,27 @@ func TestProcess_MigrationEmailsAreSentThroughSMTP(t *testing.T) {
 		if m.From != "migration@demo.test" {
 			t.Errorf("message to %s from %q, want the SMTP_URL from address", row.To, m.From)
 		}
-		if !strings.Contains(m.Data, "\r\nTo: "+row.To+"\r\n") || !strings.Contains(m.Data, "\r\nSubject: "+row.Subject+"\r\n") {
-			t.Errorf("message to %s lacks its To or Subject header:\n%s", row.To, m.Data)
+		// The headers are parsed rather than matched as text: the mail library
+		// writes addresses in angle brackets and encodes subjects as needed.
+		msg, err := netmail.ReadMessage(strings.NewReader(m.Data))
+		if err != nil {
+			t.Errorf("message to %s does not parse: %v\n%s", row.To, err, m.Data)
+			continue
+		}
+		to, err := msg.Header.AddressList("To")
+		if err != nil || len(to) != 1 || to[0].Address != row.To {
+			t.Errorf("message to %s has To header %v (%v):\n%s", row.To, to, err, m.Data)
+		}
+		if bcc := msg.Header.Get("Bcc"); bcc != "" {
+			t.Errorf("message to %s has a Bcc header %q", row.To, bcc)
+		}
+		body, err := io.ReadAll(quotedprintable.NewReader(msg.Body))
+		if first, _, _ := strings.Cut(string(body), "\n"); err != nil || !strings.HasPrefix(first, "Dear ") || !strings.HasSuffix(first, ",\r") {
+			t.Errorf("message to %s: the greeting is not one line (%v):\n%s", row.To, err, body)
+		}
+		subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+		if err != nil || subject != row.Subject {
+			t.Errorf("message to %s has Subject %q (%v), want %q", row.To, subject, err, row.Subject)
 		}
 	}
 }

@@ -1,28 +1,33 @@
 // Package dbtest gives each test its own PostgreSQL database and its own Redis
-// database number on the servers named by DATABASE_URL and REDIS_URL (as
-// started by `make test`), so that tests run in parallel without sharing state.
+// database number on the servers named by TEST_DATABASE_URL and
+// TEST_REDIS_URL (as started by `make test`), so that tests run in parallel
+// without sharing state. Tests never read DATABASE_URL or REDIS_URL: a shell
+// pointed at a real server does not make the tests write to it.
 //
-// Databases are cloned from a template that holds the migrated schema. The
-// template's name carries a hash of the migration files, so a changed
-// migration builds a fresh template instead of reusing a stale one.
+// Databases come from github.com/peterldowns/pgtestdb: it clones each test's
+// database from a template holding the migrated schema, names the template
+// after a hash of the migrations (a changed migration builds a fresh
+// template instead of reusing a stale one), builds it once across test
+// binaries that start together (under an advisory lock) and drops a test's
+// database when the test passes. A failed test's database is kept for
+// inspection; the test's log names it.
 package dbtest
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"sort"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // PostgreSQL driver
+	"github.com/peterldowns/pgtestdb"
 
 	"github.com/bulkimport/bulkimport/db"
 )
@@ -33,145 +38,101 @@ const (
 	defaultRedisURL    = "redis://127.0.0.1:56379/0"
 )
 
-// DatabaseURL is the server tests use: DATABASE_URL or the local stack's.
+// DatabaseURL is the server tests use: TEST_DATABASE_URL or the local stack's.
 func DatabaseURL() string {
-	if u := os.Getenv("DATABASE_URL"); u != "" {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
 		return u
 	}
 	return defaultDatabaseURL
 }
 
-// RedisURL is the server tests use: REDIS_URL or the local stack's.
+// RedisURL is the server tests use: TEST_REDIS_URL or the local stack's.
 func RedisURL() string {
-	if u := os.Getenv("REDIS_URL"); u != "" {
+	if u := os.Getenv("TEST_REDIS_URL"); u != "" {
 		return u
 	}
 	return defaultRedisURL
 }
 
-var (
-	templateOnce sync.Once
-	templateName string
-	templateErr  error
-)
+// migrator builds the template with the service's own migration code, so the
+// tests' schema is the one `importd migrate` makes. (pgtestdb's goose
+// migrator is a module of its own that the Go module proxy does not serve.)
+type migrator struct{}
 
-func withDatabase(raw, name string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		panic(err)
-	}
-	u.Path = "/" + name
-	q := u.Query()
-	// Test data need not survive a crash; this roughly halves commit latency.
-	q.Set("synchronous_commit", "off")
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func migrationsHash() string {
+// Hash covers the migrations' names as well as their contents: goose takes a
+// migration's version from its file name.
+func (migrator) Hash() (string, error) {
 	h := sha256.New()
 	var names []string
-	_ = fs.WalkDir(db.Migrations(), ".", func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(db.Migrations(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			names = append(names, p)
 		}
-		return nil
+		return err
 	})
+	if err != nil {
+		return "", err
+	}
 	sort.Strings(names)
 	for _, n := range names {
-		b, _ := fs.ReadFile(db.Migrations(), n)
-		h.Write([]byte(n))
+		b, err := fs.ReadFile(db.Migrations(), n)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
 		h.Write(b)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:12]
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func ensureTemplate(ctx context.Context) (string, error) {
-	templateOnce.Do(func() {
-		name := "importd_tmpl_" + migrationsHash()
-		admin, err := sqlx.Open("postgres", DatabaseURL())
-		if err != nil {
-			templateErr = err
-			return
-		}
-		defer admin.Close()
-		conn, err := admin.Connx(ctx)
-		if err != nil {
-			templateErr = fmt.Errorf("connect to %s (run `make test`, which starts the servers): %w", DatabaseURL(), err)
-			return
-		}
-		defer conn.Close()
-		// Test binaries of several packages start at once; one builds the
-		// template while the others wait here.
-		if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(727274)"); err != nil {
-			templateErr = err
-			return
-		}
-		defer conn.ExecContext(context.Background(), "SELECT pg_advisory_unlock(727274)")
-		var exists bool
-		if err := conn.GetContext(ctx, &exists, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name); err != nil {
-			templateErr = err
-			return
-		}
-		if !exists {
-			_, _ = conn.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name)
-			if _, err := conn.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-				templateErr = err
-				return
-			}
-			tdb, err := sqlx.Open("postgres", withDatabase(DatabaseURL(), name))
-			if err != nil {
-				templateErr = err
-				return
-			}
-			_, err = db.Migrate(ctx, tdb.DB)
-			tdb.Close()
-			if err != nil {
-				templateErr = fmt.Errorf("migrate template: %w", err)
-				return
-			}
-			if _, err := conn.ExecContext(ctx, "ALTER DATABASE "+name+" WITH is_template true ALLOW_CONNECTIONS false"); err != nil {
-				templateErr = err
-				return
-			}
-		}
-		templateName = name
-	})
-	return templateName, templateErr
+func (migrator) Migrate(ctx context.Context, d *sql.DB, _ pgtestdb.Config) error {
+	_, err := db.Migrate(ctx, d)
+	return err
 }
 
-func randomName(prefix string) string {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
+// config is the pgtestdb configuration for the server at DatabaseURL.
+func config(t testing.TB) pgtestdb.Config {
+	t.Helper()
+	u, err := url.Parse(DatabaseURL())
+	if err != nil || u.Host == "" {
+		t.Fatalf("dbtest: TEST_DATABASE_URL %q is not a postgres:// URL", DatabaseURL())
+	}
+	user, password := "", ""
+	if u.User != nil {
+		user = u.User.Username()
+		password, _ = u.User.Password()
+	}
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	q := u.Query()
+	// Test data need not survive a crash; this roughly halves commit latency.
+	q.Set("synchronous_commit", "off")
+	return pgtestdb.Config{
+		DriverName: "postgres",
+		Host:       u.Hostname(),
+		Port:       port,
+		User:       user,
+		Password:   password,
+		Database:   u.Path[min(1, len(u.Path)):],
+		Options:    q.Encode(),
+		// The tests connect as the service does, with the server's own
+		// user rather than pgtestdb's restricted role: some tests create
+		// databases of their own.
+		TestRole: &pgtestdb.Role{Username: user, Password: password},
+		// Services started by a test may still hold connections (the API key
+		// listener reconnects on its own) when the database is dropped.
+		ForceTerminateConnections: true,
+	}
 }
 
 // NewDatabase creates an empty, migrated database for the test, drops it when
 // the test ends, and returns its URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
-	ctx := context.Background()
-	tmpl, err := ensureTemplate(ctx)
-	if err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	name := randomName("importd_t_")
-	admin, err := sqlx.Open("postgres", DatabaseURL())
-	if err != nil {
-		t.Fatalf("dbtest: %v", err)
-	}
-	admin.SetMaxOpenConns(1)
-	if _, err := admin.ExecContext(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
-		admin.Close()
-		t.Fatalf("dbtest: create database: %v", err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close()
-		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("dbtest: drop %s: %v", name, err)
-		}
-	})
-	return withDatabase(DatabaseURL(), name)
+	c := pgtestdb.Custom(t, config(t), migrator{})
+	return c.URL()
 }
 
 // New returns a connection pool to a fresh, migrated database of the test's
@@ -186,7 +147,3 @@ func New(t testing.TB) *sqlx.DB {
 	t.Cleanup(func() { d.Close() })
 	return d
 }
-
-// IsolatedURL reports whether s names one of the test databases, for
-// assertions in tests that start the whole service.
-func IsolatedURL(s string) bool { return strings.Contains(s, "importd_t_") }

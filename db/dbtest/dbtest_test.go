@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db/dbtest"
@@ -41,5 +42,32 @@ func TestNewRedis_GivesDistinctDatabases(t *testing.T) {
 	}
 	if n, _ := c2.Exists(ctx, "k").Result(); n != 0 {
 		t.Fatal("a key written in one test database is visible in another")
+	}
+}
+
+// Tests find their servers through TEST_DATABASE_URL and TEST_REDIS_URL only,
+// so that a shell whose DATABASE_URL names a real server does not send test
+// data there. (t.Setenv rules out t.Parallel.)
+func TestURLs_ComeFromTheTestVariablesOnly(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://prod@db.example:5432/prod")
+	t.Setenv("REDIS_URL", "redis://cache.example:6379/0")
+	for _, tc := range []struct {
+		name            string
+		testDB, testRDB string
+		want            [2]string
+	}{
+		{"unset: the local stack", "", "", [2]string{
+			"postgres://importd@127.0.0.1:55432/importd?sslmode=disable", "redis://127.0.0.1:56379/0"}},
+		{"set", "postgres://t@127.0.0.1:1/t", "redis://127.0.0.1:2/0", [2]string{
+			"postgres://t@127.0.0.1:1/t", "redis://127.0.0.1:2/0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TEST_DATABASE_URL", tc.testDB)
+			t.Setenv("TEST_REDIS_URL", tc.testRDB)
+			got := [2]string{dbtest.DatabaseURL(), dbtest.RedisURL()}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("[database, redis] URLs (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

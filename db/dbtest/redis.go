@@ -20,7 +20,7 @@ func NewRedis(t testing.TB) string {
 	ctx := context.Background()
 	opt, err := redis.ParseURL(RedisURL())
 	if err != nil {
-		t.Fatalf("dbtest: REDIS_URL: %v", err)
+		t.Fatalf("dbtest: TEST_REDIS_URL: %v", err)
 	}
 	opt.DB = 0
 	c := redis.NewClient(opt)

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -50,7 +53,47 @@ func TestVerifiedTokens_BoundedMemory(t *testing.T) {
 	for i := range maxVerifiedTokens + 5 {
 		v.put(string(rune(i))+"-token", &claims{})
 	}
-	if n := len(v.m); n > maxVerifiedTokens {
+	if n := v.lru.Len(); n > maxVerifiedTokens {
 		t.Fatalf("%d tokens remembered, bound is %d", n, maxVerifiedTokens)
+	}
+}
+
+// When full, the cache drops the token used least recently, not all of them:
+// a client that keeps sending its token keeps it cached.
+func TestVerifiedTokens_FullDropsTheLeastRecentlyUsed(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	live := &claims{}
+	live.ExpiresAt = jwt.NewNumericDate(now.Add(time.Hour))
+	v := newVerifiedTokensSized(2, time.Hour)
+	v.put("a", live)
+	v.put("b", live)
+	if _, ok := v.get("a", now); !ok { // a is now the most recently used
+		t.Fatal("a was not remembered")
+	}
+	v.put("c", live)
+	got := map[string]bool{}
+	for _, tok := range []string{"a", "b", "c"} {
+		_, got[tok] = v.get(tok, now)
+	}
+	if diff := cmp.Diff(map[string]bool{"a": true, "b": false, "c": true}, got); diff != "" {
+		t.Errorf("remembered tokens after a third put into a cache of two (-want +got):\n%s", diff)
+	}
+}
+
+// An entry is dropped after the cache's time-to-live even while the token
+// itself is still valid.
+func TestVerifiedTokens_EntriesExpireAfterTheirTimeToLive(t *testing.T) {
+	t.Parallel()
+	live := &claims{}
+	live.ExpiresAt = jwt.NewNumericDate(time.Now().Add(time.Hour))
+	v := newVerifiedTokensSized(10, 20*time.Millisecond)
+	v.put("a", live)
+	if _, ok := v.get("a", time.Now()); !ok {
+		t.Fatal("a verified token was not remembered")
+	}
+	time.Sleep(60 * time.Millisecond)
+	if _, ok := v.get("a", time.Now()); ok {
+		t.Fatal("a token was served from the cache past the cache's time-to-live")
 	}
 }

@@ -10,30 +10,72 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/smtp"
 	"net/url"
-	"strings"
+	"strconv"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/wneessen/go-mail"
 )
+
+// SendTimeout bounds each of a delivery's two phases: connecting (dial,
+// greeting, STARTTLS, AUTH) and sending the message. The task's context
+// bounds the whole: a slow or silent server cannot hold a worker past its
+// task's deadline.
+const SendTimeout = 30 * time.Second
+
+// defaultFrom is the sender when SMTP_URL names none.
+const defaultFrom = "migration@localhost"
 
 // Sender sends outbox rows through SMTP when configured.
 type Sender struct {
-	db  *sqlx.DB
-	url *url.URL // nil: record only
+	db   *sqlx.DB
+	smtp *server // nil: record only
+}
+
+// server is where and how to deliver, read from SMTP_URL.
+type server struct {
+	host           string
+	port           int
+	implicitTLS    bool // smtps://
+	user, password string
+	from           string
 }
 
 // NewSender returns a sender. smtpURL is SMTP_URL (smtp:// or smtps://, with
-// optional user:password and ?from=address); empty means record only.
+// optional user:password and ?from=address); empty means record only. The
+// port defaults to 25 for smtp:// and 465 for smtps://. smtp:// upgrades with
+// STARTTLS when the server offers it; credentials are only sent over TLS or
+// to localhost.
 func NewSender(d *sqlx.DB, smtpURL string) (*Sender, error) {
 	s := &Sender{db: d}
-	if smtpURL != "" {
-		u, err := url.Parse(smtpURL)
-		if err != nil {
-			return nil, fmt.Errorf("SMTP_URL: %w", err)
-		}
-		s.url = u
+	if smtpURL == "" {
+		return s, nil
 	}
+	u, err := url.Parse(smtpURL)
+	if err != nil {
+		return nil, fmt.Errorf("SMTP_URL: %w", err)
+	}
+	srv := &server{host: u.Hostname(), port: 25, implicitTLS: u.Scheme == "smtps", from: u.Query().Get("from")}
+	if u.Scheme != "smtp" && u.Scheme != "smtps" {
+		return nil, errors.New("SMTP_URL: must be an smtp:// or smtps:// URL")
+	}
+	if srv.implicitTLS {
+		srv.port = 465
+	}
+	if p := u.Port(); p != "" {
+		if srv.port, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("SMTP_URL: port %q: %w", p, err)
+		}
+	}
+	if u.User != nil {
+		srv.user = u.User.Username()
+		srv.password, _ = u.User.Password()
+	}
+	if srv.from == "" {
+		srv.from = defaultFrom
+	}
+	s.smtp = srv
 	return s, nil
 }
 
@@ -53,10 +95,10 @@ func (s *Sender) Send(ctx context.Context, outboxID int64) error {
 	if err != nil {
 		return fmt.Errorf("read outbox %d: %w", outboxID, err)
 	}
-	if m.SentAt.Valid || s.url == nil {
+	if m.SentAt.Valid || s.smtp == nil {
 		return nil
 	}
-	if err := s.deliver(m.To, m.Subject, m.Body); err != nil {
+	if err := s.smtp.deliver(ctx, m.To, m.Subject, m.Body); err != nil {
 		_, _ = s.db.ExecContext(ctx, `UPDATE email_outbox SET last_error = $2 WHERE id = $1`, outboxID, err.Error())
 		return err
 	}
@@ -64,54 +106,75 @@ func (s *Sender) Send(ctx context.Context, outboxID int64) error {
 	return err
 }
 
-func (s *Sender) deliver(to, subject, body string) error {
-	host := s.url.Host
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(host, "25")
+// message builds the e-mail. go-mail writes every header: addresses are
+// parsed (an address with CR or LF is refused), the subject is MIME-encoded
+// when it holds anything but printable ASCII, and the body is sent
+// quoted-printable, so no value can start a header or end the DATA.
+func (srv *server) message(to, subject, body string) (*mail.Msg, error) {
+	m := mail.NewMsg()
+	if err := m.From(srv.from); err != nil {
+		return nil, fmt.Errorf("from address: %w", err)
 	}
-	from := s.url.Query().Get("from")
-	if from == "" {
-		from = "migration@localhost"
+	if err := m.To(to); err != nil {
+		return nil, fmt.Errorf("to address: %w", err)
 	}
-	msg := "From: " + from + "\r\nTo: " + to + "\r\nSubject: " + subject +
-		"\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" + strings.ReplaceAll(body, "\n", "\r\n")
-	var auth smtp.Auth
-	if s.url.User != nil {
-		pass, _ := s.url.User.Password()
-		auth = smtp.PlainAuth("", s.url.User.Username(), pass, s.url.Hostname())
+	m.Subject(subject)
+	m.SetBodyString(mail.TypeTextPlain, body)
+	return m, nil
+}
+
+func (srv *server) deliver(ctx context.Context, to, subject, body string) error {
+	m, err := srv.message(to, subject, body)
+	if err != nil {
+		return err
 	}
-	if s.url.Scheme == "smtps" {
-		conn, err := tls.Dial("tcp", host, &tls.Config{ServerName: s.url.Hostname()})
+	timeout := SendTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("send: %w", context.DeadlineExceeded)
+	}
+	// go-mail uses the context for the dial alone, and connection deadlines
+	// after it. Closing the connection when ctx ends stops a delivery at the
+	// task's deadline, or as soon as the task is cancelled (at shutdown).
+	var stops []func() bool
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	dial := func(dialCtx context.Context, network, addr string) (net.Conn, error) {
+		var d interface {
+			DialContext(context.Context, string, string) (net.Conn, error)
+		} = &net.Dialer{}
+		if srv.implicitTLS {
+			d = &tls.Dialer{Config: &tls.Config{ServerName: srv.host, MinVersion: tls.VersionTLS12}}
+		}
+		conn, err := d.DialContext(dialCtx, network, addr)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		c, err := smtp.NewClient(conn, s.url.Hostname())
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if auth != nil {
-			if err := c.Auth(auth); err != nil {
-				return err
-			}
-		}
-		if err := c.Mail(from); err != nil {
-			return err
-		}
-		if err := c.Rcpt(to); err != nil {
-			return err
-		}
-		w, err := c.Data()
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write([]byte(msg)); err != nil {
-			return err
-		}
-		if err := w.Close(); err != nil {
-			return err
-		}
-		return c.Quit()
+		stops = append(stops, context.AfterFunc(ctx, func() { conn.Close() }))
+		return conn, nil
 	}
-	return smtp.SendMail(host, auth, from, []string{to}, []byte(msg))
+	opts := []mail.Option{
+		mail.WithPort(srv.port),
+		mail.WithTimeout(timeout),
+		mail.WithDialContextFunc(dial),
+		// With smtps:// the connection is TLS from the start, which go-mail
+		// detects; smtp:// upgrades when the server offers STARTTLS.
+		mail.WithTLSPolicy(mail.TLSOpportunistic),
+	}
+	if srv.user != "" {
+		opts = append(opts, mail.WithSMTPAuth(mail.SMTPAuthPlain), mail.WithUsername(srv.user), mail.WithPassword(srv.password))
+	}
+	c, err := mail.NewClient(srv.host, opts...)
+	if err != nil {
+		return fmt.Errorf("smtp client: %w", err)
+	}
+	if err := c.DialAndSendWithContext(ctx, m); err != nil {
+		return fmt.Errorf("smtp %s: %w", net.JoinHostPort(srv.host, strconv.Itoa(srv.port)), err)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jmoiron/sqlx"
 
@@ -186,8 +187,14 @@ func newServiceAccountNumber() (string, error) {
 
 func migrationEmail(cu account.Customer, number string) (subject, body string) {
 	name := "customer"
-	if cu.GivenName != nil && *cu.GivenName != "" {
-		name = *cu.GivenName
+	if cu.GivenName != nil {
+		// The name sits inside a sentence of the body: line breaks, tabs and
+		// other control characters in it become single spaces.
+		if n := strings.Join(strings.FieldsFunc(*cu.GivenName, func(r rune) bool {
+			return unicode.IsSpace(r) || unicode.IsControl(r)
+		}), " "); n != "" {
+			name = n
+		}
 	}
 	return "Your account has moved to us",
 		"Dear " + name + ",\n\nYour energy account has been moved to our billing platform. " +
