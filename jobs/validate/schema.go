@@ -29,7 +29,7 @@ const (
 	CodeMaxLength        = "max_length"       // a string has more characters than allowed
 	CodeInvalidChoice    = "invalid_choice"   // a value outside a closed set
 	CodeInvalidDate      = "invalid_date"     // not a real date in YYYY-MM-DD form
-	CodeInvalidDatetime  = "invalid_datetime" // not a real instant in YYYY-MM-DDTHH:MM:SSZ form
+	CodeInvalidDatetime  = "invalid_datetime" // not a real instant in RFC 3339 form
 	CodeMinValue         = "min_value"        // a negative count or measure
 	CodeUnknownField     = "unknown_field"    // a field the schema does not document
 	CodeDuplicateKey     = "duplicate_key"    // the same key twice in one JSON object
@@ -69,7 +69,7 @@ func (t Type) String() string {
 	case TypeDate:
 		return "date `YYYY-MM-DD`"
 	case TypeDatetime:
-		return "datetime `YYYY-MM-DDTHH:MM:SSZ`"
+		return "datetime (RFC 3339, stored in UTC)"
 	case TypeObject:
 		return "object"
 	case TypeObjectList:

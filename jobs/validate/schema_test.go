@@ -105,7 +105,7 @@ func TestObjectBind_ReportsEveryProblemAtItsPath(t *testing.T) {
 		{"null character", `{"id":"a\u0000b","home":{"street":"a"}}`, []pair{{"id", CodeNullCharacters}}},
 		{"numbers", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"BIRD","wings":2.0},{"kind":"BIRD","wings":-1,"weight":1e3},{"kind":"BIRD","wings":99999999999999999999,"weight":-0.5}]}`,
 			[]pair{{"pets.0.wings", CodeInvalid}, {"pets.1.wings", CodeMinValue}, {"pets.1.weight", CodeInvalid}, {"pets.2.wings", CodeInvalid}, {"pets.2.weight", CodeMinValue}}},
-		{"dates", `{"id":"o","home":{"street":"a"},"seen":"2025-01-01T10:00:00+01:00","pets":[{"kind":"DOG","born":"2023-02-29"}]}`,
+		{"dates", `{"id":"o","home":{"street":"a"},"seen":"2025-01-01T10:00:00","pets":[{"kind":"DOG","born":"2023-02-29"}]}`,
 			[]pair{{"seen", CodeInvalidDatetime}, {"pets.0.born", CodeInvalidDate}}},
 		{"free-form object", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"DOG","extra":{"a":{"b":1,"b":2},"c":["\u0000"],"d":1e99999}},{"kind":"DOG","extra":[]}]}`,
 			[]pair{{"pets.0.extra.a.b", CodeDuplicateKey}, {"pets.0.extra.c.0", CodeNullCharacters}, {"pets.0.extra.d", CodeNumberOutOfRange}, {"pets.1.extra", CodeInvalid}}},
@@ -170,17 +170,36 @@ func TestReference_ListsEveryFieldWithPathTypeAndCodes(t *testing.T) {
 	}
 }
 
-func TestDatesAndDecimals_ParseOnlyTheirDocumentedForm(t *testing.T) {
+func TestDatesAndDecimals_ParseTheirDocumentedForms(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]bool{"2024-02-29": true, "2023-02-29": false, "2024-13-01": false, "2024-1-01": false, "24-01-01": false, "2024-04-31": false, "2024-01-01T00:00:00Z": false} {
 		if _, ok := ParseDate(s); ok != want {
 			t.Errorf("ParseDate(%q) ok = %v, want %v", s, ok, want)
 		}
 	}
-	for s, want := range map[string]bool{"2024-02-29T23:59:59Z": true, "2024-02-29T24:00:00Z": false, "2024-02-29T10:00:00.5Z": false, "2024-02-29 10:00:00Z": false, "2024-02-29T10:00:00": false} {
-		if _, ok := ParseDatetime(s); ok != want {
-			t.Errorf("ParseDatetime(%q) ok = %v, want %v", s, ok, want)
+	for s, want := range map[string]Datetime{
+		"2024-02-29T23:59:59Z":             "2024-02-29T23:59:59Z",
+		"2024-02-29T10:00:00.5Z":           "2024-02-29T10:00:00.5Z",
+		"2024-02-29T10:00:00.123456789Z":   "2024-02-29T10:00:00.123456Z",
+		"2021-08-24T14:00:00+09:00":        "2021-08-24T05:00:00Z",
+		"2024-03-01T00:30:00.250000+01:00": "2024-02-29T23:30:00.25Z",
+		"2024-02-29T10:00:00-00:00":        "2024-02-29T10:00:00Z",
+		"2024-02-29T24:00:00Z":             "",
+		"2024-02-29 10:00:00Z":             "",
+		"2024-02-29T10:00:00":              "",
+		"2024-02-29T10:00:00,5Z":           "",
+		"2024-02-29T10:00:00+0100":         "",
+		"2024-02-30T10:00:00Z":             "",
+	} {
+		got, ok := ParseDatetime(s)
+		if ok != (want != "") || got != want {
+			t.Errorf("ParseDatetime(%q) = %q, %v; want %q", s, got, ok, want)
 		}
+	}
+	early, _ := ParseDatetime("2024-02-29T10:00:00.5+00:00")
+	late, _ := ParseDatetime("2024-02-29T10:00:00.75Z")
+	if early.Compare(late) != -1 || late.Compare(early) != 1 || early.Compare(early) != 0 || early.Compare("2024-02-29T10:00:00Z") != 1 {
+		t.Errorf("Compare does not order %s and %s", early, late)
 	}
 	for s, want := range map[string]bool{"0": true, "-0.50": true, "12.345": true, "01": false, "1.": false, ".5": false, "1e2": false, "+1": false, "": false} {
 		if _, err := ParseDecimal(s); (err == nil) != want {
