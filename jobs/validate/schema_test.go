@@ -249,3 +249,68 @@ func TestOpenCode_AcceptsAnyUpperCaseCodeAndRefusesOthers(t *testing.T) {
 		}
 	}
 }
+
+type gadget struct {
+	Kind  string                     `json:"kind"`
+	Volts *int64                     `json:"volts,omitzero"`
+	Since *Date                      `json:"since,omitzero"`
+	Other map[string]json.RawMessage `json:"-"`
+}
+
+var gadgetSchema = NewUnion("kind",
+	[]Field[gadget]{
+		Req("kind", StringValue, func(g *gadget) *string { return &g.Kind }),
+		Opt("since", DateValue, func(g *gadget) **Date { return &g.Since }),
+	},
+	Variant[gadget]{Values: []string{"LAMP"}, Fields: []Field[gadget]{
+		Opt("volts", IntegerValue, func(g *gadget) **int64 { return &g.Volts }),
+	}},
+).AcceptOtherVariants(func(g *gadget) *map[string]json.RawMessage { return &g.Other })
+
+func TestUnion_OtherVariantsKeepTheirFieldsAsGiven(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		in    string
+		want  gadget
+		probs []pair
+	}{
+		{"known variant refuses unknown fields", `{"kind":"LAMP","volts":230,"colour":"red"}`,
+			gadget{Kind: "LAMP", Volts: new(int64(230))}, []pair{{"colour", CodeUnknownField}}},
+		{"other code keeps every other field", `{"kind":"TREATED","since":"2020-01-01","volts":"high","meters":[{"id":1.50}],"note":"<b>"}`,
+			gadget{Kind: "TREATED", Since: new(Date("2020-01-01")), Other: map[string]json.RawMessage{
+				"volts": json.RawMessage(`"high"`), "meters": json.RawMessage(`[{"id":1.50}]`), "note": json.RawMessage(`"\u003cb\u003e"`)}}, []pair{}},
+		{"other code still checks the common fields", `{"kind":"TREATED","since":"2020-02-30"}`,
+			gadget{Kind: "TREATED"}, []pair{{"since", CodeInvalidDate}}},
+		{"other fields must be storable", `{"kind":"TREATED","a":"\u0000","b":{"c":1,"c":2},"a":1}`,
+			gadget{Kind: "TREATED"}, []pair{{"a", CodeNullCharacters}, {"b.c", CodeDuplicateKey}, {"a", CodeDuplicateKey}}},
+		{"an other field given twice", `{"kind":"TREATED","a":1,"a":2}`,
+			gadget{Kind: "TREATED", Other: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}, []pair{{"a", CodeDuplicateKey}}},
+		{"lower-case code is refused, and no field is kept", `{"kind":"treated","x":1}`,
+			gadget{}, []pair{{"kind", CodeInvalidChoice}, {"x", CodeUnknownField}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := Parse([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w Walker
+			var g gadget
+			gadgetSchema.Bind(&w, v, &g)
+			if diff := cmp.Diff(tc.probs, pairs(w.Errors)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("bound value (-want +got):\n%s", diff)
+			}
+		})
+	}
+	ref := Reference(gadgetSchema.Spec())
+	for _, want := range []string{"| `kind` | string | yes | any code matching", "| `*` | any JSON | no |  | `null_characters_not_allowed`, `duplicate_key`, `number_out_of_range` | Only when kind is any other code"} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("reference lacks %q:\n%s", want, ref)
+		}
+	}
+}
