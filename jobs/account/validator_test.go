@@ -90,6 +90,9 @@ func TestValidate_NormalisedPayloadValidatesToTheSameAccount(t *testing.T) {
 		"lights and poles": fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1", map[string]any{
 			"supply_type": "LIGHT", "supply_start_date": "2020-01-01", "serial_number": "L-1", "secondary_serial_number": nil,
 			"manufacturer_name": "", "installed_at": "2019-12-01"}).bytes(t),
+		"other supply type keeps its fields": fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1", map[string]any{
+			"supply_type": "TREATED", "supply_start_date": "2020-01-01", "identifier": "WATER:1234567890", "multiplier": json.Number("2.0"),
+			"hazard_details": []any{"Dog", "<gate>"}, "supply_end_date": nil, "agreements": []any{map[string]any{"tariff_code": "HP-STD", "effective_from": "2020-01-01"}}}).bytes(t),
 	}
 	for name, body := range bodies {
 		t.Run(name, func(t *testing.T) {
@@ -112,6 +115,17 @@ func TestValidate_NormalisedPayloadValidatesToTheSameAccount(t *testing.T) {
 			enc2, _ := json.Marshal(second)
 			if string(enc) != string(enc2) {
 				t.Errorf("encodings differ:\n%s\n%s", enc, enc2)
+			}
+			if name == "other supply type keeps its fields" {
+				sp := first.SupplyAddresses[1].SupplyPoints[1]
+				want := map[string]json.RawMessage{"identifier": json.RawMessage(`"WATER:1234567890"`), "multiplier": json.RawMessage(`2.0`),
+					"hazard_details": json.RawMessage(`["Dog","\u003cgate\u003e"]`), "supply_end_date": json.RawMessage(`null`)}
+				if diff := cmp.Diff(want, sp.Other); diff != "" {
+					t.Errorf("other fields (-want +got):\n%s", diff)
+				}
+				if len(sp.Agreements) != 1 {
+					t.Errorf("agreements of the other supply type = %v", sp.Agreements)
+				}
 			}
 		})
 	}
