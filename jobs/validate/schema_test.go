@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -313,4 +314,30 @@ func TestUnion_OtherVariantsKeepTheirFieldsAsGiven(t *testing.T) {
 			t.Errorf("reference lacks %q:\n%s", want, ref)
 		}
 	}
+}
+
+// FuzzParseDatetime checks that an accepted datetime is normalised for
+// good: its normal form parses to itself and names the same instant, to the
+// microsecond.
+func FuzzParseDatetime(f *testing.F) {
+	for _, s := range []string{"2024-02-29T23:59:59Z", "2021-08-24T14:00:00+09:00", "2024-02-29T10:00:00.123456789-05:30", "2024-02-29T10:00:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := ParseDatetime(s)
+		if !ok {
+			return
+		}
+		again, ok := ParseDatetime(string(d))
+		if !ok || again != d {
+			t.Fatalf("ParseDatetime(%q) = %q, which parses to %q, %v", s, d, again, ok)
+		}
+		orig, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatalf("accepted %q, which time.Parse refuses: %v", s, err)
+		}
+		if !d.Time().Equal(orig.Truncate(time.Microsecond)) {
+			t.Fatalf("ParseDatetime(%q) = %q, another instant", s, d)
+		}
+	})
 }
