@@ -3,6 +3,7 @@ package account
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -616,5 +617,42 @@ func TestValidate_DatabaseFailureIsNotAValidationProblem(t *testing.T) {
 	}
 	if _, ok := problem.As(err); ok {
 		t.Fatalf("a database failure came back as a problem: %v", err)
+	}
+}
+
+// TestValidate_AcceptsAnyCodeInCodedFields: the spec lists the values of
+// coded fields "in use", as examples; any upper-case code is accepted and
+// kept as sent.
+func TestValidate_AcceptsAnyCodeInCodedFields(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const wh = "supply_addresses.0.supply_points.1."
+	fields := []string{
+		elec + "energization_status", meter + "status", meter + "meter_type.phase", meter + "registers.0.register_type",
+		elec + "transfer_readings.0.register_type", meter + "meter_type.cover_material", meter + "meter_type.base",
+		wh + "tank_size", wh + "tank_type",
+	}
+	d := fixtureDoc(t)
+	for i, f := range fields {
+		d.set(t, f, fmt.Sprintf("NEW_CODE_%d", i))
+	}
+	d.set(t, "supply_addresses.1.supply_points.1.supply_type", "GAS")
+	a, err := b.v.Validate(context.Background(), d.bytes(t))
+	if err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused: %v %+v", err, p)
+	}
+	sp, w := a.SupplyAddresses[0].SupplyPoints[0], a.SupplyAddresses[0].SupplyPoints[1]
+	m := sp.Meters[0]
+	got := []string{*sp.EnergizationStatus, *m.Status, *m.MeterType.Phase, m.Registers[0].RegisterType, sp.TransferReadings[0].RegisterType,
+		*m.MeterType.CoverMaterial, *m.MeterType.Base, *w.TankSize, *w.TankType}
+	want := []string{"NEW_CODE_0", "NEW_CODE_1", "NEW_CODE_2", "NEW_CODE_3", "NEW_CODE_4", "NEW_CODE_5", "NEW_CODE_6", "NEW_CODE_7", "NEW_CODE_8"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+	// The heat pump became a GAS supply point: its fields are kept as given.
+	hp := a.SupplyAddresses[1].SupplyPoints[1]
+	if hp.SupplyType != "GAS" || string(hp.Other["make_model"]) != `"Vaillant aroTHERM plus"` || hp.MakeModel != nil {
+		t.Errorf("GAS supply point = %+v, other %s", hp, hp.Other)
 	}
 }
