@@ -98,6 +98,13 @@ that appears twice in one object with ` + "`duplicate_key`" + ` at the second on
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold. Strings that
 must not be blank are refused when empty or made of spaces only.
 
+Sources of the field rules: ` + "`unknown_field`" + `, spec section 1 rule 6 (only documented fields); ` + "`invalid`" + `, the
+types of spec section 2; ` + "`required`" + `, the reference's required fields (6.1 to 6.4); ` + "`max_length`" + `, the reference's
+maxLength where it gives one (see each field), else a bound that keeps one field from carrying megabytes;
+` + "`invalid_choice`" + ` on coded fields, the spec's values "in use" written as codes; ` + "`invalid_date`" + ` and
+` + "`invalid_datetime`" + `, spec section 1 rule 5 (datetimes in any RFC 3339 form, stored in UTC); ` + "`duplicate_key`" + `,
+` + "`null_characters_not_allowed`" + ` and ` + "`number_out_of_range`" + `, what storage can hold.
+
 `)
 	b.WriteString(validate.Reference(accountSchema.Spec()))
 	b.WriteString("\n## Rules across fields and outside the payload\n\n| Code | Reported at | Rule |\n|---|---|---|\n")

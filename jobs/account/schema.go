@@ -7,17 +7,18 @@ import (
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// String length limits. The spec fixes only external_account_number; the
-// others are generous bounds that keep one payload from carrying megabytes
-// in a single field, sized to what the platform stores.
+// String length limits. Where the reference gives a maxLength
+// (external_account_number 128, names 255, address parts and postcodes 512,
+// e-mail 254, phone numbers 32) it is used; the others are generous bounds
+// that keep one payload from carrying megabytes in a single field.
 const (
 	maxCode       = 128  // identifiers, codes, serial numbers
-	maxShortText  = 255  // names, address lines, makes and models
+	maxShortText  = 255  // names, makes and models (reference 6.3: names ≤255)
+	maxAddress    = 512  // address lines and parts, postcodes (reference 6.2: ≤512)
 	maxLongText   = 2000 // descriptions, product notes, street addresses
 	maxNoteBody   = 20000
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
-	maxPostcode   = 16
 	maxReading    = 32
 	maxAccountRef = 128 // set by the issue
 )
@@ -66,11 +67,11 @@ var customerSchema = v.NewObject(
 var billingAddressSchema = v.NewObject(
 	v.Opt("street_address", v.StringValue, func(b *BillingAddress) **string { return &b.StreetAddress }, v.MaxLength(maxLongText), v.AllowBlank(),
 		v.Note("May contain line breaks.")),
-	v.Opt("locality", v.StringValue, func(b *BillingAddress) **string { return &b.Locality }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("administrative_area", v.StringValue, func(b *BillingAddress) **string { return &b.AdministrativeArea }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("locality", v.StringValue, func(b *BillingAddress) **string { return &b.Locality }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Opt("administrative_area", v.StringValue, func(b *BillingAddress) **string { return &b.AdministrativeArea }, v.MaxLength(maxAddress), v.AllowBlank()),
 	v.Req("country", v.StringValue, func(b *BillingAddress) *string { return &b.Country }, v.Codes(CodeInvalidCountry),
 		v.Note("ISO 3166-1 alpha-2; upper-cased.")),
-	v.Opt("postal_code", v.StringValue, func(b *BillingAddress) **string { return &b.PostalCode }, v.MaxLength(maxPostcode), v.AllowBlank(),
+	v.Opt("postal_code", v.StringValue, func(b *BillingAddress) **string { return &b.PostalCode }, v.MaxLength(maxAddress), v.AllowBlank(),
 		v.Codes(CodeInvalidPostcode), v.Note("Checked against the billing country.")),
 )
 
@@ -190,11 +191,11 @@ var supplyPointSchema = v.NewUnion("supply_type",
 ).AcceptOtherVariants(func(p *SupplyPoint) *map[string]json.RawMessage { return &p.Other })
 
 var supplyAddressSchema = v.NewObject(
-	v.Req("supply_address1", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyAddress1 }, v.MaxLength(maxShortText)),
-	v.Opt("supply_address2", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress2 }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("supply_address3", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress3 }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("supply_address4", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress4 }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Req("supply_postcode", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyPostcode }, v.MaxLength(maxPostcode),
+	v.Req("supply_address1", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyAddress1 }, v.MaxLength(maxAddress)),
+	v.Opt("supply_address2", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress2 }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Opt("supply_address3", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress3 }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Opt("supply_address4", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress4 }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Req("supply_postcode", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyPostcode }, v.MaxLength(maxAddress),
 		v.Codes(CodeInvalidPostcode), v.Note("Checked against the supplier's country.")),
 	v.Req("customer_at_supply_address_from_date", v.DateValue, func(a *SupplyAddress) *v.Date { return &a.CustomerAtSupplyAddressFromDate }),
 	v.List("supply_points", supplyPointSchema, func(a *SupplyAddress) *[]SupplyPoint { return &a.SupplyPoints }),

@@ -240,6 +240,7 @@ var ruleCases = []ruleCase{
 	{name: "empty external account number", edit: set("external_account_number", ""), want: []pair{{"external_account_number", "blank"}}},
 	{name: "external account number of spaces", edit: set("external_account_number", "   "), want: []pair{{"external_account_number", "blank"}}},
 	{name: "empty tariff code", edit: set(elec+"agreements.0.tariff_code", ""), want: []pair{{elec + "agreements.0.tariff_code", "blank"}}},
+	{name: "locality longer than the reference's 512", edit: set("billing_address.locality", strings.Repeat("L", 513)), want: []pair{{"billing_address.locality", "max_length"}}},
 	{name: "external account number too long", edit: set("external_account_number", strings.Repeat("A", 129)), want: []pair{{"external_account_number", "max_length"}}},
 
 	// Supplier.
@@ -413,6 +414,8 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 		{name: "external account number of exactly 128 characters", edit: set("external_account_number", strings.Repeat("A", 128))},
 		{name: "unknown occupier without customers", edit: edits(del("customers"), set("unknown_occupier", true))},
 		{name: "unknown occupier with an empty customer list", edit: edits(set("customers", []any{}), set("unknown_occupier", true))},
+		{name: "address parts of 512 characters, as the reference allows", edit: edits(set("billing_address.locality", strings.Repeat("L", 512)),
+			set("supply_addresses.0.supply_address1", strings.Repeat("A", 512)))},
 		{name: "no customers (no source requires one)", edit: del("customers")},
 		{name: "empty customers", edit: set("customers", []any{})},
 		{name: "date of birth in the future (no source refuses it)", edit: set("customers.0.date_of_birth", "2030-01-01")},
