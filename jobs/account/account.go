@@ -13,6 +13,7 @@ package account
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/validate"
@@ -49,6 +50,34 @@ type BillingAddress struct {
 	PostalCode         *string `json:"postal_code,omitzero"`
 }
 
+// EffectiveBillingAddress is the billing address to store: the payload's,
+// or when it has none, one derived from the first supply address, as the
+// reference does for an account without a billing address and one supply
+// address (section 6.1): the address lines that are not blank, one per
+// line, as street_address, the supply postcode as postal_code, and the
+// supplier's country (supply postcodes are checked against it). Without a
+// supply address only the supplier's country is set.
+func (a *Account) EffectiveBillingAddress() BillingAddress {
+	if a.BillingAddress != nil {
+		return *a.BillingAddress
+	}
+	b := BillingAddress{Country: a.Supplier.Country}
+	if len(a.SupplyAddresses) == 0 {
+		return b
+	}
+	sa := a.SupplyAddresses[0]
+	lines := []string{sa.SupplyAddress1}
+	for _, l := range []*string{sa.SupplyAddress2, sa.SupplyAddress3, sa.SupplyAddress4} {
+		if l != nil && strings.TrimSpace(*l) != "" {
+			lines = append(lines, *l)
+		}
+	}
+	street := strings.Join(lines, "\n")
+	postcode := sa.SupplyPostcode
+	b.StreetAddress, b.PostalCode = &street, &postcode
+	return b
+}
+
 // Metadata is one caller-defined key with a free-form JSON object.
 type Metadata struct {
 	Key   string          `json:"key"`
@@ -81,10 +110,11 @@ type CustomerPreferences struct {
 	OptedIntoSMS     *bool `json:"opted_into_sms,omitzero"`
 }
 
-// UserDetail is one caller-defined key/value pair about a customer.
+// UserDetail is one caller-defined value about a customer, in a namespace
+// (reference section 6.3: {namespace, value}).
 type UserDetail struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	Namespace string `json:"namespace"`
+	Value     string `json:"value"`
 }
 
 // SupplyAddress is a property supplied under the account.
@@ -100,6 +130,9 @@ type SupplyAddress struct {
 
 // SupplyPoint is one supplied thing at an address. Which of its fields may
 // be set depends on SupplyType; the struct is flat because the payload is.
+// A supply type without fields of its own here keeps every field besides the
+// common ones in Other, as given; the JSON encoding writes them back beside
+// the common fields.
 type SupplyPoint struct {
 	SupplyType       string         `json:"supply_type"`
 	SupplyStartDate  validate.Date  `json:"supply_start_date"`
@@ -142,6 +175,39 @@ type SupplyPoint struct {
 	TankSize          *string `json:"tank_size,omitzero"`
 	TankType          *string `json:"tank_type,omitzero"`
 	TankConfiguration *string `json:"tank_configuration,omitzero"`
+
+	// Other holds the fields of a supply type without a layout of its own
+	// (any type but ELECTRICITY, HEAT_PUMP, LIGHT, POLE and WATER_HEATER),
+	// each as compact JSON. Nil for the types above.
+	Other map[string]json.RawMessage `json:"-"`
+}
+
+// HasOwnLayout reports whether the supply type has fields of its own in
+// SupplyPoint (and rows of its own in storage); the fields of any other
+// type are in Other.
+func HasOwnLayout(supplyType string) bool {
+	switch supplyType {
+	case SupplyElectricity, SupplyHeatPump, SupplyLight, SupplyPole, SupplyWaterHeater:
+		return true
+	}
+	return false
+}
+
+// MarshalJSON writes the supply point with the members of Other beside its
+// common fields, so that the normalised payload carries them as sent.
+func (p SupplyPoint) MarshalJSON() ([]byte, error) {
+	type plain SupplyPoint
+	b, err := json.Marshal(plain(p))
+	if err != nil || len(p.Other) == 0 {
+		return b, err
+	}
+	o, err := json.Marshal(p.Other)
+	if err != nil {
+		return nil, err
+	}
+	// Both are objects; the common fields are never empty (supply_type
+	// and supply_start_date are always written).
+	return append(append(b[:len(b)-1], ','), o[1:]...), nil
 }
 
 // Agreement puts a supply point on a tariff from EffectiveFrom (inclusive)

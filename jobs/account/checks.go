@@ -77,29 +77,29 @@ func normalisePostcode(s, country string) (string, bool) {
 	return s, true
 }
 
-// Test e-mail addresses. Migration teams fill gaps in their data with
-// placeholder addresses; sending a customer's bills there loses them.
-// These are the domains reserved for documentation and testing (RFC 2606,
-// RFC 6761) and the common placeholders; keep the lists here.
+// Test e-mail addresses, as the reference defines them (section 6.3): an
+// address that starts with "test@" or "xxx@", or ends with "@test.com",
+// "@test.co.uk", ".xxx" or ".xx". Compared without regard to case.
 var (
-	testEmailDomains = []string{
-		"example.com", "example.net", "example.org", "example.co.uk",
-		"test.com", "test.net", "test.org", "test.co.uk", "testing.com",
-		"fake.com", "invalid.com",
-	}
-	// testEmailTLDs are top-level domains that never deliver mail.
-	testEmailTLDs = []string{"test", "example", "invalid", "localhost", "local"}
+	testEmailPrefixes = []string{"test@", "xxx@"}
+	testEmailSuffixes = []string{"@test.com", "@test.co.uk", ".xxx", ".xx"}
 )
 
-func testDomainList() string {
-	var q []string
-	for _, d := range testEmailDomains {
-		q = append(q, "`"+d+"`")
+func testEmailRule() string {
+	q := func(l []string) string {
+		var out []string
+		for _, s := range l {
+			out = append(out, "`"+s+"`")
+		}
+		return strings.Join(out, " or ")
 	}
-	for _, t := range testEmailTLDs {
-		q = append(q, "`*."+t+"`")
-	}
-	return strings.Join(q, ", ") + " and their subdomains"
+	return "starts with " + q(testEmailPrefixes) + ", or ends with " + q(testEmailSuffixes) + " (in any case)"
+}
+
+func isTestEmail(addr string) bool {
+	l := strings.ToLower(addr)
+	return slices.ContainsFunc(testEmailPrefixes, func(p string) bool { return strings.HasPrefix(l, p) }) ||
+		slices.ContainsFunc(testEmailSuffixes, func(x string) bool { return strings.HasSuffix(l, x) })
 }
 
 // normaliseEmail checks the address and lower-cases its domain. It returns
@@ -113,13 +113,7 @@ func normaliseEmail(s string) (string, string) {
 	if !validLocalPart(local) || !validDomain(domain) {
 		return s, CodeInvalidEmail
 	}
-	for _, d := range testEmailDomains {
-		if domain == d || strings.HasSuffix(domain, "."+d) {
-			return s, CodeTestEmail
-		}
-	}
-	tld := domain[strings.LastIndexByte(domain, '.')+1:]
-	if slices.Contains(testEmailTLDs, tld) {
+	if isTestEmail(s) {
 		return s, CodeTestEmail
 	}
 	return local + "@" + domain, ""
@@ -184,12 +178,12 @@ const (
 )
 
 // normalisePhone checks a phone number, reading national numbers in region
-// (the supplier's country; "" when unknown), and returns it in E.164.
-func normalisePhone(s, region string, mustBeMobile bool) (string, phoneResult) {
+// (the supplier's country; "" when unknown), and returns it in E.164. Any
+// valid number is accepted, whatever its type: the reference checks only
+// that a number "conforms to the norms of the region" (section 6.3), and its
+// own examples give mobiles in national form (07123456789, 0488008221).
+func normalisePhone(s, region string) (string, phoneResult) {
 	international := strings.HasPrefix(strings.TrimSpace(s), "+")
-	if mustBeMobile && !international {
-		return s, phoneInvalid
-	}
 	if !international && region == "" {
 		return s, phoneUnchecked
 	}
@@ -197,29 +191,16 @@ func normalisePhone(s, region string, mustBeMobile bool) (string, phoneResult) {
 	if err != nil || num.GetExtension() != "" {
 		return s, phoneInvalid
 	}
-	// A number that is not required to be mobile needs only to be valid.
 	// For a number of the supplier's own country, IsValidNumberForRegion
-	// decides that with one pass over the region's patterns, where
-	// GetNumberType makes two (one to find the region among those sharing
-	// the calling code, such as GB, GG, IM and JE for +44, one for the type).
-	// Numbers it refuses (a Jersey number for a GB supplier) take the full
-	// path below.
-	if !mustBeMobile && region != "" && int(num.GetCountryCode()) == phonenumbers.GetCountryCodeForRegion(region) &&
+	// decides with one pass over the region's patterns, where IsValidNumber
+	// makes two (one to find the region among those sharing the calling
+	// code, such as GB, GG, IM and JE for +44, one for the type).
+	if region != "" && int(num.GetCountryCode()) == phonenumbers.GetCountryCodeForRegion(region) &&
 		phonenumbers.IsValidNumberForRegion(num, region) {
 		return phonenumbers.Format(num, phonenumbers.E164), phoneValid
 	}
-	// GetNumberType is UNKNOWN exactly when IsValidNumber is false (both
-	// resolve the region from the calling code, then match the national
-	// number against its patterns). Asking once halves the cost of the
-	// most expensive check of a payload.
-	switch phonenumbers.GetNumberType(num) {
-	case phonenumbers.UNKNOWN:
+	if !phonenumbers.IsValidNumber(num) {
 		return s, phoneInvalid
-	case phonenumbers.MOBILE, phonenumbers.FIXED_LINE_OR_MOBILE:
-	default:
-		if mustBeMobile {
-			return s, phoneInvalid
-		}
 	}
 	return phonenumbers.Format(num, phonenumbers.E164), phoneValid
 }

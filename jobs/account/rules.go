@@ -27,10 +27,7 @@ const (
 	CodeTestEmail                 = "possible_test_email_address"
 	CodeInvalidCountry            = "invalid_country"
 	CodeInvalidPostcode           = "invalid_postcode"
-	CodeInvalidDateOfBirth        = "invalid_date_of_birth"
-	CodeStartAfterEnd             = "start_date_later_than_end_date"
 	CodeAgreementBeforeSupply     = "agreement_start_date_before_supply_start_date"
-	CodeFromDateInFuture          = "invalid_supply_address_from_date"
 	CodeAgreementOverlap          = "gaps_or_overlaps_in_agreement_dates"
 	CodeTariffNotFound            = "tariff_code_not_found"
 	CodeCustomerWithUnknown       = "customer_with_unknown_occupier"
@@ -57,30 +54,26 @@ type rule struct {
 // test case, and the reverse mistake (a code reported but not listed) fails
 // TestValidate_ReportedCodesAreDocumented.
 var semanticRules = []rule{
-	{validate.CodeRequired, "`customers`", "At least one customer, unless `unknown_occupier` is true. An empty array counts as missing."},
-	{CodeCustomerWithUnknown, "`customers`", "`unknown_occupier: true` means nobody is known at the account, so `customers` must be omitted or empty."},
-	{CodeSupplierNotFound, "`import_supplier`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one. While the supplier is unknown, rules that need its country are skipped for national-format phone numbers and supply postcodes (international numbers are still checked), and the business contract is not looked up: an error there could be wrong, and the caller will hear about it once the supplier code is fixed."},
-	{CodeInvalidPhoneNumber, "`customers[].mobile`, `customers[].landline`, `customers[].alternative_phone_numbers[].phone_number`", "A valid number for the supplier's country (numbers with a leading + may be of any country). `mobile` must be in international format and a mobile number. An empty `landline` is accepted. Numbers with an extension are refused, since E.164 cannot carry one. Valid numbers are normalised to E.164 (`+447700900123`)."},
-	{CodeInvalidEmail, "`customers[].email`", "A well-formed address: one @, a dot-atom local part of at most 64 characters, a domain of letter/digit/hyphen labels with a top-level domain of letters, 254 characters in all. The domain is lower-cased."},
-	{CodeTestEmail, "`customers[].email`", "Addresses at domains reserved for testing are refused: " + testDomainList() + "."},
-	{CodeInvalidCountry, "`billing_address.country`", "An ISO 3166-1 alpha-2 code (officially assigned). Lower case is accepted and upper-cased."},
-	{CodeInvalidPostcode, "`billing_address.postal_code`, `supply_addresses[].supply_postcode`", "Checked against the postcode format of the country: the billing address's own country for `postal_code`, the supplier's country for `supply_postcode`. Countries with a format: " + postcodeCountryList() + "; for them the postcode is normalised (UK: upper case, one space before the inward code, `SW1A 1AA`). Other countries accept any text."},
-	{CodeInvalidDateOfBirth, "`customers[].date_of_birth`", "Not before 1900-01-01, and at least 16 years before today (so never in the future)."},
-	{CodeFromDateInFuture, "`supply_addresses[].customer_at_supply_address_from_date`", "Not after today."},
-	{CodeStartAfterEnd, "`supply_addresses[].supply_points[].supply_start_date`", "Not after `last_billed_to_date` of the same supply point."},
-	{CodeAgreementBeforeSupply, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Not before the supply point's `supply_start_date`."},
-	{CodeAgreementOverlap, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Agreements of one supply point follow each other: each starts on a different date (reported at the second agreement with a date already used). An agreement runs until the next one starts, so distinct dates leave neither gaps nor overlaps. Agreements are sorted by `effective_from` in the normalised payload."},
-	{CodeTariffNotFound, "`supply_addresses[].supply_points[].agreements[].tariff_code`", "The tariff exists in the product catalogue. All codes of a payload are looked up at once."},
-	{CodeDuplicateSupplyIdentifier, "`supply_addresses[].supply_points[].identifier`", "An ELECTRICITY identifier appears once in the account (reported at the second occurrence)."},
-	{CodeDuplicateMeterSerial, "`supply_addresses[].supply_points[].meters[].serial_number`", "A meter serial number appears once in the account (reported at the second occurrence)."},
-	{CodeDuplicateRegisterType, "`supply_addresses[].supply_points[].meters[].registers[].register_type`", "A register type appears once per meter (reported at the second occurrence)."},
-	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A plain non-negative decimal number written as a string (`\"12345.6\"`)."},
-	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence)."},
+	{CodeCustomerWithUnknown, "`customers`", "`unknown_occupier: true` means nobody is known at the account, so `customers` must be omitted or empty. Source: reference 6.1 (`customer_with_unknown_occupier`)."},
+	{CodeSupplierNotFound, "`import_supplier`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one. While the supplier is unknown, rules that need its country are skipped for national-format phone numbers and supply postcodes (international numbers are still checked), and the business contract is not looked up: an error there could be wrong, and the caller will hear about it once the supplier code is fixed. Source: spec 2.1 and reference 6.1 (`import_supplier` is one of the tenant's supplier codes)."},
+	{CodeInvalidPhoneNumber, "`customers[].mobile`, `customers[].landline`, `customers[].alternative_phone_numbers[].phone_number`", "A valid phone number, of any type (a landline number is accepted as `mobile`): national numbers are read in the supplier's country, numbers with a leading + may be of any country. An empty string is accepted, and null for `mobile` and `landline`. Numbers with an extension are refused, since E.164 cannot carry one. Valid numbers are normalised to E.164 (`+447700900123`). Source: spec 2.2.2 and reference 6.3 (\"conforms to the norms of the region from which the migration is taking place\"; detail `<value> is not a valid phone number`)."},
+	{CodeInvalidEmail, "`customers[].email`", "A well-formed address: one @, a dot-atom local part of at most 64 characters, a domain of letter/digit/hyphen labels with a top-level domain of letters, 254 characters in all. An empty string is accepted. The domain is lower-cased. Source: reference 6.3 (`email` has format email)."},
+	{CodeTestEmail, "`customers[].email`", "Refused when the address " + testEmailRule() + ". Source: reference 6.3."},
+	{CodeInvalidCountry, "`billing_address.country`", "An ISO 3166-1 alpha-2 code (officially assigned). Lower case is accepted and upper-cased. Source: spec 2.2.1 and reference 6.2."},
+	{CodeInvalidPostcode, "`billing_address.postal_code`, `supply_addresses[].supply_postcode`", "Checked against the postcode format of the country: the billing address's own country for `postal_code`, the supplier's country for `supply_postcode`. Countries with a format: " + postcodeCountryList() + "; for them the postcode is normalised (UK: upper case, one space before the inward code, `SW1A 1AA`). Other countries accept any text. An empty `postal_code` is accepted. Source: reference 6.2 (\"Validate and normalize postcode\")."},
+	{CodeAgreementBeforeSupply, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Not before the supply point's `supply_start_date`. Source: reference 6.4."},
+	{CodeAgreementOverlap, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Agreements of one supply point follow each other: each starts on a different date (reported at the second agreement with a date already used). An agreement runs until the next one starts, so distinct dates leave neither gaps nor overlaps. Agreements are sorted by `effective_from` in the normalised payload. Source: reference 6.1 and 6.4."},
+	{CodeTariffNotFound, "`supply_addresses[].supply_points[].agreements[].tariff_code`", "The tariff exists in the product catalogue. All codes of a payload are looked up at once. Source: reference 6.4."},
+	{CodeDuplicateSupplyIdentifier, "`supply_addresses[].supply_points[].identifier`", "An ELECTRICITY identifier appears once in the account (reported at the second occurrence). Source: reference 6.4 (`identifier` is \"the unique identifier for the supply point\")."},
+	{CodeDuplicateMeterSerial, "`supply_addresses[].supply_points[].meters[].serial_number`", "A meter serial number appears once in the account (reported at the second occurrence). Source: storage, which keys a meter by account and serial number (readings and industry flows identify a meter by it)."},
+	{CodeDuplicateRegisterType, "`supply_addresses[].supply_points[].meters[].registers[].register_type`", "A register type appears once per meter (reported at the second occurrence). Source: reference 6.4 (`meter_with_duplicate_register_ids`; the register type identifies a register here)."},
+	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A plain decimal number written as a string (`\"12345.6\"`, `\"-3\"`), at most 40 characters, no exponent. Source: reference 6.4 (`reading_value` is a decimal string)."},
+	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence). Source: reference 6.1."},
 	{CodeNoteEmpty, "`notes[]`", "A note has a non-blank `body`, or at least one document path, or both."},
 	{CodeNoteUnpinWithoutPin, "`notes[].unpin_at`", "Only sent with `is_pinned: true`: it says when a pinned note stops being pinned. E6 applies the same rule."},
 	{CodeNoteUnpinBeforeCreation, "`notes[].unpin_at`", "Not before `created_at`, or before now when `created_at` is omitted (the note is then created now)."},
 	{CodeInvalidDocumentPath, "`notes[].document_paths[].document_path`", "Relative to the supplier's document root and normalised: no leading slash, no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes in UTF-8 (a non-ASCII path can reach that within 1024 characters). E3 and E4 do not look in the document store. E5 does, before it creates the account: a document that is not there fails the account with `document_not_found` at this attr, as E6 and E8 do."},
-	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier."},
+	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier. Source: spec 2.2."},
 }
 
 // Reference returns RULES.md: the field table generated from the schema,
@@ -104,6 +97,13 @@ Paths below write arrays as ` + "`[]`" + `. Any field not listed is refused with
 that appears twice in one object with ` + "`duplicate_key`" + ` at the second one. ` + "`invalid`" + ` means a wrong JSON type, or null
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold. Strings that
 must not be blank are refused when empty or made of spaces only.
+
+Sources of the field rules: ` + "`unknown_field`" + `, spec section 1 rule 6 (only documented fields); ` + "`invalid`" + `, the
+types of spec section 2; ` + "`required`" + `, the reference's required fields (6.1 to 6.4); ` + "`max_length`" + `, the reference's
+maxLength where it gives one (see each field), else a bound that keeps one field from carrying megabytes;
+` + "`invalid_choice`" + ` on coded fields, the spec's values "in use" written as codes; ` + "`invalid_date`" + ` and
+` + "`invalid_datetime`" + `, spec section 1 rule 5 (datetimes in any RFC 3339 form, stored in UTC); ` + "`duplicate_key`" + `,
+` + "`null_characters_not_allowed`" + ` and ` + "`number_out_of_range`" + `, what storage can hold.
 
 `)
 	b.WriteString(validate.Reference(accountSchema.Spec()))

@@ -7,27 +7,29 @@ import (
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// String length limits. The spec fixes only external_account_number; the
-// others are generous bounds that keep one payload from carrying megabytes
-// in a single field, sized to what the platform stores.
+// String length limits. Where the reference gives a maxLength
+// (external_account_number 128, names 255, address parts and postcodes 512,
+// e-mail 254, phone numbers 32) it is used; the others are generous bounds
+// that keep one payload from carrying megabytes in a single field.
 const (
 	maxCode       = 128  // identifiers, codes, serial numbers
-	maxShortText  = 255  // names, address lines, makes and models
+	maxShortText  = 255  // names, makes and models (reference 6.3: names ≤255)
+	maxAddress    = 512  // address lines and parts, postcodes (reference 6.2: ≤512)
 	maxLongText   = 2000 // descriptions, product notes, street addresses
 	maxNoteBody   = 20000
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
-	maxPostcode   = 16
 	maxReading    = 32
 	maxAccountRef = 128 // set by the issue
 )
 
-// Blank strings: a field that carries a format or an identifier (codes,
-// e-mail, phone numbers, postcodes, serial numbers) must have content when
-// sent; a caller without one omits the field. Free-text fields (names,
-// address lines, descriptions) accept "", because migrated records often
-// have empty columns and there is nothing to check in them; the spec shows
-// an empty landline in use, so landline is the one formatted exception.
+// Blank strings: a field that carries an identifier (codes, serial numbers)
+// must have content when sent; a caller without one omits the field.
+// Free-text fields (names, address lines, descriptions) accept "", because
+// migrated records often have empty columns and there is nothing to check in
+// them. Formatted fields whose reference default is "" (mobile, landline,
+// e-mail, postal_code; reference section 6.2 and 6.3) accept "" too, and
+// mobile and landline, nullable in the reference, accept null.
 
 var alternativePhoneSchema = v.NewObject(
 	v.Req("phone_number", v.StringValue, func(p *AlternativePhoneNumber) *string { return &p.PhoneNumber },
@@ -40,22 +42,24 @@ var preferencesSchema = v.NewObject(
 	v.Opt("opted_into_sms", v.BooleanValue, func(p *CustomerPreferences) **bool { return &p.OptedIntoSMS }),
 )
 
+// userDetailSchema is the reference's element shape (section 6.3):
+// {namespace, value}, both strings in its examples.
 var userDetailSchema = v.NewObject(
-	v.Req("key", v.StringValue, func(d *UserDetail) *string { return &d.Key }, v.MaxLength(maxShortText)),
+	v.Req("namespace", v.StringValue, func(d *UserDetail) *string { return &d.Namespace }, v.MaxLength(maxShortText)),
 	v.Req("value", v.StringValue, func(d *UserDetail) *string { return &d.Value }, v.MaxLength(maxLongText), v.AllowBlank()),
 )
 
 var customerSchema = v.NewObject(
 	v.Opt("given_name", v.StringValue, func(c *Customer) **string { return &c.GivenName }, v.MaxLength(maxShortText), v.AllowBlank()),
 	v.Opt("family_name", v.StringValue, func(c *Customer) **string { return &c.FamilyName }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("email", v.StringValue, func(c *Customer) **string { return &c.Email }, v.MaxLength(maxEmail),
+	v.Opt("email", v.StringValue, func(c *Customer) **string { return &c.Email }, v.MaxLength(maxEmail), v.AllowBlank(),
 		v.Codes(CodeInvalidEmail, CodeTestEmail), v.Note("The domain is lower-cased.")),
-	v.Opt("mobile", v.StringValue, func(c *Customer) **string { return &c.Mobile }, v.MaxLength(maxPhone),
-		v.Codes(CodeInvalidPhoneNumber), v.Note("International format (leading +), a mobile number; normalised to E.164.")),
-	v.Opt("landline", v.StringValue, func(c *Customer) **string { return &c.Landline }, v.MaxLength(maxPhone), v.AllowBlank(),
-		v.Codes(CodeInvalidPhoneNumber), v.Note("National numbers are read in the supplier's country; normalised to E.164.")),
+	v.Opt("mobile", v.StringValue, func(c *Customer) **string { return &c.Mobile }, v.MaxLength(maxPhone), v.AllowBlank(), v.Nullable(),
+		v.Codes(CodeInvalidPhoneNumber), v.Note("Any valid phone number; national numbers are read in the supplier's country; normalised to E.164.")),
+	v.Opt("landline", v.StringValue, func(c *Customer) **string { return &c.Landline }, v.MaxLength(maxPhone), v.AllowBlank(), v.Nullable(),
+		v.Codes(CodeInvalidPhoneNumber), v.Note("Any valid phone number; national numbers are read in the supplier's country; normalised to E.164.")),
 	v.List("alternative_phone_numbers", alternativePhoneSchema, func(c *Customer) *[]AlternativePhoneNumber { return &c.AlternativePhoneNumbers }),
-	v.Opt("date_of_birth", v.DateValue, func(c *Customer) **v.Date { return &c.DateOfBirth }, v.Codes(CodeInvalidDateOfBirth)),
+	v.Opt("date_of_birth", v.DateValue, func(c *Customer) **v.Date { return &c.DateOfBirth }),
 	v.Obj("customer_preferences", preferencesSchema, func(c *Customer) **CustomerPreferences { return &c.CustomerPreferences }),
 	v.List("user_details", userDetailSchema, func(c *Customer) *[]UserDetail { return &c.UserDetails }),
 )
@@ -63,11 +67,11 @@ var customerSchema = v.NewObject(
 var billingAddressSchema = v.NewObject(
 	v.Opt("street_address", v.StringValue, func(b *BillingAddress) **string { return &b.StreetAddress }, v.MaxLength(maxLongText), v.AllowBlank(),
 		v.Note("May contain line breaks.")),
-	v.Opt("locality", v.StringValue, func(b *BillingAddress) **string { return &b.Locality }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("administrative_area", v.StringValue, func(b *BillingAddress) **string { return &b.AdministrativeArea }, v.MaxLength(maxShortText), v.AllowBlank()),
+	v.Opt("locality", v.StringValue, func(b *BillingAddress) **string { return &b.Locality }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Opt("administrative_area", v.StringValue, func(b *BillingAddress) **string { return &b.AdministrativeArea }, v.MaxLength(maxAddress), v.AllowBlank()),
 	v.Req("country", v.StringValue, func(b *BillingAddress) *string { return &b.Country }, v.Codes(CodeInvalidCountry),
 		v.Note("ISO 3166-1 alpha-2; upper-cased.")),
-	v.Opt("postal_code", v.StringValue, func(b *BillingAddress) **string { return &b.PostalCode }, v.MaxLength(maxPostcode),
+	v.Opt("postal_code", v.StringValue, func(b *BillingAddress) **string { return &b.PostalCode }, v.MaxLength(maxAddress), v.AllowBlank(),
 		v.Codes(CodeInvalidPostcode), v.Note("Checked against the billing country.")),
 )
 
@@ -84,7 +88,7 @@ var agreementSchema = v.NewObject(
 )
 
 var registerSchema = v.NewObject(
-	v.Req("register_type", v.StringValue, func(r *Register) *string { return &r.RegisterType }, v.OneOf(registerTypes...),
+	v.Req("register_type", v.StringValue, func(r *Register) *string { return &r.RegisterType }, v.OpenCode(),
 		v.Codes(CodeDuplicateRegisterType), v.Note("Required: readings are recorded per register type.")),
 	v.Opt("whole_digits", v.IntegerValue, func(r *Register) **int64 { return &r.WholeDigits }, v.NonNegative()),
 	v.Opt("decimal_digits", v.IntegerValue, func(r *Register) **int64 { return &r.DecimalDigits }, v.NonNegative()),
@@ -99,15 +103,15 @@ var meterTypeSchema = v.NewObject(
 	v.Opt("amps_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.AmpsHigh }, v.NonNegative()),
 	v.Opt("volts_low", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsLow }, v.NonNegative()),
 	v.Opt("volts_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsHigh }, v.NonNegative()),
-	v.Opt("phase", v.StringValue, func(m *MeterType) **string { return &m.Phase }, v.OneOf(phases...)),
+	v.Opt("phase", v.StringValue, func(m *MeterType) **string { return &m.Phase }, v.OpenCode()),
 	v.Opt("elements", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.Elements }, v.NonNegative()),
 	v.Opt("stock_code", v.StringValue, func(m *MeterType) **string { return &m.StockCode }, v.MaxLength(maxCode)),
 	v.Opt("is_bidirectional", v.BooleanValue, func(m *MeterType) **bool { return &m.IsBidirectional }),
 	v.Opt("is_analog", v.BooleanValue, func(m *MeterType) **bool { return &m.IsAnalog }),
-	v.Opt("cover_material", v.StringValue, func(m *MeterType) **string { return &m.CoverMaterial }, v.OneOf(coverMaterials...)),
+	v.Opt("cover_material", v.StringValue, func(m *MeterType) **string { return &m.CoverMaterial }, v.OpenCode()),
 	v.Opt("wire_ports", v.IntegerValue, func(m *MeterType) **int64 { return &m.WirePorts }, v.NonNegative()),
 	v.Opt("network_connectivity", v.BooleanValue, func(m *MeterType) **bool { return &m.NetworkConnectivity }),
-	v.Opt("base", v.StringValue, func(m *MeterType) **string { return &m.Base }, v.OneOf(meterBases...)),
+	v.Opt("base", v.StringValue, func(m *MeterType) **string { return &m.Base }, v.OpenCode()),
 )
 
 var meterSchema = v.NewObject(
@@ -116,14 +120,14 @@ var meterSchema = v.NewObject(
 	v.Opt("subgroup", v.IntegerValue, func(m *Meter) **int64 { return &m.Subgroup }, v.NonNegative()),
 	v.Opt("seal_date", v.DateValue, func(m *Meter) **v.Date { return &m.SealDate }),
 	v.Opt("meter_number", v.IntegerValue, func(m *Meter) **int64 { return &m.MeterNumber }, v.NonNegative()),
-	v.Opt("status", v.StringValue, func(m *Meter) **string { return &m.Status }, v.OneOf(meterStatuses...)),
+	v.Opt("status", v.StringValue, func(m *Meter) **string { return &m.Status }, v.OpenCode()),
 	v.Opt("active_from", v.DateValue, func(m *Meter) **v.Date { return &m.ActiveFrom }),
 	v.Obj("meter_type", meterTypeSchema, func(m *Meter) **MeterType { return &m.MeterType }),
 	v.List("registers", registerSchema, func(m *Meter) *[]Register { return &m.Registers }),
 )
 
 var transferReadingSchema = v.NewObject(
-	v.Req("register_type", v.StringValue, func(r *TransferReading) *string { return &r.RegisterType }, v.OneOf(registerTypes...),
+	v.Req("register_type", v.StringValue, func(r *TransferReading) *string { return &r.RegisterType }, v.OpenCode(),
 		v.Note("Required, with read_date and value: a reading without any of them cannot be billed from.")),
 	v.Req("read_date", v.DateValue, func(r *TransferReading) *v.Date { return &r.ReadDate }),
 	v.Req("value", v.StringValue, func(r *TransferReading) *string { return &r.Value }, v.MaxLength(maxReading),
@@ -144,8 +148,8 @@ var (
 var supplyPointSchema = v.NewUnion("supply_type",
 	[]v.Field[SupplyPoint]{
 		v.Req("supply_type", v.StringValue, func(p *SupplyPoint) *string { return &p.SupplyType },
-			v.Note("Decides which of the fields below are accepted.")),
-		v.Req("supply_start_date", v.DateValue, func(p *SupplyPoint) *v.Date { return &p.SupplyStartDate }, v.Codes(CodeStartAfterEnd)),
+			v.Note("Decides which of the fields below are accepted. The spec lists the values in use; any other code is accepted too, with any fields, kept as given.")),
+		v.Req("supply_start_date", v.DateValue, func(p *SupplyPoint) *v.Date { return &p.SupplyStartDate }),
 		v.Opt("last_billed_to_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.LastBilledToDate }),
 		v.List("agreements", agreementSchema, func(p *SupplyPoint) *[]Agreement { return &p.Agreements }),
 	},
@@ -156,7 +160,7 @@ var supplyPointSchema = v.NewUnion("supply_type",
 		locationDescriptionField,
 		v.Opt("book_number", v.StringValue, func(p *SupplyPoint) **string { return &p.BookNumber }, v.MaxLength(maxCode)),
 		v.Opt("call_number", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.CallNumber }, v.NonNegative()),
-		v.Opt("energization_status", v.StringValue, func(p *SupplyPoint) **string { return &p.EnergizationStatus }, v.OneOf(energizationStatuses...)),
+		v.Opt("energization_status", v.StringValue, func(p *SupplyPoint) **string { return &p.EnergizationStatus }, v.OpenCode()),
 		v.List("meters", meterSchema, func(p *SupplyPoint) *[]Meter { return &p.Meters }),
 		v.List("transfer_readings", transferReadingSchema, func(p *SupplyPoint) *[]TransferReading { return &p.TransferReadings }),
 	}},
@@ -180,21 +184,20 @@ var supplyPointSchema = v.NewUnion("supply_type",
 	}},
 	v.Variant[SupplyPoint]{Values: []string{SupplyWaterHeater}, Fields: []v.Field[SupplyPoint]{
 		serialNumberField,
-		v.Opt("tank_size", v.StringValue, func(p *SupplyPoint) **string { return &p.TankSize }, v.OneOf(tankSizes...)),
-		v.Opt("tank_type", v.StringValue, func(p *SupplyPoint) **string { return &p.TankType }, v.OneOf(tankTypes...)),
+		v.Opt("tank_size", v.StringValue, func(p *SupplyPoint) **string { return &p.TankSize }, v.OpenCode()),
+		v.Opt("tank_type", v.StringValue, func(p *SupplyPoint) **string { return &p.TankType }, v.OpenCode()),
 		v.Opt("tank_configuration", v.StringValue, func(p *SupplyPoint) **string { return &p.TankConfiguration }, v.MaxLength(maxShortText), v.AllowBlank()),
 	}},
-)
+).AcceptOtherVariants(func(p *SupplyPoint) *map[string]json.RawMessage { return &p.Other })
 
 var supplyAddressSchema = v.NewObject(
-	v.Req("supply_address1", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyAddress1 }, v.MaxLength(maxShortText)),
-	v.Opt("supply_address2", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress2 }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("supply_address3", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress3 }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("supply_address4", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress4 }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Req("supply_postcode", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyPostcode }, v.MaxLength(maxPostcode),
+	v.Req("supply_address1", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyAddress1 }, v.MaxLength(maxAddress)),
+	v.Opt("supply_address2", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress2 }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Opt("supply_address3", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress3 }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Opt("supply_address4", v.StringValue, func(a *SupplyAddress) **string { return &a.SupplyAddress4 }, v.MaxLength(maxAddress), v.AllowBlank()),
+	v.Req("supply_postcode", v.StringValue, func(a *SupplyAddress) *string { return &a.SupplyPostcode }, v.MaxLength(maxAddress),
 		v.Codes(CodeInvalidPostcode), v.Note("Checked against the supplier's country.")),
-	v.Req("customer_at_supply_address_from_date", v.DateValue, func(a *SupplyAddress) *v.Date { return &a.CustomerAtSupplyAddressFromDate },
-		v.Codes(CodeFromDateInFuture)),
+	v.Req("customer_at_supply_address_from_date", v.DateValue, func(a *SupplyAddress) *v.Date { return &a.CustomerAtSupplyAddressFromDate }),
 	v.List("supply_points", supplyPointSchema, func(a *SupplyAddress) *[]SupplyPoint { return &a.SupplyPoints }),
 )
 
@@ -223,10 +226,13 @@ const notSupportedDetail = "Import transactions and statements after the account
 var accountSchema = v.NewObject(
 	v.Req("external_account_number", v.StringValue, func(a *Account) *string { return &a.ExternalAccountNumber }, v.MaxLength(maxAccountRef)),
 	v.Req("import_supplier", v.StringValue, func(a *Account) *string { return &a.ImportSupplier }, v.MaxLength(maxCode), v.Codes(CodeSupplierNotFound)),
-	v.Obj("billing_address", billingAddressSchema, func(a *Account) **BillingAddress { return &a.BillingAddress }, v.Required()),
+	v.Obj("billing_address", billingAddressSchema, func(a *Account) **BillingAddress { return &a.BillingAddress },
+		v.Note("Optional, as in the reference. When omitted, the account's billing address is derived from the first supply address "+
+			"(its lines, one per line, as street_address; its postcode as postal_code; the supplier's country), as the reference does "+
+			"for an account with one supply address; without a supply address, only the supplier's country is stored.")),
 	v.List("metadata", metadataSchema, func(a *Account) *[]Metadata { return &a.Metadata }),
 	v.List("customers", customerSchema, func(a *Account) *[]Customer { return &a.Customers },
-		v.Codes(v.CodeRequired, CodeCustomerWithUnknown), v.Note("At least one, unless unknown_occupier is true.")),
+		v.Codes(CodeCustomerWithUnknown), v.Note("Omitted or empty when unknown_occupier is true.")),
 	v.List("supply_addresses", supplyAddressSchema, func(a *Account) *[]SupplyAddress { return &a.SupplyAddresses }),
 	v.EmptyList("ledgers", func(a *Account) *[]json.RawMessage { return &a.Ledgers }, notSupportedDetail,
 		v.Note("The element shape is not specified: only [] is accepted. "+notSupportedDetail)),

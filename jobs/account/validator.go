@@ -20,9 +20,8 @@ type Validator struct {
 	// Catalog resolves the supplier, tariffs and business contracts. When it
 	// is a BatchCatalog, one round trip answers all three.
 	Catalog Catalog
-	// Now returns the current time; nil means time.Now. "Today" is Now's
-	// date in UTC: dates of birth, move-in dates and note unpin times are
-	// judged against it, so tests fix it.
+	// Now returns the current time; nil means time.Now. Note unpin times
+	// are judged against it, so tests fix it.
 	Now func() time.Time
 }
 
@@ -65,7 +64,6 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 		now = v.Now
 	}
 	c := checker{now: now().UTC()}
-	c.today = validate.DateOf(c.now)
 	accountSchema.Bind(&c.w, root, &c.a)
 
 	if err := c.lookup(ctx, v.Catalog); err != nil {
@@ -99,10 +97,9 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 // left at its zero value, so every rule here skips zero values rather than
 // piling a second problem onto the first.
 type checker struct {
-	w     validate.Walker
-	a     Account
-	now   time.Time
-	today validate.Date
+	w   validate.Walker
+	a   Account
+	now time.Time
 
 	supplier      Supplier
 	supplierFound bool
@@ -184,20 +181,13 @@ func (c *checker) setMissing(codes []string) {
 
 func (c *checker) checkCustomers() {
 	a := &c.a
-	if a.UnknownOccupier != nil && *a.UnknownOccupier {
-		if len(a.Customers) > 0 {
-			c.w.AddAt("customers", CodeCustomerWithUnknown,
-				"An account with an unknown occupier has no customers; omit customers or set unknown_occupier to false.")
-		}
-	} else if len(a.Customers) == 0 && !c.w.HasErrorAt("customers") {
-		c.w.AddAt("customers", validate.CodeRequired, "At least one customer is required unless unknown_occupier is true.")
+	if a.UnknownOccupier != nil && *a.UnknownOccupier && len(a.Customers) > 0 {
+		c.w.AddAt("customers", CodeCustomerWithUnknown,
+			"An account with an unknown occupier has no customers; omit customers or set unknown_occupier to false.")
 	}
-
-	oldest := validate.Date("1900-01-01")
-	youngest := validate.DateOf(c.now.AddDate(-16, 0, 0))
 	for i := range a.Customers {
 		cu := &a.Customers[i]
-		if cu.Email != nil {
+		if cu.Email != nil && *cu.Email != "" {
 			e, code := normaliseEmail(*cu.Email)
 			switch code {
 			case "":
@@ -209,37 +199,28 @@ func (c *checker) checkCustomers() {
 					"%s looks like a test address; send the customer's real address or omit the field.", *cu.Email)
 			}
 		}
-		if cu.Mobile != nil {
-			c.phone(cu.Mobile, true, "customers", i, "mobile")
+		if cu.Mobile != nil && *cu.Mobile != "" {
+			c.phone(cu.Mobile, "customers", i, "mobile")
 		}
 		if cu.Landline != nil && *cu.Landline != "" {
-			c.phone(cu.Landline, false, "customers", i, "landline")
+			c.phone(cu.Landline, "customers", i, "landline")
 		}
 		for j := range cu.AlternativePhoneNumbers {
 			if p := &cu.AlternativePhoneNumbers[j].PhoneNumber; *p != "" {
-				c.phone(p, false, "customers", i, "alternative_phone_numbers", j, "phone_number")
+				c.phone(p, "customers", i, "alternative_phone_numbers", j, "phone_number")
 			}
-		}
-		if d := cu.DateOfBirth; d != nil && (*d < oldest || *d > youngest) {
-			c.w.AddAt(validate.Attr("customers", i, "date_of_birth"), CodeInvalidDateOfBirth,
-				"Date of birth must be on or after %s and at least 16 years ago (on or before %s).", oldest, youngest)
 		}
 	}
 }
 
 // phone checks and normalises *p in place; attr gives its path.
-func (c *checker) phone(p *string, mobile bool, attr ...any) {
-	n, res := normalisePhone(*p, c.country, mobile)
+func (c *checker) phone(p *string, attr ...any) {
+	n, res := normalisePhone(*p, c.country)
 	switch res {
 	case phoneValid:
 		*p = n
 	case phoneInvalid:
-		if mobile {
-			c.w.AddAt(validate.Attr(attr...), CodeInvalidPhoneNumber,
-				"%s is not a valid phone number: a mobile number in international format (+44...) is required.", *p)
-		} else {
-			c.w.AddAt(validate.Attr(attr...), CodeInvalidPhoneNumber, "%s is not a valid phone number.", *p)
-		}
+		c.w.AddAt(validate.Attr(attr...), CodeInvalidPhoneNumber, "%s is not a valid phone number", *p)
 	}
 }
 
@@ -254,7 +235,7 @@ func (c *checker) checkBillingAddress() {
 		return
 	}
 	b.Country = country
-	if b.PostalCode != nil {
+	if b.PostalCode != nil && *b.PostalCode != "" {
 		if pc, ok := normalisePostcode(*b.PostalCode, country); ok {
 			*b.PostalCode = pc
 		} else {
@@ -274,10 +255,6 @@ func (c *checker) checkSupplyAddresses() {
 				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_postcode"), CodeInvalidPostcode,
 					"%q is not a valid postcode in %s.", sa.SupplyPostcode, c.country)
 			}
-		}
-		if d := sa.CustomerAtSupplyAddressFromDate; d != "" && d > c.today {
-			c.w.AddAt(validate.Attr("supply_addresses", i, "customer_at_supply_address_from_date"), CodeFromDateInFuture,
-				"The customer cannot be at the supply address from a date after today (%s).", c.today)
 		}
 		for j := range sa.SupplyPoints {
 			sp := &sa.SupplyPoints[j]
@@ -317,10 +294,6 @@ func setAdd(m map[string]bool, k string) map[string]bool {
 
 func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 	start := sp.SupplyStartDate
-	if start != "" && sp.LastBilledToDate != nil && start > *sp.LastBilledToDate {
-		c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "supply_start_date"), CodeStartAfterEnd,
-			"supply_start_date (%s) is later than last_billed_to_date (%s).", start, *sp.LastBilledToDate)
-	}
 	for k, ag := range sp.Agreements {
 		if ag.EffectiveFrom != "" && start != "" && ag.EffectiveFrom < start {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementBeforeSupply,
@@ -339,9 +312,9 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 		if tr.Value == "" {
 			continue
 		}
-		if d, err := validate.ParseDecimal(tr.Value); err != nil || d.Negative() {
+		if _, err := validate.ParseDecimal(tr.Value); err != nil {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "transfer_readings", r, "value"), validate.CodeInvalid,
-				"A reading is a non-negative decimal number in a string, such as \"12345.6\".")
+				"A reading is a decimal number in a string, such as \"12345.6\".")
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -68,10 +69,7 @@ func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt C
 			}
 		}
 	}
-	ba := acc.BillingAddress
-	if ba == nil {
-		ba = &account.BillingAddress{}
-	}
+	ba := acc.EffectiveBillingAddress()
 	// Service account numbers are random, so a clash is possible but rare;
 	// ON CONFLICT on the number alone lets us draw again without aborting the
 	// transaction. A clash on (supplier, external account number) is not
@@ -125,7 +123,7 @@ func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt C
 			w.exec(`INSERT INTO customer_phone_numbers (customer_id, position, phone_number) VALUES ($1, $2, $3)`, customerIDs[i], j, p.PhoneNumber)
 		}
 		for j, d := range cu.UserDetails {
-			w.exec(`INSERT INTO customer_user_details (customer_id, position, key, value) VALUES ($1, $2, $3, $4)`, customerIDs[i], j, d.Key, d.Value)
+			w.exec(`INSERT INTO customer_user_details (customer_id, position, namespace, value) VALUES ($1, $2, $3, $4)`, customerIDs[i], j, d.Namespace, d.Value)
 		}
 	}
 	for i, sa := range acc.SupplyAddresses {
@@ -247,9 +245,25 @@ func (w *writer) id(q string, args ...any) int64 {
 }
 
 func (w *writer) supplyPoint(addrID int64, pos int, sp account.SupplyPoint) {
-	spID := w.id(`INSERT INTO supply_points (account_id, supply_address_id, position, supply_type, supply_start_date, last_billed_to_date)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
-		w.accountID, addrID, pos, sp.SupplyType, string(sp.SupplyStartDate), datePtr(sp.LastBilledToDate))
+	// A supply type without a row layout of its own keeps its other fields,
+	// as sent, in fields.
+	var fields *string
+	if !account.HasOwnLayout(sp.SupplyType) {
+		other := sp.Other
+		if other == nil {
+			other = map[string]json.RawMessage{}
+		}
+		b, err := json.Marshal(other)
+		if err != nil {
+			w.err = fmt.Errorf("create account: supply point fields: %w", err)
+			return
+		}
+		f := string(b)
+		fields = &f
+	}
+	spID := w.id(`INSERT INTO supply_points (account_id, supply_address_id, position, supply_type, supply_start_date, last_billed_to_date, fields)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
+		w.accountID, addrID, pos, sp.SupplyType, string(sp.SupplyStartDate), datePtr(sp.LastBilledToDate), fields)
 	switch sp.SupplyType {
 	case "ELECTRICITY":
 		w.exec(`INSERT INTO electricity_supply_points (supply_point_id, account_id, identifier, initial_connection_date,

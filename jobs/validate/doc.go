@@ -30,6 +30,14 @@ func writeRows(b *strings.Builder, prefix string, o *ObjectSpec, when string) {
 			writeRow(b, prefix, f, vw)
 		}
 	}
+	if o.OtherVariants {
+		vw := o.Discriminator + " is any other code"
+		if when != "" {
+			vw = when + " and " + vw
+		}
+		fmt.Fprintf(b, "| `%s*` | any JSON | no |  | %s | Only when %s: any other field is accepted and kept as given. |\n",
+			prefix, codeList([]string{CodeNullCharacters, CodeDuplicateKey, CodeNumberOutOfRange}), vw)
+	}
 }
 
 func writeRow(b *strings.Builder, prefix string, f *Spec, when string) {

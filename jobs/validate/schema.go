@@ -29,7 +29,7 @@ const (
 	CodeMaxLength        = "max_length"       // a string has more characters than allowed
 	CodeInvalidChoice    = "invalid_choice"   // a value outside a closed set
 	CodeInvalidDate      = "invalid_date"     // not a real date in YYYY-MM-DD form
-	CodeInvalidDatetime  = "invalid_datetime" // not a real instant in YYYY-MM-DDTHH:MM:SSZ form
+	CodeInvalidDatetime  = "invalid_datetime" // not a real instant in RFC 3339 form
 	CodeMinValue         = "min_value"        // a negative count or measure
 	CodeUnknownField     = "unknown_field"    // a field the schema does not document
 	CodeDuplicateKey     = "duplicate_key"    // the same key twice in one JSON object
@@ -69,7 +69,7 @@ func (t Type) String() string {
 	case TypeDate:
 		return "date `YYYY-MM-DD`"
 	case TypeDatetime:
-		return "datetime `YYYY-MM-DDTHH:MM:SSZ`"
+		return "datetime (RFC 3339, stored in UTC)"
 	case TypeObject:
 		return "object"
 	case TypeObjectList:
@@ -339,12 +339,19 @@ func JSONObject[T any](name string, at func(*T) *json.RawMessage, opts ...Option
 		if !checkFreeForm(w, v) {
 			return
 		}
-		var compact, escaped bytes.Buffer
-		compact.Grow(len(v.Raw))
-		_ = json.Compact(&compact, []byte(v.Raw)) // cannot fail: Parse accepted it
-		json.HTMLEscape(&escaped, compact.Bytes())
-		*at(dst) = json.RawMessage(escaped.Bytes())
+		*at(dst) = compactJSON(v.Raw)
 	}}
+}
+
+// compactJSON returns raw (which Parse accepted) as compact JSON with <, >
+// and & escaped the way encoding/json writes them, so that encoding it again
+// yields the same bytes.
+func compactJSON(raw string) json.RawMessage {
+	var compact, escaped bytes.Buffer
+	compact.Grow(len(raw))
+	_ = json.Compact(&compact, []byte(raw)) // cannot fail: Parse accepted it
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return json.RawMessage(escaped.Bytes())
 }
 
 // EmptyList is an array field whose elements are not accepted (yet): each
@@ -461,6 +468,9 @@ type ObjectSpec struct {
 	Fields        []*Spec
 	Discriminator string
 	Variants      []VariantSpec
+	// OtherVariants is set when the union also accepts discriminator codes
+	// without a variant of their own, keeping their other fields as given.
+	OtherVariants bool
 }
 
 // VariantSpec is the extra fields of a union for some discriminator values.
@@ -475,6 +485,10 @@ type Object[T any] struct {
 	plain    *fieldSet[T] // every field; for a union, used when the variant is unknown
 	disc     string
 	variants map[string]*fieldSet[T]
+	common   *fieldSet[T] // a union's common fields
+	// other, when set, receives the members of a union object whose
+	// discriminator is a code without a variant (see AcceptOtherVariants).
+	other func(*T) *map[string]json.RawMessage
 }
 
 // NewObject returns the schema of an object with the given fields.
@@ -530,10 +544,33 @@ func NewUnion[T any](disc string, common []Field[T], variants ...Variant[T]) *Ob
 	if !found {
 		panic(fmt.Sprintf("validate.NewUnion: discriminator %q is not a common field", disc))
 	}
+	o.common = newFieldSet(slices.Clone(common), true)
 	o.plain = newFieldSet(all, false)
 	for i, f := range o.plain.fields {
 		if f.Spec.Required && slices.ContainsFunc(common, func(c Field[T]) bool { return c.Spec == f.Spec }) {
 			o.plain.required = append(o.plain.required, i)
+		}
+	}
+	return o
+}
+
+// AcceptOtherVariants makes a union accept, besides its variants' values,
+// any discriminator value matching ^[A-Z][A-Z0-9_]{0,63}$ (see OpenCode).
+// Such an object is checked against the common fields; every other member
+// is accepted and stored in the map that at returns, as compact JSON, after
+// the checks that keep it storable (no NUL character, no duplicate key, no
+// number beyond PostgreSQL's numeric). It returns o, at package
+// initialisation.
+func (o *Object[T]) AcceptOtherVariants(at func(*T) *map[string]json.RawMessage) *Object[T] {
+	if o.disc == "" {
+		panic("validate.AcceptOtherVariants: not a union")
+	}
+	o.other = at
+	o.spec.OtherVariants = true
+	for _, f := range o.spec.Fields {
+		if f.Name == o.disc {
+			f.OpenCode = true
+			f.Choices = nil
 		}
 	}
 	return o
@@ -552,12 +589,15 @@ func (o *Object[T]) Bind(w *Walker, v *Value, dst *T) {
 		return
 	}
 	fs := o.plain
+	other := false
 	if o.disc != "" {
 		for i := range v.Members {
 			if m := &v.Members[i]; m.Key == o.disc {
 				if m.Value.Kind == KindString {
 					if vs, ok := o.variants[m.Value.Text]; ok {
 						fs = vs
+					} else if o.other != nil && isOpenCode(m.Value.Text) {
+						fs, other = o.common, true
 					}
 				}
 				break
@@ -577,6 +617,12 @@ func (o *Object[T]) Bind(w *Walker, v *Value, dst *T) {
 		w.Push(m.Key)
 		idx, ok := fs.index[m.Key]
 		switch {
+		case !ok && other:
+			if slices.ContainsFunc(v.Members[:i], func(p Member) bool { return p.Key == m.Key }) {
+				w.Add(CodeDuplicateKey, "Duplicate key %q in object.", m.Key)
+			} else {
+				o.keepOther(w, m, dst)
+			}
 		case !ok:
 			w.Add(CodeUnknownField, "Unknown field %q.", m.Key)
 		case seen[idx]:
@@ -594,4 +640,21 @@ func (o *Object[T]) Bind(w *Walker, v *Value, dst *T) {
 			w.Pop()
 		}
 	}
+}
+
+// keepOther stores member m of an object of another variant, as given; the
+// caller has refused a key given twice.
+func (o *Object[T]) keepOther(w *Walker, m *Member, dst *T) {
+	extra := o.other(dst)
+	if strings.IndexByte(m.Key, 0) >= 0 {
+		w.Add(CodeNullCharacters, "Null characters are not allowed.")
+		return
+	}
+	if !checkFreeForm(w, &m.Value) {
+		return
+	}
+	if *extra == nil {
+		*extra = map[string]json.RawMessage{}
+	}
+	(*extra)[m.Key] = compactJSON(m.Value.Raw)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -105,7 +106,7 @@ func TestObjectBind_ReportsEveryProblemAtItsPath(t *testing.T) {
 		{"null character", `{"id":"a\u0000b","home":{"street":"a"}}`, []pair{{"id", CodeNullCharacters}}},
 		{"numbers", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"BIRD","wings":2.0},{"kind":"BIRD","wings":-1,"weight":1e3},{"kind":"BIRD","wings":99999999999999999999,"weight":-0.5}]}`,
 			[]pair{{"pets.0.wings", CodeInvalid}, {"pets.1.wings", CodeMinValue}, {"pets.1.weight", CodeInvalid}, {"pets.2.wings", CodeInvalid}, {"pets.2.weight", CodeMinValue}}},
-		{"dates", `{"id":"o","home":{"street":"a"},"seen":"2025-01-01T10:00:00+01:00","pets":[{"kind":"DOG","born":"2023-02-29"}]}`,
+		{"dates", `{"id":"o","home":{"street":"a"},"seen":"2025-01-01T10:00:00","pets":[{"kind":"DOG","born":"2023-02-29"}]}`,
 			[]pair{{"seen", CodeInvalidDatetime}, {"pets.0.born", CodeInvalidDate}}},
 		{"free-form object", `{"id":"o","home":{"street":"a"},"pets":[{"kind":"DOG","extra":{"a":{"b":1,"b":2},"c":["\u0000"],"d":1e99999}},{"kind":"DOG","extra":[]}]}`,
 			[]pair{{"pets.0.extra.a.b", CodeDuplicateKey}, {"pets.0.extra.c.0", CodeNullCharacters}, {"pets.0.extra.d", CodeNumberOutOfRange}, {"pets.1.extra", CodeInvalid}}},
@@ -170,17 +171,36 @@ func TestReference_ListsEveryFieldWithPathTypeAndCodes(t *testing.T) {
 	}
 }
 
-func TestDatesAndDecimals_ParseOnlyTheirDocumentedForm(t *testing.T) {
+func TestDatesAndDecimals_ParseTheirDocumentedForms(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[string]bool{"2024-02-29": true, "2023-02-29": false, "2024-13-01": false, "2024-1-01": false, "24-01-01": false, "2024-04-31": false, "2024-01-01T00:00:00Z": false} {
 		if _, ok := ParseDate(s); ok != want {
 			t.Errorf("ParseDate(%q) ok = %v, want %v", s, ok, want)
 		}
 	}
-	for s, want := range map[string]bool{"2024-02-29T23:59:59Z": true, "2024-02-29T24:00:00Z": false, "2024-02-29T10:00:00.5Z": false, "2024-02-29 10:00:00Z": false, "2024-02-29T10:00:00": false} {
-		if _, ok := ParseDatetime(s); ok != want {
-			t.Errorf("ParseDatetime(%q) ok = %v, want %v", s, ok, want)
+	for s, want := range map[string]Datetime{
+		"2024-02-29T23:59:59Z":             "2024-02-29T23:59:59Z",
+		"2024-02-29T10:00:00.5Z":           "2024-02-29T10:00:00.5Z",
+		"2024-02-29T10:00:00.123456789Z":   "2024-02-29T10:00:00.123456Z",
+		"2021-08-24T14:00:00+09:00":        "2021-08-24T05:00:00Z",
+		"2024-03-01T00:30:00.250000+01:00": "2024-02-29T23:30:00.25Z",
+		"2024-02-29T10:00:00-00:00":        "2024-02-29T10:00:00Z",
+		"2024-02-29T24:00:00Z":             "",
+		"2024-02-29 10:00:00Z":             "",
+		"2024-02-29T10:00:00":              "",
+		"2024-02-29T10:00:00,5Z":           "",
+		"2024-02-29T10:00:00+0100":         "",
+		"2024-02-30T10:00:00Z":             "",
+	} {
+		got, ok := ParseDatetime(s)
+		if ok != (want != "") || got != want {
+			t.Errorf("ParseDatetime(%q) = %q, %v; want %q", s, got, ok, want)
 		}
+	}
+	early, _ := ParseDatetime("2024-02-29T10:00:00.5+00:00")
+	late, _ := ParseDatetime("2024-02-29T10:00:00.75Z")
+	if early.Compare(late) != -1 || late.Compare(early) != 1 || early.Compare(early) != 0 || early.Compare("2024-02-29T10:00:00Z") != 1 {
+		t.Errorf("Compare does not order %s and %s", early, late)
 	}
 	for s, want := range map[string]bool{"0": true, "-0.50": true, "12.345": true, "01": false, "1.": false, ".5": false, "1e2": false, "+1": false, "": false} {
 		if _, err := ParseDecimal(s); (err == nil) != want {
@@ -229,4 +249,95 @@ func TestOpenCode_AcceptsAnyUpperCaseCodeAndRefusesOthers(t *testing.T) {
 			t.Errorf("isOpenCode(%q) = %v, want %v", c.v, got, c.want)
 		}
 	}
+}
+
+type gadget struct {
+	Kind  string                     `json:"kind"`
+	Volts *int64                     `json:"volts,omitzero"`
+	Since *Date                      `json:"since,omitzero"`
+	Other map[string]json.RawMessage `json:"-"`
+}
+
+var gadgetSchema = NewUnion("kind",
+	[]Field[gadget]{
+		Req("kind", StringValue, func(g *gadget) *string { return &g.Kind }),
+		Opt("since", DateValue, func(g *gadget) **Date { return &g.Since }),
+	},
+	Variant[gadget]{Values: []string{"LAMP"}, Fields: []Field[gadget]{
+		Opt("volts", IntegerValue, func(g *gadget) **int64 { return &g.Volts }),
+	}},
+).AcceptOtherVariants(func(g *gadget) *map[string]json.RawMessage { return &g.Other })
+
+func TestUnion_OtherVariantsKeepTheirFieldsAsGiven(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		in    string
+		want  gadget
+		probs []pair
+	}{
+		{"known variant refuses unknown fields", `{"kind":"LAMP","volts":230,"colour":"red"}`,
+			gadget{Kind: "LAMP", Volts: new(int64(230))}, []pair{{"colour", CodeUnknownField}}},
+		{"other code keeps every other field", `{"kind":"TREATED","since":"2020-01-01","volts":"high","meters":[{"id":1.50}],"note":"<b>"}`,
+			gadget{Kind: "TREATED", Since: new(Date("2020-01-01")), Other: map[string]json.RawMessage{
+				"volts": json.RawMessage(`"high"`), "meters": json.RawMessage(`[{"id":1.50}]`), "note": json.RawMessage(`"\u003cb\u003e"`)}}, []pair{}},
+		{"other code still checks the common fields", `{"kind":"TREATED","since":"2020-02-30"}`,
+			gadget{Kind: "TREATED"}, []pair{{"since", CodeInvalidDate}}},
+		{"other fields must be storable", `{"kind":"TREATED","a":"\u0000","b":{"c":1,"c":2},"a":1}`,
+			gadget{Kind: "TREATED"}, []pair{{"a", CodeNullCharacters}, {"b.c", CodeDuplicateKey}, {"a", CodeDuplicateKey}}},
+		{"an other field given twice", `{"kind":"TREATED","a":1,"a":2}`,
+			gadget{Kind: "TREATED", Other: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}, []pair{{"a", CodeDuplicateKey}}},
+		{"lower-case code is refused, and no field is kept", `{"kind":"treated","x":1}`,
+			gadget{}, []pair{{"kind", CodeInvalidChoice}, {"x", CodeUnknownField}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := Parse([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w Walker
+			var g gadget
+			gadgetSchema.Bind(&w, v, &g)
+			if diff := cmp.Diff(tc.probs, pairs(w.Errors)); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, g); diff != "" {
+				t.Errorf("bound value (-want +got):\n%s", diff)
+			}
+		})
+	}
+	ref := Reference(gadgetSchema.Spec())
+	for _, want := range []string{"| `kind` | string | yes | any code matching", "| `*` | any JSON | no |  | `null_characters_not_allowed`, `duplicate_key`, `number_out_of_range` | Only when kind is any other code"} {
+		if !strings.Contains(ref, want) {
+			t.Errorf("reference lacks %q:\n%s", want, ref)
+		}
+	}
+}
+
+// FuzzParseDatetime checks that an accepted datetime is normalised for
+// good: its normal form parses to itself and names the same instant, to the
+// microsecond.
+func FuzzParseDatetime(f *testing.F) {
+	for _, s := range []string{"2024-02-29T23:59:59Z", "2021-08-24T14:00:00+09:00", "2024-02-29T10:00:00.123456789-05:30", "2024-02-29T10:00:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := ParseDatetime(s)
+		if !ok {
+			return
+		}
+		again, ok := ParseDatetime(string(d))
+		if !ok || again != d {
+			t.Fatalf("ParseDatetime(%q) = %q, which parses to %q, %v", s, d, again, ok)
+		}
+		orig, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatalf("accepted %q, which time.Parse refuses: %v", s, err)
+		}
+		if !d.Time().Equal(orig.Truncate(time.Microsecond)) {
+			t.Fatalf("ParseDatetime(%q) = %q, another instant", s, d)
+		}
+	})
 }

@@ -36,36 +36,47 @@ func (d Date) Time() time.Time {
 	return t
 }
 
-// Datetime is an instant in the spec's YYYY-MM-DDTHH:MM:SSZ form (UTC, whole
-// seconds). Like Date it compares chronologically as a string.
+// Datetime is an instant, normalised to UTC in RFC 3339 form with a "Z"
+// and at most microsecond precision (what PostgreSQL stores): whole seconds
+// read "2006-01-02T15:04:05Z", others "2006-01-02T15:04:05.5Z". Two
+// Datetimes in whole seconds compare chronologically as strings; Compare
+// orders any two.
 type Datetime string
 
-// ParseDatetime returns s as a Datetime when it is a real UTC instant in
-// YYYY-MM-DDTHH:MM:SSZ form, and false otherwise.
+// ParseDatetime returns s, normalised to UTC, when it is a real instant in
+// any RFC 3339 form (a "Z" or a numeric offset, optional fractional
+// seconds), and false otherwise. Digits beyond the microsecond are dropped.
 func ParseDatetime(s string) (Datetime, bool) {
-	if len(s) != 20 || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[19] != 'Z' {
+	// time.Parse accepts a few forms RFC 3339 does not (a one-digit hour,
+	// a comma before the fraction); the fixed positions below refuse them.
+	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
 		return "", false
 	}
-	if _, ok := ParseDate(s[:10]); !ok {
+	if s[19] == ',' {
 		return "", false
 	}
-	h, ok1 := digits(s[11:13])
-	mi, ok2 := digits(s[14:16])
-	se, ok3 := digits(s[17:19])
-	if !ok1 || !ok2 || !ok3 || h > 23 || mi > 59 || se > 59 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
 		return "", false
 	}
-	return Datetime(s), true
+	return datetimeOf(t.Truncate(time.Microsecond)), true
 }
 
 // DatetimeOf returns t in UTC as a Datetime, truncated to the second.
 func DatetimeOf(t time.Time) Datetime { return Datetime(t.UTC().Format("2006-01-02T15:04:05Z")) }
 
+func datetimeOf(t time.Time) Datetime {
+	return Datetime(t.UTC().Format("2006-01-02T15:04:05.999999Z07:00"))
+}
+
 // Time returns the instant; the zero Time if dt is invalid.
 func (dt Datetime) Time() time.Time {
-	t, _ := time.Parse("2006-01-02T15:04:05Z", string(dt))
+	t, _ := time.Parse(time.RFC3339Nano, string(dt))
 	return t
 }
+
+// Compare returns -1, 0 or +1 as dt is before, at or after o.
+func (dt Datetime) Compare(o Datetime) int { return dt.Time().Compare(o.Time()) }
 
 func digits(s string) (int, bool) {
 	n := 0
@@ -274,7 +285,7 @@ func parseDatetime(w *Walker, _ *Spec, v *Value) (Datetime, bool) {
 	}
 	d, ok := ParseDatetime(v.Text)
 	if !ok {
-		w.Add(CodeInvalidDatetime, "Datetime has wrong format. Use one of these formats instead: YYYY-MM-DDTHH:MM:SSZ.")
+		w.Add(CodeInvalidDatetime, "Datetime has wrong format. Use RFC 3339: YYYY-MM-DDTHH:MM:SSZ, or with an offset (+01:00) and optional fractional seconds.")
 	}
 	return d, ok
 }
