@@ -713,3 +713,49 @@ func TestTransactions_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
 		t.Errorf("status %s with %d transactions, want TRANSACTION_ALREADY_EXISTS and 1", res.Results[0].Status, b.txCount(t, ean))
 	}
 }
+
+// Codes the spec lists only "in use" are open, and reference, note,
+// display_note and payment_type are accepted on every type: all are stored
+// as sent.
+func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	sc := with(supplyCharge("S1", "2025-06-02", "30"), "reason", "SUPPLY_ADJUSTMENT", "note", "internal", "payment_type", "DIRECT_CREDIT",
+		"reference", "SC-1")
+	sc["line_items"] = []obj{{"rate_band": "PEAK_HOURS", "start_date": "2025-06-01", "end_date": "2025-06-02",
+		"number_of_units": num("1"), "net_amount": num("30"), "price_per_unit": num("30")}}
+	sc["tax_items"] = []obj{{"amount": num("0"), "tax_type": "GST", "value_taxed": num("30"), "rate": num("0"), "unit_type": "CURRENCY_PER_KWH"}}
+	txs := []obj{
+		with(payment("P1", "2025-06-02", "71"), "reason", "GENERAL_CREDIT", "payment_type", "", "display_note", "Thank you", "note", "n"),
+		with(charge("C1", "2025-06-02", "1"), "reason", "PREPAY_DEBT_ADJUSTMENT", "reference", "C-1", "payment_type", "CASH",
+			"to_prepay_meter_serial_number", "Z16N389556"),
+		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", "GOODWILL", "reference", "CR-1"),
+		sc,
+	}
+	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	if err := b.db.Select(&rows, `SELECT concat_ws(' | ', transaction_id, type, COALESCE(reason, '-'), COALESCE(reference, '-'),
+			COALESCE(payment_type, '-'), COALESCE(display_note, '-'), COALESCE(note, '-'), COALESCE(to_prepay_meter_serial_number, '-'))
+		FROM transactions ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"P1 | PAYMENT | GENERAL_CREDIT | PAY-P1 |  | Thank you | n | -",
+		"C1 | CHARGE | PREPAY_DEBT_ADJUSTMENT | C-1 | CASH | Imported charge | from the old system | Z16N389556",
+		"CR1 | CREDIT | GOODWILL | CR-1 | - | Imported charge | from the old system | -",
+		"S1 | SUPPLY_CHARGE | SUPPLY_ADJUSTMENT | SC-1 | DIRECT_CREDIT | Electricity | internal | -",
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+	var items string
+	if err := b.db.Get(&items, `SELECT (SELECT rate_band FROM transaction_line_items) || ' ' || (SELECT tax_type || ' ' || unit_type FROM transaction_tax_items)`); err != nil {
+		t.Fatal(err)
+	}
+	if items != "PEAK_HOURS GST CURRENCY_PER_KWH" {
+		t.Errorf("items stored as %q", items)
+	}
+}
