@@ -359,8 +359,10 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 				"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "a.pdf"}}}}}), 500, "document_store_not_configured")
 
 			st := fmt.Sprintf(`{"import_supplier": "DEMO", "external_account_number": "PI-1", "statements": [{"statement_id": "S1", "number": "0001",
-				"bill_period_from_date": %q, "bill_period_to_date": %q, "issued_date": %q, "gross_amount": 123.4}]}`, day(-59), day(-30), day(-29))
+				"bill_period_from_date": %q, "bill_period_to_date": %q, "issued_date": %q, "gross_amount": 12340}]}`, day(-59), day(-30), day(-29))
 			want(t, "E8", c.do(t, "POST", pathStatements, tok, st), 201, "")
+			want(t, "E8 with only the required fields", c.do(t, "POST", pathStatements, tok, fmt.Sprintf(`{"import_supplier": "DEMO", "external_account_number": "PI-1",
+				"statements": [{"statement_id": "S0", "bill_period_from_date": %q, "bill_period_to_date": %q}]}`, day(-90), day(-59))), 201, "")
 			want(t, "E8 again", c.do(t, "POST", pathStatements, tok, st), 400, "")
 			want(t, "E8 not JSON", c.do(t, "POST", pathStatements, tok, `{"statements": [`), 400, "parse_error")
 			want(t, "E8 unknown account", c.do(t, "POST", pathStatements, tok, `{"import_supplier": "DEMO", "external_account_number": "NOPE", "statements": []}`), 404, "account_not_found")
@@ -369,6 +371,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 				return fmt.Sprintf(`{"transaction_id": %q, "transaction_date": %q, "amount": %s, "type": "CHARGE", "reason": "IMPORTED_CHARGE"}`, id, date, amount)
 			}
 			body := fmt.Sprintf(`{"import_supplier": "DEMO", "external_account_number": "PI-1", "transactions": [%s, %s]}`, tx("T1", day(-10), "71"), tx("T2", day(-31), "0.10"))
+			want(t, "E7 dry run", c.do(t, "POST", pathTransactions, tok, strings.Replace(body, `{`, `{"dry_run": true, `, 1)), 201, "")
 			want(t, "E7 (one moved into the period)", c.do(t, "POST", pathTransactions, tok, body), 201, "")
 			want(t, "E7 again", c.do(t, "POST", pathTransactions, tok, body), 201, "")
 			early := fmt.Sprintf(`{"import_supplier": "DEMO", "external_account_number": "PI-1", "transactions": [%s]}`, tx("T3", day(-40), "1"))

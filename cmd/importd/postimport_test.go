@@ -114,13 +114,13 @@ func TestPostImport_NotesStatementsAndTransactionsOverHTTP(t *testing.T) {
 		t.Errorf("missing document: %d %s", r.Status, r.Raw)
 	}
 
-	// E8: 201 with the validated data; the statement ends the closed history
-	// 30 days ago.
+	// E8: 201 with the validated data; the statement (half-open) makes the
+	// open period start 30 days ago.
 	st := fmt.Sprintf(`{"import_supplier": "PI", "external_account_number": "ACC-1", "statements": [{"statement_id": "S1", "number": "0001",
-		"bill_period_from_date": %q, "bill_period_to_date": %q, "issued_date": %q, "gross_amount": 123.4, "statement_path": "statements/s1.pdf"}]}`,
+		"bill_period_from_date": %q, "bill_period_to_date": %q, "issued_date": %q, "gross_amount": 12340, "statement_path": "statements/s1.pdf"}]}`,
 		day(-59), day(-30), day(-29))
 	r = e.do(t, "POST", pathStatements, e.tok, st)
-	if r.Status != 201 || !strings.Contains(string(r.Raw), `"gross_amount":"123.40"`) || !strings.Contains(string(r.Raw), `"statement_id":"S1"`) {
+	if r.Status != 201 || !strings.Contains(string(r.Raw), `"gross_amount":12340`) || !strings.Contains(string(r.Raw), `"statement_id":"S1"`) {
 		t.Fatalf("E8: %d %s", r.Status, r.Raw)
 	}
 	if r = e.do(t, "POST", pathStatements, e.tok, st); r.Status != 400 ||
@@ -133,7 +133,7 @@ func TestPostImport_NotesStatementsAndTransactionsOverHTTP(t *testing.T) {
 		return fmt.Sprintf(`{"transaction_id": %q, "transaction_date": %q, "amount": %s, "type": "CHARGE", "reason": "IMPORTED_CHARGE"}`, id, date, amount)
 	}
 	body := fmt.Sprintf(`{"import_supplier": "PI", "external_account_number": "ACC-1", "transactions": [%s, %s]}`,
-		tx("T1", day(-10), "71"), tx("T2", day(-29), "0.10"))
+		tx("T1", day(-10), "71"), tx("T2", day(-30), "0.10"))
 	r = e.do(t, "POST", pathTransactions+"?force_add_to_current_statement=false", e.tok, body)
 	if r.Status != 201 {
 		t.Fatalf("E7: %d %s", r.Status, r.Raw)
@@ -176,7 +176,7 @@ func TestPostImport_NotesStatementsAndTransactionsOverHTTP(t *testing.T) {
 	if d, _ := r.Body["error_detail"].(string); !strings.Contains(d, "open statement period") {
 		t.Errorf("error_detail %q", d)
 	}
-	wantData := map[string]any{"transaction_id": "T4", "transaction_date": day(-31), "amount": 2.5, "type": "CHARGE", "reason": "IMPORTED_CHARGE"}
+	wantData := map[string]any{"transaction_id": "T4", "transaction_date": day(-31), "amount": "2.50", "type": "CHARGE", "reason": "IMPORTED_CHARGE"}
 	if diff := cmp.Diff(wantData, r.Body["transaction_data"]); diff != "" {
 		t.Errorf("transaction_data (-want +got):\n%s", diff)
 	}
@@ -187,7 +187,7 @@ func TestPostImport_NotesStatementsAndTransactionsOverHTTP(t *testing.T) {
 	}
 	// With force (the default) it is moved into the period.
 	r = e.do(t, "POST", pathTransactions, e.tok, bad)
-	if r.Status != 201 || !strings.Contains(string(r.Raw), fmt.Sprintf(`"transaction_date":%q`, day(-29))) ||
+	if r.Status != 201 || !strings.Contains(string(r.Raw), fmt.Sprintf(`"transaction_date":%q`, day(-30))) ||
 		!strings.Contains(string(r.Raw), fmt.Sprintf(`"original_transaction_date":%q`, day(-31))) {
 		t.Errorf("E7 forced: %d %s", r.Status, r.Raw)
 	}
@@ -284,5 +284,258 @@ func TestPostImport_DocumentsURLSchemes(t *testing.T) {
 	err := run(context.Background(), []string{"api"}, func(k string) string { return env[k] }, io.Discard, io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "DOCUMENTS_URL") {
 		t.Fatalf("start with an unknown scheme: %v, want an error naming DOCUMENTS_URL", err)
+	}
+}
+
+// referenceTransactions is the reference's E7 request example
+// (reference-api.md section 10, transactions/create), verbatim.
+const referenceTransactions = `{
+  "import_supplier": "TENTACLE_ENERGY",
+  "external_account_number": "EXTERNAL-1234",
+  "transactions": [
+    {"transaction_id": "1", "transaction_date": "2019-10-01", "amount": 10.0, "type": "CHARGE", "reason": "IMPORTED_CHARGE",
+     "display_note": "Some customer facing note about the charge.", "reference": "charge-reference-1", "note": "Some internal note about the charge."},
+    {"transaction_id": "2", "transaction_date": "2019-10-01", "amount": 10.0, "type": "CHARGE", "reason": "PREPAY_DEBT_ADJUSTMENT",
+     "display_note": "Some customer facing note about the prepay charge.", "reference": "prepay-charge-reference-1",
+     "note": "Some internal note about the prepay charge.", "to_prepay_meter_serial_number": "Z16N389556"},
+    {"transaction_id": "3", "transaction_date": "2019-10-01", "amount": 10.0, "type": "CREDIT", "reason": "IMPORTED_CREDIT",
+     "display_note": "Some customer facing note about the credit.", "reference": "credit-reference-1", "note": "Some internal note about the credit."},
+    {"transaction_id": "4", "transaction_date": "2019-10-01", "amount": 10.0, "type": "PAYMENT", "reason": "ACCOUNT_CHARGE_PAYMENT",
+     "reference": "payment-reference-1", "payment_type": "DD_REGULAR_COLLECTION", "note": "Some internal note about the payment."},
+    {"transaction_id": "5", "transaction_date": "2019-10-01", "amount": 10.0, "type": "REPAYMENT", "reason": "FULL_CREDIT_REFUND",
+     "reference": "repayment-reference-1", "payment_type": "DIRECT_CREDIT", "note": "Some internal note about the repayment."},
+    {"transaction_id": "6", "transaction_date": "2019-10-01", "amount": 53.24, "type": "SUPPLY_CHARGE",
+     "display_note": "Some customer facing note about the supply charge.", "reference": "supply-charge-reference-1",
+     "product_code": "SOME-PRODUCT-CODE-4321",
+     "line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2019-10-01", "end_date": "2019-11-01", "number_of_units": 4.0,
+       "net_amount": 44.0, "price_per_unit": 11.0, "units": [4.0, 8.0]}],
+     "tax_items": [{"amount": 9.24, "tax_type": "VAT", "value_taxed": 44.0, "rate": 0.21, "unit_type": "PROPORTION"}]}
+  ]
+}`
+
+// newReferenceEnv is a postImportEnv with the reference's supplier
+// TENTACLE_ENERGY (document root tentacle), the product of its example, and
+// accounts billed to 2019-09-30, so that the examples' 2019-10-01 is the
+// first day of their open statement period.
+func newReferenceEnv(t *testing.T, eans ...string) *postImportEnv {
+	t.Helper()
+	e := newPostImportEnv(t)
+	ctx := context.Background()
+	if _, err := admin.CreateSupplier(ctx, e.db, admin.Supplier{Code: "TENTACLE_ENERGY", DocumentRoot: "tentacle"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateProduct(ctx, e.db, "SOME-PRODUCT-CODE-4321", []string{"E-1R-SOME-PRODUCT-CODE-4321-A"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ean := range eans {
+		e.account(t, "TENTACLE_ENERGY", ean, "2019-09-30")
+	}
+	return e
+}
+
+// The reference's E7 example is accepted as sent, without moving anything,
+// and every field is read back from the database as sent.
+func TestPostImport_ReferenceTransactionsExampleIsStoredAsSent(t *testing.T) {
+	t.Parallel()
+	e := newReferenceEnv(t, "EXTERNAL-1234")
+	r := e.do(t, "POST", pathTransactions+"?force_add_to_current_statement=false", e.tok, referenceTransactions)
+	if r.Status != 201 || strings.Count(string(r.Raw), "TRANSACTION_ADDED_TO_ACCOUNT") != 6 {
+		t.Fatalf("E7: %d %s", r.Status, r.Raw)
+	}
+	var rows []string
+	if err := e.db.Select(&rows, `SELECT concat_ws(' | ', t.transaction_id, t.transaction_date, t.amount, t.type, COALESCE(t.reason, '-'),
+			COALESCE(t.display_note, '-'), COALESCE(t.reference, '-'), COALESCE(t.note, '-'), COALESCE(t.payment_type, '-'),
+			COALESCE(t.to_prepay_meter_serial_number, '-'), COALESCE(p.code, '-'), COALESCE(t.original_transaction_date::text, '-'))
+		FROM transactions t LEFT JOIN products p ON p.id = t.product_id ORDER BY t.transaction_id`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"1 | 2019-10-01 | 10.00 | CHARGE | IMPORTED_CHARGE | Some customer facing note about the charge. | charge-reference-1 | Some internal note about the charge. | - | - | - | -",
+		"2 | 2019-10-01 | 10.00 | CHARGE | PREPAY_DEBT_ADJUSTMENT | Some customer facing note about the prepay charge. | prepay-charge-reference-1 | Some internal note about the prepay charge. | - | Z16N389556 | - | -",
+		"3 | 2019-10-01 | 10.00 | CREDIT | IMPORTED_CREDIT | Some customer facing note about the credit. | credit-reference-1 | Some internal note about the credit. | - | - | - | -",
+		"4 | 2019-10-01 | 10.00 | PAYMENT | ACCOUNT_CHARGE_PAYMENT | - | payment-reference-1 | Some internal note about the payment. | DD_REGULAR_COLLECTION | - | - | -",
+		"5 | 2019-10-01 | 10.00 | REPAYMENT | FULL_CREDIT_REFUND | - | repayment-reference-1 | Some internal note about the repayment. | DIRECT_CREDIT | - | - | -",
+		"6 | 2019-10-01 | 53.24 | SUPPLY_CHARGE | - | Some customer facing note about the supply charge. | supply-charge-reference-1 | - | - | - | SOME-PRODUCT-CODE-4321 | -",
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("stored transactions (-want +got):\n%s", diff)
+	}
+	var items []string
+	if err := e.db.Select(&items, `SELECT concat_ws(' ', rate_band, start_date, end_date, number_of_units, net_amount, price_per_unit, units::text)
+		FROM transaction_line_items UNION ALL
+		SELECT concat_ws(' ', amount, tax_type, value_taxed, rate, unit_type) FROM transaction_tax_items`); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"CONSUMPTION_STANDARD 2019-10-01 2019-11-01 4.0 44.00 11.0 {4.0,8.0}", "9.24 VAT 44.00 0.21 PROPORTION"}, items); diff != "" {
+		t.Errorf("stored items (-want +got):\n%s", diff)
+	}
+}
+
+// The spec's own E7 examples: the 201 (PAYMENT with reason GENERAL_CREDIT)
+// and the 400 for a date before the open period, whose transaction_data
+// shows the amount as a two-place string.
+func TestPostImport_SpecTransactionExamplesAnswerAsShown(t *testing.T) {
+	t.Parallel()
+	e := newReferenceEnv(t, "EXTERNAL-1234")
+	payment := func(id, date, amount string) string {
+		return fmt.Sprintf(`{"transaction_id": %q, "transaction_date": %q, "amount": %s, "type": "PAYMENT", "reason": "GENERAL_CREDIT",
+			"reference": "reference %s", "payment_type": "DEBIT_CARD"}`, id, date, amount, id)
+	}
+	early := fmt.Sprintf(`{"import_supplier": "TENTACLE_ENERGY", "external_account_number": "EXTERNAL-1234", "transactions": [%s]}`,
+		payment("1", "2019-09-28", "71.00"))
+	r := e.do(t, "POST", pathTransactions+"?force_add_to_current_statement=false", e.tok, early)
+	wantData := map[string]any{"transaction_id": "1", "transaction_date": "2019-09-28", "amount": "71.00", "type": "PAYMENT",
+		"reason": "GENERAL_CREDIT", "reference": "reference 1", "payment_type": "DEBIT_CARD"}
+	if r.Status != 400 || r.Body["status"] != "TRANSACTION_IMPORT_ERROR" {
+		t.Fatalf("400 example: %d %s", r.Status, r.Raw)
+	}
+	if diff := cmp.Diff(wantData, r.Body["transaction_data"]); diff != "" {
+		t.Errorf("400 transaction_data (-want +got):\n%s", diff)
+	}
+
+	ok := fmt.Sprintf(`{"import_supplier": "TENTACLE_ENERGY", "external_account_number": "EXTERNAL-1234", "transactions": [%s, %s]}`,
+		payment("1", "2019-10-01", "71.00"), payment("2", "2019-10-04", "180"))
+	result := func(status, id, date, amount string) map[string]any {
+		return map[string]any{"status": status, "transaction_data": map[string]any{"transaction_id": id, "transaction_date": date,
+			"amount": amount, "type": "PAYMENT", "reason": "GENERAL_CREDIT", "reference": "reference " + id, "payment_type": "DEBIT_CARD",
+			"status": "TRANSACTION_IMPORT_SUCCESS"}}
+	}
+	for _, status := range []string{"TRANSACTION_ADDED_TO_ACCOUNT", "TRANSACTION_ALREADY_EXISTS"} {
+		r = e.do(t, "POST", pathTransactions, e.tok, ok)
+		want := map[string]any{"results": []any{result(status, "1", "2019-10-01", "71.00"), result(status, "2", "2019-10-04", "180.00")}}
+		if diff := cmp.Diff(want, r.Body); r.Status != 201 || diff != "" {
+			t.Errorf("201 example (%d, -want +got):\n%s", r.Status, diff)
+		}
+	}
+}
+
+// dry_run in the body answers 201 with dry_run true and writes nothing.
+func TestPostImport_TransactionsDryRunWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newReferenceEnv(t, "EXTERNAL-1234")
+	dry := strings.Replace(referenceTransactions, `"transactions": [`, `"dry_run": true, "transactions": [`, 1)
+	r := e.do(t, "POST", pathTransactions, e.tok, dry)
+	if r.Status != 201 || r.Body["dry_run"] != true || strings.Count(string(r.Raw), "TRANSACTION_ADDED_TO_ACCOUNT") != 6 {
+		t.Fatalf("dry run: %d %s", r.Status, r.Raw)
+	}
+	var n int
+	var balance string
+	if err := e.db.Get(&n, `SELECT count(*) FROM transactions`); err != nil || n != 0 {
+		t.Errorf("%d transactions after a dry run (%v)", n, err)
+	}
+	if err := e.db.Get(&balance, `SELECT balance::text FROM ledgers`); err != nil || balance != "0.00" {
+		t.Errorf("balance %q after a dry run (%v)", balance, err)
+	}
+	if r = e.do(t, "POST", pathTransactions, e.tok, referenceTransactions); r.Status != 201 || r.Body["dry_run"] != nil {
+		t.Errorf("real run: %d %s", r.Status, r.Raw)
+	}
+}
+
+// The reference's E8 example is accepted as sent: gross_amount 100 is an
+// integer in the lowest denomination, stored and answered as 100. So are
+// the statements of its account example, which share a boundary day.
+func TestPostImport_ReferenceStatementExamplesAreStoredAsSent(t *testing.T) {
+	t.Parallel()
+	e := newReferenceEnv(t, "EXTERNAL-1234")
+	if _, err := e.docs.Put(context.Background(), "tentacle", "path/to/statement-1.pdf", strings.NewReader("%PDF")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf"} {
+		if _, err := e.docs.Put(context.Background(), "tentacle", f, strings.NewReader("%PDF")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	example := `{"import_supplier": "TENTACLE_ENERGY", "external_account_number": "EXTERNAL-1234", "statements": [{
+		"bill_period_from_date": "2022-01-01", "bill_period_to_date": "2022-01-31", "statement_id": "1", "issued_date": "2022-02-02",
+		"number": "1", "gross_amount": 100, "statement_path": "path/to/statement-1.pdf"}]}`
+	r := e.do(t, "POST", pathStatements, e.tok, example)
+	wantBody := map[string]any{"import_supplier": "TENTACLE_ENERGY", "external_account_number": "EXTERNAL-1234", "statements": []any{
+		map[string]any{"statement_id": "1", "number": "1", "bill_period_from_date": "2022-01-01", "bill_period_to_date": "2022-01-31",
+			"issued_date": "2022-02-02", "gross_amount": float64(100), "statement_path": "path/to/statement-1.pdf"}}}
+	if diff := cmp.Diff(wantBody, r.Body); r.Status != 201 || diff != "" {
+		t.Errorf("E8 example (%d, -want +got):\n%s", r.Status, diff)
+	}
+	// From the account example; its leading slash is not a relative path
+	// (spec 2.8), so the paths are sent without it.
+	accountExample := `{"import_supplier": "TENTACLE_ENERGY", "external_account_number": "EXTERNAL-1234", "statements": [
+		{"bill_period_from_date": "2019-06-01", "bill_period_to_date": "2019-07-01", "statement_path": "EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "statement_id": "54321"},
+		{"bill_period_from_date": "2019-07-01", "bill_period_to_date": "2019-08-01", "statement_path": "EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf", "statement_id": "12345"}]}`
+	if r = e.do(t, "POST", pathStatements, e.tok, accountExample); r.Status != 201 {
+		t.Errorf("statements sharing a boundary day: %d %s", r.Status, r.Raw)
+	}
+	var rows []string
+	if err := e.db.Select(&rows, `SELECT concat_ws(' ', statement_id, COALESCE(number, '-'), bill_period_from_date, bill_period_to_date,
+			COALESCE(issued_date::text, '-'), COALESCE(gross_amount::text, '-'), statement_path)
+		FROM historical_statements ORDER BY bill_period_from_date`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"54321 - 2019-06-01 2019-07-01 - - EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf",
+		"12345 - 2019-07-01 2019-08-01 - - EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf",
+		"1 1 2022-01-01 2022-01-31 2022-02-02 100 path/to/statement-1.pdf",
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("stored statements (-want +got):\n%s", diff)
+	}
+}
+
+// The open statement period's boundaries over HTTP: a statement ending
+// today leaves today open; a last_billed_to_date later than the last
+// statement wins; an account billed to today takes no transaction, and
+// force never moves one into the future.
+func TestPostImport_OpenStatementPeriodBoundaries(t *testing.T) {
+	t.Parallel()
+	e := newPostImportEnv(t)
+	e.account(t, "PI", "ENDS-TODAY", "")
+	e.account(t, "PI", "BILLED-LATER", day(-5))
+	e.account(t, "PI", "BILLED-TODAY", day(0))
+	statement := func(ean, id, from, to string) {
+		t.Helper()
+		r := e.do(t, "POST", pathStatements, e.tok, fmt.Sprintf(`{"import_supplier": "PI", "external_account_number": %q,
+			"statements": [{"statement_id": %q, "bill_period_from_date": %q, "bill_period_to_date": %q}]}`, ean, id, from, to))
+		if r.Status != 201 {
+			t.Fatalf("E8 %s: %d %s", ean, r.Status, r.Raw)
+		}
+	}
+	statement("ENDS-TODAY", "S1", day(-30), day(0))
+	statement("BILLED-LATER", "S1", day(-60), day(-30))
+	statement("BILLED-TODAY", "S1", day(-60), day(-30))
+
+	post := func(ean, date, query string) response {
+		return e.do(t, "POST", pathTransactions+query, e.tok, fmt.Sprintf(`{"import_supplier": "PI", "external_account_number": %q,
+			"transactions": [{"transaction_id": "T-%s", "transaction_date": %q, "amount": 1, "type": "CREDIT", "reason": "GENERAL_CREDIT"}]}`, ean, date, date))
+	}
+	cases := []struct {
+		name, ean, date, query string
+		status                 int
+		movedTo                string // the date answered, when 201
+	}{
+		{"statement ending today: today is open", "ENDS-TODAY", day(0), "?force_add_to_current_statement=false", 201, day(0)},
+		{"statement ending today: yesterday is closed", "ENDS-TODAY", day(-1), "?force_add_to_current_statement=false", 400, ""},
+		{"billed date after the statement: its day is closed", "BILLED-LATER", day(-5), "?force_add_to_current_statement=false", 400, ""},
+		{"billed date after the statement: forced to the day after it", "BILLED-LATER", day(-20), "", 201, day(-4)},
+		{"billed to today: today is closed", "BILLED-TODAY", day(0), "?force_add_to_current_statement=false", 400, ""},
+		{"billed to today: force does not move into tomorrow", "BILLED-TODAY", day(-3), "?force_add_to_current_statement=true", 400, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := post(tc.ean, tc.date, tc.query)
+			if r.Status != tc.status {
+				t.Fatalf("%d, want %d: %s", r.Status, tc.status, r.Raw)
+			}
+			if tc.status == 400 {
+				if !strings.Contains(string(r.Raw), `"code":"transaction_not_in_open_statement_period"`) {
+					t.Errorf("refused for another reason: %s", r.Raw)
+				}
+				return
+			}
+			if !strings.Contains(string(r.Raw), fmt.Sprintf(`"transaction_date":%q`, tc.movedTo)) {
+				t.Errorf("answered %s, want transaction_date %s", r.Raw, tc.movedTo)
+			}
+		})
+	}
+	var n int
+	if err := e.db.Get(&n, `SELECT count(*) FROM transactions WHERE transaction_date > $1::date`, day(0)); err != nil || n != 0 {
+		t.Errorf("%d transactions dated in the future (%v)", n, err)
 	}
 }

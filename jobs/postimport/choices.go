@@ -1,12 +1,14 @@
 package postimport
 
-// The closed value sets of the three requests, all in one place.
+// The value sets of the three requests, all in one place.
 //
-// As in jobs/account, each set is the values the spec shows "in use" plus
-// their evident counterparts. The sets are closed on purpose: the platform's
-// ledger maps each value onto its own enumerations, and a value it does not
-// know must be refused at import, not discovered at the next bill run.
-// Widening a set is a change to this file and RULES.md.
+// Only the transaction type is a closed set: it decides which fields a
+// transaction accepts and which way its amount moves the ledger. reason,
+// payment_type, line_items[].rate_band, tax_items[].tax_type and
+// tax_items[].unit_type are open codes (validate.OpenCode): the spec lists
+// their values "in use", which is an example, and the reference's own
+// payloads use values beyond that list (PREPAY_DEBT_ADJUSTMENT, and
+// GENERAL_CREDIT on a PAYMENT).
 
 // The transaction types (spec 2.7); each decides which fields are accepted.
 const (
@@ -15,23 +17,6 @@ const (
 	TypePayment      = "PAYMENT"
 	TypeRepayment    = "REPAYMENT"
 	TypeSupplyCharge = "SUPPLY_CHARGE"
-)
-
-// Reasons, per type. The spec lists the reasons in use without pairing them
-// with types; each reason's name says which type it belongs to, and a CHARGE
-// with reason FULL_CREDIT_REFUND would post money the wrong way.
-var (
-	chargeReasons    = []string{"IMPORTED_CHARGE"}
-	creditReasons    = []string{"IMPORTED_CREDIT", "GENERAL_CREDIT"}
-	paymentReasons   = []string{"ACCOUNT_CHARGE_PAYMENT"}
-	repaymentReasons = []string{"FULL_CREDIT_REFUND"}
-)
-
-var (
-	paymentTypes = []string{"DD_REGULAR_COLLECTION", "DIRECT_CREDIT", "DEBIT_CARD", "CREDIT_CARD"}
-	rateBands    = []string{"CONSUMPTION_STANDARD", "CONSUMPTION_DAY", "CONSUMPTION_NIGHT", "STANDING_CHARGE"}
-	taxTypes     = []string{"VAT"}
-	taxUnitTypes = []string{"PROPORTION", "PERCENTAGE"}
 )
 
 // Status values of the answers (spec 2.5 and 2.7).

@@ -45,8 +45,9 @@ const (
 	CodeBalanceOutOfRange        = "ledger_balance_out_of_range"
 	CodeDuplicateStatementIDs    = "duplicate_statement_ids"
 	CodeStatementExists          = "historical_statement_already_exists"
-	CodeStatementPeriodsOverlap  = "historical_statement_periods_overlap"
-	CodeStatementInFuture        = "statement_date_in_future"
+	// CodeStatementInFuture is the reference's code for a statement whose
+	// period ends after today.
+	CodeStatementInFuture = "historical_statement_period_end_in_future"
 )
 
 // rule is one row of a rules table in RULES.md.
@@ -69,31 +70,30 @@ var (
 		{CodeTooManyItems, "`notes`", fmt.Sprintf("At most %d notes per request.", MaxNotes)},
 	}
 	transactionRules = []rule{
-		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6."},
-		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence)."},
-		{CodeTransactionAlreadyExists, "`transactions.N.transaction_id`", "With `check_previously_added=false`, a transaction id the account already has is refused: ids are unique per account. (With the default `true` it is skipped as `TRANSACTION_ALREADY_EXISTS`.)"},
-		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today (UTC), with or without force."},
-		{CodeNotInOpenPeriod, "`transactions.N.transaction_date`", "With `force_add_to_current_statement=false`, the date is in the open statement period (below). With the default `true`, an earlier date is moved to the period's first day instead."},
-		{CodeProductNotFound, "`transactions.N.product_code`", "A SUPPLY_CHARGE names a product of the catalogue."},
-		{validate.CodeInvalidChoice, "`transactions.N.reason`", "The reason suits the type: " + reasonTable() + "."},
-		{CodeAmountNotPositive, "`transactions.N.amount`", "A PAYMENT or REPAYMENT is a positive amount. CHARGE, CREDIT and SUPPLY_CHARGE may be negative (a reversal) or zero."},
-		{CodeAmountPrecision, "every amount", "At most 2 decimal places. Trailing zeros do not count (`71.000` is `71.00`); nothing is ever rounded."},
-		{CodeAmountOutOfRange, "every amount", "Below 10,000,000,000 in absolute value."},
-		{CodeStartAfterEnd, "`transactions.N.line_items.K.start_date`", "Not after the line item's `end_date`."},
-		{CodeBalanceOutOfRange, "`transactions`", "The ledger balance stays within ±999,999,999,999.99."},
-		{CodeTooManyItems, "`transactions`", fmt.Sprintf("At most %d transactions per request.", MaxTransactions)},
-		{validate.CodeInvalid, "`check_previously_added`, `force_add_to_current_statement`", "Query parameters are `true` or `false` (also `1` or `0`), given at most once; empty or omitted means `true`."},
+		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: spec E7 (404)."},
+		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`duplicate_transaction_ids`)."},
+		{CodeTransactionAlreadyExists, "`transactions.N.transaction_id`", "With `check_previously_added=false`, a transaction id the account already has is refused: ids are unique per account. (With the default `true` it is skipped as `TRANSACTION_ALREADY_EXISTS`.) Source: reference 3.5 (transaction ids are unique)."},
+		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today (UTC), with or without force. Source: reference 3.5 (`transaction_in_future`)."},
+		{CodeNotInOpenPeriod, "`transactions.N.transaction_date`", "With `force_add_to_current_statement=false`, the date is in the open statement period (above). With the default `true`, an earlier date is moved to the period's first day instead, unless that day is after today. Source: spec 2.7 and E7, reference 3.5 (the 400 example)."},
+		{CodeProductNotFound, "`transactions.N.product_code`", "A SUPPLY_CHARGE names a product of the catalogue. Source: reference 3.5 (`product_code_does_not_exist`)."},
+		{CodeAmountNotPositive, "`transactions.N.amount`", "A PAYMENT or REPAYMENT is a positive amount. CHARGE, CREDIT and SUPPLY_CHARGE may be negative (a reversal) or zero. Source: reference 3.5 (\"Payments and repayments must be positive numbers\")."},
+		{CodeAmountPrecision, "every amount", "At most 2 decimal places. Trailing zeros do not count (`71.000` is `71.00`); nothing is ever rounded. Source: spec 2.7 (amounts are answered with two places, so the ledger holds two)."},
+		{CodeAmountOutOfRange, "every amount", "Below 10,000,000,000 in absolute value. Source: reference 3.5 (at most 10 digits before the point)."},
+		{CodeStartAfterEnd, "`transactions.N.line_items.K.start_date`", "Not after the line item's `end_date`. Source: reference 3.5 (`start_date_later_than_end_date`)."},
+		{CodeBalanceOutOfRange, "`transactions`", "The ledger balance stays within ±999,999,999,999.99. Source: storage (`numeric(14, 2)`); no real account comes near it."},
+		{CodeTooManyItems, "`transactions`", fmt.Sprintf("At most %d transactions per request. Source: spec 8 leaves array lengths to the service; this keeps a request to one short database transaction.", MaxTransactions)},
+		{validate.CodeInvalid, "`check_previously_added`, `force_add_to_current_statement`", "Query parameters are `true` or `false` (also `1` or `0`), given at most once; empty or omitted means `true`. Source: spec E7 (both are booleans)."},
 	}
 	statementRules = []rule{
-		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6."},
-		{CodeDuplicateStatementIDs, "`statements.N.statement_id`", "A statement id appears once in a request (reported at the second occurrence)."},
-		{CodeStatementExists, "`statements.N.statement_id`", "The account has no statement with this id yet: ids are unique per account, so a re-sent request is refused, never doubled."},
-		{CodeStartAfterEnd, "`statements.N.bill_period_from_date`", "Not after `bill_period_to_date`. Both dates are inclusive."},
-		{CodeStatementPeriodsOverlap, "`statements.N.bill_period_from_date`", "The period shares no day with another statement of the request or of the account: both are inclusive, so a day in two statements would be billed twice."},
-		{CodeStatementInFuture, "`statements.N.bill_period_to_date`, `statements.N.issued_date`", "Not after today (UTC): a historical statement covers a past period."},
-		{CodeInvalidDocumentPath, "`statements.N.statement_path`", pathRule},
-		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule},
-		{CodeTooManyItems, "`statements`", fmt.Sprintf("At most %d statements per request.", MaxStatements)},
+		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: reference 10 (historical-statements/create, 404)."},
+		{CodeDuplicateStatementIDs, "`statements.N.statement_id`", "A statement id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`historical_statement_already_exists`), within one request."},
+		{CodeStatementExists, "`statements.N.statement_id`", "The account has no statement with this id yet: ids are unique per account, so a re-sent request is refused, never doubled. Source: reference 3.5 (`historical_statement_already_exists`)."},
+		{CodeStartAfterEnd, "`statements.N.bill_period_from_date`", "Not after `bill_period_to_date`. Source: reference 9 (`start_date_later_than_end_date`)."},
+		{CodeStatementInFuture, "`statements.N.bill_period_to_date`", "Not after today (UTC): a historical statement covers a past period. Source: reference 9 (`historical_statement_period_end_in_future`)."},
+		{CodeAmountOutOfRange, "`statements.N.gross_amount`", "Fits a 64-bit integer. Source: reference 3.5 (`gross_amount` is an integer)."},
+		{CodeInvalidDocumentPath, "`statements.N.statement_path`", pathRule + " Source: spec 2.8 (a path relative to the supplier's root)."},
+		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule + " Source: reference 3.5 (`path_does_not_exist_in_file_store`)."},
+		{CodeTooManyItems, "`statements`", fmt.Sprintf("At most %d statements per request. Source: spec 8 leaves array lengths to the service.", MaxStatements)},
 	}
 )
 
@@ -132,6 +132,10 @@ JSON, or not a JSON object, gets 400 ` + "`parse_error`" + ` with the byte offse
 document while the service has no document store (` + "`DOCUMENTS_URL`" + ` unset) gets 500 ` + "`document_store_not_configured`" + `;
 a store that does not answer, 500 ` + "`document_store_unavailable`" + `; both with ` + "`Retry-After`" + `.
 
+The field tables' own codes follow the spec: ` + "`unknown_field`" + ` (section 1, rule 6: only documented fields),
+` + "`required`" + `, ` + "`invalid`" + `, ` + "`blank`" + `, ` + "`invalid_date`" + ` and ` + "`invalid_datetime`" + ` (the types of section 2 and the date
+forms of rule 5). ` + "`max_length`" + ` limits are the service's own bounds on stored text; the spec sets none.
+
 Concurrent requests for one account take turns (the account's row is locked for the request's transaction), so two
 identical requests sent at once behave as if sent one after the other.
 
@@ -139,17 +143,22 @@ identical requests sent at once behave as if sent one after the other.
 
 An account has one open statement period at a time; earlier dates belong to closed statements.
 
-- The **closed history ends** on the latest ` + "`bill_period_to_date`" + ` of the account's historical statements (E8); when it
-  has none, on the account's ` + "`last_billed_to_date`" + ` (the latest of its supply points' at creation); when that is
-  unknown too, on the account's creation date (UTC).
-- The **open period** runs from the day after that end to today (UTC), both inclusive. When the closed history ends
-  today (an account created today without a billing date), the period is that next day alone, so that it is never empty.
-- Importing a statement moves the period at once: a later ` + "`bill_period_to_date`" + ` starts the open period later.
+- Historical statement periods (E8) are **half-open**: a statement runs from ` + "`bill_period_from_date`" + ` up to, not
+  including, ` + "`bill_period_to_date`" + `, so consecutive statements share their boundary day, as in the reference's example
+  (2019-06-01 to 2019-07-01, then 2019-07-01 to 2019-08-01). ` + "`last_billed_to_date`" + ` (the latest of the account's supply
+  points' at creation) is inclusive: the account is billed up to and including that day.
+- The **open period starts** on the latest of: the latest ` + "`bill_period_to_date`" + ` of the account's statements, and the day
+  after its ` + "`last_billed_to_date`" + `. An account with neither opens on its creation date (UTC), so a transaction dated the
+  day a new account was created is in the period. The period ends today (UTC).
+- Importing a statement that ends later moves the start at once; importing an older one never reopens a billed period.
 - E7 refuses a transaction dated after today (` + "`transaction_in_future`" + `) in every case. A transaction dated before the
   open period is refused (` + "`transaction_not_in_open_statement_period`" + `) when ` + "`force_add_to_current_statement=false`" + `;
   by default (` + "`true`" + `) it is **moved** to the period's first day: its ` + "`transaction_date`" + ` becomes that day,
   ` + "`original_transaction_date`" + ` keeps the date sent, ` + "`description`" + ` explains the move (all three are in the answer),
   and one note per request, pinned to the account, lists the moved transactions.
+- Forcing **never moves a transaction into the future**: when the account is billed to today or later, the period's first
+  day is after today, and a transaction before it is refused (` + "`transaction_not_in_open_statement_period`" + `) with or
+  without force.
 
 ## The ledger
 
@@ -193,13 +202,24 @@ Query parameters, both optional, default ` + "`true`" + `:
 Every added transaction has status ` + "`TRANSACTION_ADDED_TO_ACCOUNT`" + `; ` + "`transaction_data`" + ` echoes it as stored, with
 amounts as strings and ` + "`\"status\": \"TRANSACTION_IMPORT_SUCCESS\"`" + `.
 
+**Dry run.** With ` + "`\"dry_run\": true`" + ` in the body (reference 3.3: "Running in dry-run mode will not create any
+transactions") the request is checked exactly as without it, against the account too, and answered as it would be: the
+same 400, or the same 201 with ` + "`\"dry_run\": true`" + ` added beside ` + "`results`" + `. Nothing is written: no transaction, no
+ledger change, no pinned note. The reference documents no other answer for a dry run of this endpoint, so it keeps E7's
+201 (unlike E5, whose dry run the reference answers with a 400).
+
+` + "`reason`" + `, ` + "`payment_type`" + `, ` + "`line_items[].rate_band`" + `, ` + "`tax_items[].tax_type`" + ` and ` + "`tax_items[].unit_type`" + ` are
+open codes: the spec lists values "in use", an example and not the whole set, and the reference's own example sends
+` + "`PREPAY_DEBT_ADJUSTMENT`" + ` and a PAYMENT with ` + "`GENERAL_CREDIT`" + `. Any code of capital letters, digits and underscores
+(starting with a letter, at most 64) is kept as sent; anything else gets ` + "`invalid_choice`" + `.
+
 A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 
 ` + "```json" + `
 {
   "status": "TRANSACTION_IMPORT_ERROR",
   "error_detail": "the first problem of the first failing transaction",
-  "transaction_data": {"transaction_id": "...", "...": "that transaction exactly as sent, or null"},
+  "transaction_data": {"transaction_id": "...", "amount": "71.00", "...": "that transaction as sent, or null"},
   "code": "transactions_failed_validation",
   "detail": "Could not import the transactions; none was added.",
   "errors": [{"detail": "...", "code": "transaction_in_future", "attr": "transactions.3.transaction_date"}]
@@ -207,10 +227,18 @@ A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 ` + "```" + `
 
 `)
+	b.WriteString("`transaction_data` is the first failing transaction as sent, except that each valid money field (`amount`,\n" +
+		"`line_items[].net_amount`, `tax_items[].amount`, `value_taxed`) is a string with two places, as in the spec's 400 example.\n\n")
 	writeFields(&b, transactionsSchema.Spec())
 	writeRules(&b, transactionRules)
 	b.WriteString(`
 ## E8: historical statements
+
+Only ` + "`statement_id`" + `, ` + "`bill_period_from_date`" + ` and ` + "`bill_period_to_date`" + ` are required (reference 3.5). Periods are
+half-open (see the open statement period above); statements may share a boundary day, and the service does not refuse
+overlapping ones: neither the spec nor the reference does, and a re-issued bill overlaps the one it replaced.
+` + "`gross_amount`" + ` is an integer in the currency's lowest denomination (reference 3.5 and its example ` + "`\"gross_amount\": 100`" + `),
+stored and answered exactly as sent. The 201 answer is the validated request: what was sent, without omitted fields.
 
 `)
 	writeFields(&b, statementsSchema.Spec())

@@ -3,10 +3,12 @@ package postimport
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/shopspring/decimal"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/documents"
@@ -22,28 +24,33 @@ type StatementsRequest struct {
 }
 
 // Statement is one historical statement (spec 2.9): a closed billing period
-// whose PDF may be in the document store.
+// whose PDF may be in the document store. The period is half-open: it
+// starts on BillPeriodFromDate and ends before BillPeriodToDate, so that
+// consecutive statements share their boundary day, as in the reference's
+// example (2019-06-01 to 2019-07-01, then 2019-07-01 to 2019-08-01).
 type Statement struct {
 	StatementID        string  `json:"statement_id"`
-	Number             string  `json:"number"`
+	Number             *string `json:"number,omitzero"`
 	BillPeriodFromDate v.Date  `json:"bill_period_from_date"`
 	BillPeriodToDate   v.Date  `json:"bill_period_to_date"`
-	IssuedDate         v.Date  `json:"issued_date"`
-	GrossAmount        Money   `json:"gross_amount"`
-	StatementPath      *string `json:"statement_path,omitzero"`
+	IssuedDate         *v.Date `json:"issued_date,omitzero"`
+	// GrossAmount is an integer in the currency's lowest denomination, as
+	// the reference defines it, stored and answered exactly as sent.
+	GrossAmount   *int64  `json:"gross_amount,omitzero"`
+	StatementPath *string `json:"statement_path,omitzero"`
 }
 
 var statementSchema = v.NewObject(
 	v.Req("statement_id", v.StringValue, func(s *Statement) *string { return &s.StatementID }, v.MaxLength(maxCode),
 		v.Codes(CodeDuplicateStatementIDs, CodeStatementExists), v.Note("Unique per account.")),
-	v.Req("number", v.StringValue, func(s *Statement) *string { return &s.Number }, v.MaxLength(maxCode),
+	v.Opt("number", v.StringValue, func(s *Statement) **string { return &s.Number }, v.MaxLength(maxCode),
 		v.Note("The statement's number as printed on it.")),
 	v.Req("bill_period_from_date", v.DateValue, func(s *Statement) *v.Date { return &s.BillPeriodFromDate },
-		v.Codes(CodeStartAfterEnd, CodeStatementPeriodsOverlap), v.Note("Inclusive.")),
+		v.Codes(CodeStartAfterEnd), v.Note("The period's first day.")),
 	v.Req("bill_period_to_date", v.DateValue, func(s *Statement) *v.Date { return &s.BillPeriodToDate },
-		v.Codes(CodeStatementInFuture), v.Note("Inclusive. The latest one ends the account's closed history.")),
-	v.Req("issued_date", v.DateValue, func(s *Statement) *v.Date { return &s.IssuedDate }, v.Codes(CodeStatementInFuture)),
-	moneyField("gross_amount", func(s *Statement) *Money { return &s.GrossAmount }),
+		v.Codes(CodeStatementInFuture), v.Note("Exclusive: the day after the period, which the next statement may start on. The latest one is the first day of the account's open statement period, unless last_billed_to_date is later.")),
+	v.Opt("issued_date", v.DateValue, func(s *Statement) **v.Date { return &s.IssuedDate }),
+	grossAmountField,
 	v.Opt("statement_path", v.StringValue, func(s *Statement) **string { return &s.StatementPath },
 		v.MaxLength(documents.MaxPathLength), v.Codes(CodeInvalidDocumentPath, CodeDocumentNotFound),
 		v.Note("Document path of the PDF, relative to the import supplier's document root; the document must be in the store.")),
@@ -57,6 +64,34 @@ var statementsSchema = v.NewObject(
 	v.List("statements", statementSchema, func(r *StatementsRequest) *[]Statement { return &r.Statements }, v.Required(),
 		v.Codes(CodeTooManyItems), v.Note(fmt.Sprintf("At most %d statements; all are created, or none.", MaxStatements))),
 )
+
+// grossAmountField is the optional integer gross_amount. A number written
+// with a zero fraction (100.0) is the integer it equals; anything with a
+// non-zero fraction is refused, never rounded or scaled.
+var grossAmountField = v.Custom(&v.Spec{Name: "gross_amount", Type: v.TypeInteger, Codes: []string{CodeAmountOutOfRange},
+	Note: "In the currency's lowest denomination (pence, cents), as the reference defines it: `100` is 1.00 in the major unit. Stored and answered exactly as sent."},
+	func(w *v.Walker, val *v.Value, dst *Statement) {
+		switch val.Kind {
+		case v.KindNumber:
+		case v.KindNull:
+			w.Add(v.CodeInvalid, "This field may not be null.")
+			return
+		default:
+			w.Add(v.CodeInvalid, "Expected an integer but got %s.", val.Kind)
+			return
+		}
+		d, err := v.ParseDecimal(val.Text)
+		if err != nil || !d.Decimal().IsInteger() {
+			w.Add(v.CodeInvalid, "A valid integer is required: the amount in the currency's lowest denomination.")
+			return
+		}
+		if d.Decimal().Abs().GreaterThan(decimal.NewFromInt(math.MaxInt64)) {
+			w.Add(CodeAmountOutOfRange, "The amount must be between -%d and %d.", int64(math.MaxInt64), int64(math.MaxInt64))
+			return
+		}
+		n := d.Decimal().IntPart()
+		dst.GrossAmount = &n
+	})
 
 const detailStatementsFailed = "Could not validate the historical statements; nothing was created."
 
@@ -102,25 +137,9 @@ func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.Lis
 		// A historical statement covers a closed period. One that ends in
 		// the future would start the open period after today, where no
 		// transaction could ever be dated.
-		for _, d := range []struct {
-			field string
-			date  v.Date
-		}{{"bill_period_to_date", st.BillPeriodToDate}, {"issued_date", st.IssuedDate}} {
-			if d.date != "" && d.date > today {
-				w.AddAt(v.Attr("statements", i, d.field), CodeStatementInFuture,
-					"%s (%s) is after today (%s); a historical statement covers a past period.", d.field, d.date, today)
-			}
-		}
-		if from, to := st.BillPeriodFromDate, st.BillPeriodToDate; from != "" && to != "" && from <= to {
-			for j := range i {
-				o := r.Statements[j]
-				if o.BillPeriodFromDate != "" && o.BillPeriodToDate != "" && o.BillPeriodFromDate <= to && from <= o.BillPeriodToDate {
-					w.AddAt(v.Attr("statements", i, "bill_period_from_date"), CodeStatementPeriodsOverlap,
-						"The period %s to %s overlaps statement %d of the request (%s to %s); periods are inclusive.",
-						from, to, j, o.BillPeriodFromDate, o.BillPeriodToDate)
-					break
-				}
-			}
+		if d := st.BillPeriodToDate; d != "" && d > today {
+			w.AddAt(v.Attr("statements", i, "bill_period_to_date"), CodeStatementInFuture,
+				"bill_period_to_date (%s) is after today (%s); a historical statement covers a past period.", d, today)
 		}
 		if p := st.StatementPath; p != nil && *p != "" {
 			if msg := documents.PathProblem(*p); msg != "" {
@@ -180,12 +199,17 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 // the others; the account is locked by the caller.
 func insertStatements(ctx context.Context, tx *sqlx.Tx, accountID int64, sts []Statement) error {
 	n := len(sts)
-	ids, numbers, froms, tos, issued, amounts := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	paths := make([]*string, n)
+	ids, froms, tos := make([]string, n), make([]string, n), make([]string, n)
+	numbers, issued, paths := make([]*string, n), make([]*string, n), make([]*string, n)
+	amounts := make([]*int64, n)
 	for i, st := range sts {
 		ids[i], numbers[i] = st.StatementID, st.Number
-		froms[i], tos[i], issued[i] = string(st.BillPeriodFromDate), string(st.BillPeriodToDate), string(st.IssuedDate)
-		amounts[i], paths[i] = st.GrossAmount.String(), st.StatementPath
+		froms[i], tos[i] = string(st.BillPeriodFromDate), string(st.BillPeriodToDate)
+		if st.IssuedDate != nil {
+			d := string(*st.IssuedDate)
+			issued[i] = &d
+		}
+		amounts[i], paths[i] = st.GrossAmount, st.StatementPath
 	}
 	var existing pq.StringArray
 	err := tx.GetContext(ctx, &existing, `SELECT ARRAY(SELECT statement_id FROM historical_statements
@@ -208,32 +232,9 @@ func insertStatements(ctx context.Context, tx *sqlx.Tx, accountID int64, sts []S
 	if n == 0 {
 		return nil
 	}
-	var overlapping []struct {
-		I    int    `db:"i"`
-		From string `db:"f"`
-		To   string `db:"t"`
-	}
-	err = tx.SelectContext(ctx, &overlapping, `SELECT u.i - 1 AS i, to_char(h.bill_period_from_date, 'YYYY-MM-DD') AS f,
-			to_char(h.bill_period_to_date, 'YYYY-MM-DD') AS t
-		FROM unnest($2::date[], $3::date[]) WITH ORDINALITY AS u (f, t, i)
-		CROSS JOIN LATERAL (SELECT bill_period_from_date, bill_period_to_date FROM historical_statements
-			WHERE account_id = $1 AND bill_period_from_date <= u.t AND bill_period_to_date >= u.f
-			ORDER BY bill_period_from_date LIMIT 1) h
-		ORDER BY u.i`, accountID, pq.Array(froms), pq.Array(tos))
-	if err != nil {
-		return fmt.Errorf("create statements: read overlaps: %w", err)
-	}
-	if len(overlapping) > 0 {
-		var errs problem.List
-		for _, o := range overlapping {
-			errs.Add(v.Attr("statements", o.I, "bill_period_from_date"), CodeStatementPeriodsOverlap,
-				"The period overlaps the account's historical statement of %s to %s; periods are inclusive.", o.From, o.To)
-		}
-		return errs.Err(CodeStatementsFailed, detailStatementsFailed)
-	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date,
 			bill_period_to_date, issued_date, gross_amount, statement_path)
-		SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::date[], $5::date[], $6::date[], $7::numeric[], $8::text[])
+		SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::date[], $5::date[], $6::date[], $7::bigint[], $8::text[])
 			AS u (statement_id, number, bill_period_from_date, bill_period_to_date, issued_date, gross_amount, statement_path)`,
 		accountID, pq.Array(ids), pq.Array(numbers), pq.Array(froms), pq.Array(tos), pq.Array(issued), pq.Array(amounts), pq.Array(paths))
 	if db.IsUniqueViolation(err, "historical_statements_account_id_statement_id_key") {

@@ -25,6 +25,9 @@ type TransactionsRequest struct {
 	ImportSupplier        string        `json:"import_supplier"`
 	ExternalAccountNumber string        `json:"external_account_number"`
 	Transactions          []Transaction `json:"transactions"`
+	// DryRun, when true, checks the request in full, against the account
+	// too, and answers as a real run would, but writes nothing.
+	DryRun *bool `json:"dry_run,omitzero"`
 
 	// raw is each transaction's input text, echoed in a refusal.
 	raw []json.RawMessage
@@ -45,6 +48,9 @@ type Transaction struct {
 	ProductCode     *string    `json:"product_code,omitzero"`
 	LineItems       []LineItem `json:"line_items,omitzero"`
 	TaxItems        []TaxItem  `json:"tax_items,omitzero"`
+	// ToPrepayMeterSerialNumber is in the reference's example (a CHARGE
+	// with reason PREPAY_DEBT_ADJUSTMENT); it is stored and echoed as sent.
+	ToPrepayMeterSerialNumber *string `json:"to_prepay_meter_serial_number,omitzero"`
 
 	// OriginalTransactionDate and Description are set by the import when
 	// force_add_to_current_statement moved the transaction into the open
@@ -85,9 +91,12 @@ type TransactionOptions struct {
 }
 
 // TransactionsResult is the 201 answer of E7: one result per posted
-// transaction, in the order posted.
+// transaction, in the order posted. DryRun is true, and nothing was
+// written, when the request asked for a dry run; the results are then what
+// the same request would have answered without it.
 type TransactionsResult struct {
 	Results []TransactionResult `json:"results"`
+	DryRun  bool                `json:"dry_run,omitzero"`
 }
 
 // TransactionResult is the outcome for one transaction.
@@ -104,7 +113,8 @@ type TransactionData struct {
 }
 
 var lineItemSchema = v.NewObject(
-	v.Req("rate_band", v.StringValue, func(l *LineItem) *string { return &l.RateBand }, v.OneOf(rateBands...)),
+	v.Req("rate_band", v.StringValue, func(l *LineItem) *string { return &l.RateBand }, v.OpenCode(),
+		v.Note("CONSUMPTION_STANDARD is in use; any code is kept as sent.")),
 	v.Req("start_date", v.DateValue, func(l *LineItem) *v.Date { return &l.StartDate }, v.Codes(CodeStartAfterEnd)),
 	v.Req("end_date", v.DateValue, func(l *LineItem) *v.Date { return &l.EndDate }, v.Note("Inclusive.")),
 	v.Req("number_of_units", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.NumberOfUnits }),
@@ -117,25 +127,26 @@ var lineItemSchema = v.NewObject(
 
 var taxItemSchema = v.NewObject(
 	moneyField("amount", func(t *TaxItem) *Money { return &t.Amount }),
-	v.Req("tax_type", v.StringValue, func(t *TaxItem) *string { return &t.TaxType }, v.OneOf(taxTypes...)),
+	v.Req("tax_type", v.StringValue, func(t *TaxItem) *string { return &t.TaxType }, v.OpenCode(),
+		v.Note("VAT is in use; any code is kept as sent.")),
 	moneyField("value_taxed", func(t *TaxItem) *Money { return &t.ValueTaxed }),
 	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }, v.NonNegative()),
-	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OneOf(taxUnitTypes...)),
+	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OpenCode(),
+		v.Note("PROPORTION is in use; any code is kept as sent.")),
 )
 
-// Fields shared by several transaction types are declared once, so that
-// every variant binds and documents them the same way.
+// reason is required on every type but SUPPLY_CHARGE, where the spec shows
+// none in use but nothing forbids one; both fields bind to the same place.
 var (
-	reasonField = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.Required(),
-		v.OneOf(slices.Concat(chargeReasons, creditReasons, paymentReasons, repaymentReasons)...),
-		v.Note("Must suit the type: "+reasonTable()+"."))
-	displayNoteField = v.Opt("display_note", v.StringValue, func(t *Transaction) **string { return &t.DisplayNote },
-		v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Shown to the customer."))
-	noteField = v.Opt("note", v.StringValue, func(t *Transaction) **string { return &t.Note },
-		v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Internal."))
+	reasonRequired = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.Required(),
+		v.OpenCode(), v.Note(reasonNote))
+	reasonOptional = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason },
+		v.OpenCode(), v.Note(reasonNote))
 	lineItemsField = v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems })
 	taxItemsField  = v.List("tax_items", taxItemSchema, func(t *Transaction) *[]TaxItem { return &t.TaxItems })
 )
+
+const reasonNote = "IMPORTED_CHARGE, IMPORTED_CREDIT, ACCOUNT_CHARGE_PAYMENT, FULL_CREDIT_REFUND, GENERAL_CREDIT and PREPAY_DEBT_ADJUSTMENT are in use, with any type; any code is kept as sent."
 
 var transactionSchema = v.NewUnion("type",
 	[]v.Field[Transaction]{
@@ -146,17 +157,24 @@ var transactionSchema = v.NewUnion("type",
 		moneyField("amount", func(t *Transaction) *Money { return &t.Amount }, CodeAmountNotPositive),
 		v.Req("type", v.StringValue, func(t *Transaction) *string { return &t.Type },
 			v.Note("Decides which of the fields below are accepted, and the sign of the amount in the ledger.")),
+		v.Opt("display_note", v.StringValue, func(t *Transaction) **string { return &t.DisplayNote },
+			v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Shown to the customer.")),
+		v.Opt("note", v.StringValue, func(t *Transaction) **string { return &t.Note },
+			v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Internal.")),
+		v.Opt("reference", v.StringValue, func(t *Transaction) **string { return &t.Reference }, v.MaxLength(maxCode)),
+		v.Opt("payment_type", v.StringValue, func(t *Transaction) **string { return &t.PaymentType }, v.OpenCode(), v.AllowBlank(),
+			v.Note("DD_REGULAR_COLLECTION, DIRECT_CREDIT and DEBIT_CARD are in use; any code is kept as sent. \"\" (in the reference's account example) is kept too.")),
+		v.Opt("to_prepay_meter_serial_number", v.StringValue, func(t *Transaction) **string { return &t.ToPrepayMeterSerialNumber },
+			v.MaxLength(maxCode), v.Note("In the reference's example of a prepay debt adjustment; kept as sent.")),
 	},
 	v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit}, Fields: []v.Field[Transaction]{
-		reasonField, displayNoteField, noteField, lineItemsField, taxItemsField,
+		reasonRequired, lineItemsField, taxItemsField,
 	}},
 	v.Variant[Transaction]{Values: []string{TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
-		reasonField, noteField,
-		v.Opt("reference", v.StringValue, func(t *Transaction) **string { return &t.Reference }, v.MaxLength(maxCode)),
-		v.Opt("payment_type", v.StringValue, func(t *Transaction) **string { return &t.PaymentType }, v.OneOf(paymentTypes...)),
+		reasonRequired,
 	}},
 	v.Variant[Transaction]{Values: []string{TypeSupplyCharge}, Fields: []v.Field[Transaction]{
-		displayNoteField,
+		reasonOptional,
 		v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode }, v.Required(),
 			v.MaxLength(maxCode), v.Codes(CodeProductNotFound), v.Note("A product of the catalogue (importctl product create).")),
 		lineItemsField, taxItemsField,
@@ -170,30 +188,9 @@ var transactionsSchema = v.NewObject(
 		v.MaxLength(maxAccountRef), v.Codes(CodeAccountNotFound)),
 	v.List("transactions", transactionSchema, func(r *TransactionsRequest) *[]Transaction { return &r.Transactions }, v.Required(),
 		v.Codes(CodeTooManyItems), v.Note(fmt.Sprintf("At most %d transactions; all are added, or none.", MaxTransactions))),
+	v.Opt("dry_run", v.BooleanValue, func(r *TransactionsRequest) **bool { return &r.DryRun },
+		v.Note("Default false. When true the request is checked in full and answered as usual, with \"dry_run\": true, but nothing is written.")),
 )
-
-// reasonsFor returns the reasons a type accepts.
-func reasonsFor(typ string) []string {
-	switch typ {
-	case TypeCharge:
-		return chargeReasons
-	case TypeCredit:
-		return creditReasons
-	case TypePayment:
-		return paymentReasons
-	case TypeRepayment:
-		return repaymentReasons
-	}
-	return nil
-}
-
-func reasonTable() string {
-	var parts []string
-	for _, t := range []string{TypeCharge, TypeCredit, TypePayment, TypeRepayment} {
-		parts = append(parts, t+": "+strings.Join(reasonsFor(t), ", "))
-	}
-	return strings.Join(parts, "; ")
-}
 
 // ledgerSign is the sign each type's amount takes in the ledger balance,
 // which is what the customer owes: charges and refunds paid out raise it,
@@ -283,10 +280,6 @@ func parseTransactions(body []byte, today v.Date, errs *problem.List) (*Transact
 		if t.TransactionDate != "" && t.TransactionDate > today {
 			w.AddAt(at("transaction_date"), CodeTransactionInFuture, "The transaction date %s is after today (%s).", t.TransactionDate, today)
 		}
-		if t.Reason != nil && reasonsFor(t.Type) != nil && !slices.Contains(reasonsFor(t.Type), *t.Reason) {
-			w.AddAt(at("reason"), v.CodeInvalidChoice, "%q is not a reason for a %s. Valid choices: %s.",
-				*t.Reason, t.Type, strings.Join(reasonsFor(t.Type), ", "))
-		}
 		if (t.Type == TypePayment || t.Type == TypeRepayment) && !w.HasErrorAt(at("amount")) && t.Amount.Decimal().Sign() <= 0 {
 			w.AddAt(at("amount"), CodeAmountNotPositive, "A %s is a positive amount.", t.Type)
 		}
@@ -319,9 +312,65 @@ func TransactionsFailure(errs problem.List, raw []json.RawMessage) *problem.Erro
 	}
 	var data any
 	if first >= 0 && first < len(raw) {
-		data = raw[first]
+		data = echoTransaction(raw[first])
 	}
 	return e.With("status", TransactionImportError).With("error_detail", detail).With("transaction_data", data)
+}
+
+// echoTransaction returns a transaction as sent, with each money field
+// (amount, line_items[].net_amount, tax_items[].amount and value_taxed)
+// that is a valid amount written as a string with two places, as the
+// spec's 400 example shows it ("amount": "71.00"). Everything else, and a
+// money field that is not a valid amount, stays exactly as sent.
+func echoTransaction(raw json.RawMessage) json.RawMessage {
+	val, err := v.Parse(raw)
+	if err != nil || val.Kind != v.KindObject {
+		return raw
+	}
+	var b strings.Builder
+	writeEcho(&b, val, map[string]map[string]bool{"": {"amount": true},
+		"line_items": {"net_amount": true}, "tax_items": {"amount": true, "value_taxed": true}}, "")
+	return json.RawMessage(b.String())
+}
+
+// writeEcho writes the object val with the money fields of its level (the
+// key of money) as strings, and recurses into the item lists named there.
+func writeEcho(b *strings.Builder, val *v.Value, money map[string]map[string]bool, level string) {
+	b.WriteByte('{')
+	for i := range val.Members {
+		m := &val.Members[i]
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.Key)
+		b.Write(k)
+		b.WriteByte(':')
+		_, isList := money[m.Key]
+		switch {
+		case money[level][m.Key] && m.Value.Kind == v.KindNumber:
+			if vd, err := v.ParseDecimal(m.Value.Text); err == nil && vd.Decimal().Equal(vd.Decimal().Round(2)) {
+				b.WriteString(`"` + vd.Decimal().StringFixed(2) + `"`)
+			} else {
+				b.WriteString(m.Value.Raw)
+			}
+		case level == "" && isList && m.Key != "" && m.Value.Kind == v.KindArray:
+			b.WriteByte('[')
+			for j := range m.Value.Items {
+				if j > 0 {
+					b.WriteByte(',')
+				}
+				if it := &m.Value.Items[j]; it.Kind == v.KindObject {
+					writeEcho(b, it, money, m.Key)
+				} else {
+					b.WriteString(it.Raw)
+				}
+			}
+			b.WriteByte(']')
+		default:
+			b.WriteString(m.Value.Raw)
+		}
+	}
+	b.WriteByte('}')
 }
 
 // transactionsParseFailure gives a body that is not a JSON object E7's form.
@@ -376,7 +425,7 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 // lookup is what the checks against the account need, read in one round
 // trip after the account is locked.
 type lookup struct {
-	ClosedEnd       string         `db:"closed_end"`
+	FirstOpenDay    string         `db:"first_open_day"`
 	Existing        pq.StringArray `db:"existing"`
 	MissingProducts pq.StringArray `db:"missing_products"`
 }
@@ -397,14 +446,14 @@ func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *Trans
 		}
 	}
 	var l lookup
-	err := tx.GetContext(ctx, &l, `SELECT (`+closedEndSQL+`) AS closed_end,
+	err := tx.GetContext(ctx, &l, `SELECT (`+firstOpenDaySQL+`) AS first_open_day,
 		ARRAY(SELECT t.transaction_id FROM transactions t WHERE t.account_id = $1 AND t.transaction_id = ANY($2::text[])) AS existing,
 		ARRAY(SELECT c FROM unnest($3::text[]) AS c WHERE NOT EXISTS (SELECT 1 FROM products p WHERE p.code = c)) AS missing_products`,
 		accountID, pq.Array(ids), pq.Array(codes))
 	if err != nil {
 		return nil, fmt.Errorf("add transactions: lookup: %w", err)
 	}
-	period := openPeriod(v.Date(l.ClosedEnd), v.DateOf(now))
+	period := Period{From: v.Date(l.FirstOpenDay), To: v.DateOf(now)}
 	existing := make(map[string]bool, len(l.Existing))
 	for _, id := range l.Existing {
 		existing[id] = true
@@ -429,15 +478,21 @@ func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *Trans
 			errs.Add(at("product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
 		}
 		// Dates after today were refused already, so a date outside the
-		// period is before it.
+		// period is before it. When the period is empty (billed to today
+		// or later) there is no day to move to that is not in the future.
 		if d := t.TransactionDate; d != "" && d < period.From {
-			if opts.ForceAddToCurrentStatement {
+			switch {
+			case period.Empty():
+				errs.Add(at("transaction_date"), CodeNotInOpenPeriod,
+					"The transaction date %s is not within the open statement period, which starts on %s, after today; the account is billed to that day, and force_add_to_current_statement never moves a transaction into the future.",
+					d, period.From)
+			case opts.ForceAddToCurrentStatement:
 				t.OriginalTransactionDate = &d
 				t.TransactionDate = period.From
 				desc := fmt.Sprintf("Dated %s in the migrated data; moved to %s, the first day of the open statement period, because force_add_to_current_statement was set.", d, period.From)
 				t.Description = &desc
 				moved = append(moved, fmt.Sprintf("%s (dated %s)", t.TransactionID, d))
-			} else {
+			default:
 				errs.Add(at("transaction_date"), CodeNotInOpenPeriod,
 					"The transaction date %s is not within the open statement period (%s to %s); send force_add_to_current_statement=true to move it into the period.",
 					d, period.From, period.To)
@@ -449,6 +504,10 @@ func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *Trans
 	}
 	if len(errs) > 0 {
 		return nil, TransactionsFailure(errs, r.raw)
+	}
+	if r.DryRun != nil && *r.DryRun {
+		res.DryRun = true
+		return res, nil
 	}
 	if len(add) == 0 {
 		return res, nil
@@ -472,12 +531,13 @@ func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *Trans
 const insertTransactionsSQL = `
 WITH ins AS (
 	INSERT INTO transactions (account_id, transaction_id, transaction_date, original_transaction_date, amount, type,
-		reason, display_note, note, reference, payment_type, product_id, description)
+		reason, display_note, note, reference, payment_type, product_id, description, to_prepay_meter_serial_number)
 	SELECT $1, u.tid, u.tdate, u.odate, u.amount, u.type, u.reason, u.display_note, u.note, u.reference, u.payment_type,
-		(SELECT p.id FROM products p WHERE p.code = u.product_code), u.description
+		(SELECT p.id FROM products p WHERE p.code = u.product_code), u.description, u.prepay_meter
 	FROM unnest($2::text[], $3::date[], $4::date[], $5::numeric[], $6::text[], $7::text[], $8::text[], $9::text[],
-		$10::text[], $11::text[], $12::text[], $13::text[])
-		AS u (tid, tdate, odate, amount, type, reason, display_note, note, reference, payment_type, product_code, description)
+		$10::text[], $11::text[], $12::text[], $13::text[], $31::text[])
+		AS u (tid, tdate, odate, amount, type, reason, display_note, note, reference, payment_type, product_code, description,
+			prepay_meter)
 	RETURNING id, transaction_id
 ), li AS (
 	INSERT INTO transaction_line_items (transaction_row_id, position, rate_band, start_date, end_date, number_of_units,
@@ -503,6 +563,7 @@ func insertTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, ts []
 	var (
 		tids, dates, amounts, types                                                        []string
 		odates, reasons, displayNotes, notes, references, payTypes, products, descriptions []*string
+		prepayMeters                                                                       []*string
 
 		lTid, lBand, lStart, lEnd, lCount, lNet, lPrice []string
 		lPos                                            []int64
@@ -532,6 +593,7 @@ func insertTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, ts []
 		payTypes = append(payTypes, t.PaymentType)
 		products = append(products, t.ProductCode)
 		descriptions = append(descriptions, t.Description)
+		prepayMeters = append(prepayMeters, t.ToPrepayMeterSerialNumber)
 		delta = delta.Add(t.Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(t.Type))))
 		for k, l := range t.LineItems {
 			lTid = append(lTid, t.TransactionID)
@@ -569,7 +631,7 @@ func insertTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, ts []
 		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
 		pq.Array(lPrice), pq.Array(lUnits),
 		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
-		delta.String())
+		delta.String(), pq.Array(prepayMeters))
 	switch {
 	case err == nil:
 		return nil

@@ -77,6 +77,16 @@ var txRuleCases = []txRuleCase{
 		txs: []obj{charge("T1", "2025-06-16", "1")}, want: []want{{CodeTransactionInFuture, "transactions.0.transaction_date"}}},
 	{name: "date before the open period without force", query: "force_add_to_current_statement=false",
 		txs: []obj{charge("T1", "2025-05-31", "1")}, want: []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}}},
+	{name: "billed to today: force never moves a transaction into the future", account: acct{lastBilled: "2025-06-15"},
+		query: "force_add_to_current_statement=true", txs: []obj{charge("T1", "2025-06-15", "1")},
+		want: []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}}},
+	{name: "billed to a future day: nothing can be added", account: acct{lastBilled: "2025-07-31"},
+		txs: []obj{charge("T1", "2025-01-02", "1")}, want: []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}}},
+	{name: "a dry run is refused like a real run", raw: `{"import_supplier": "ACME", "external_account_number": %q, "dry_run": true,
+		"transactions": [{"transaction_id": "T1", "transaction_date": "2025-06-16", "amount": 1, "type": "CREDIT", "reason": "GENERAL_CREDIT"}]}`,
+		want: []want{{CodeTransactionInFuture, "transactions.0.transaction_date"}}},
+	{name: "dry_run that is not a boolean", raw: `{"import_supplier": "ACME", "external_account_number": %q, "dry_run": "yes", "transactions": []}`,
+		want: []want{{"invalid", "dry_run"}}},
 	{name: "supply charge of an unknown product", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "product_code", "NOPE")},
 		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
 	{name: "supply charge without product", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "product_code", nil)},
@@ -95,18 +105,16 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
 	{name: "negative repayment", txs: []obj{with(payment("T1", "2025-06-02", "-5"), "type", "REPAYMENT", "reason", "FULL_CREDIT_REFUND")},
 		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
-	{name: "reason of another type", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "GENERAL_CREDIT")},
-		want: []want{{"invalid_choice", "transactions.0.reason"}}},
-	{name: "unknown reason", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "WHIM")},
+	{name: "reason that is not a code", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "imported charge")},
 		want: []want{{"invalid_choice", "transactions.0.reason"}}},
 	{name: "charge without reason", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", nil)},
 		want: []want{{"required", "transactions.0.reason"}}},
 	{name: "unknown type", txs: []obj{with(charge("T1", "2025-06-02", "1"), "type", "GIFT")},
 		want: []want{{"invalid_choice", "transactions.0.type"}}},
-	{name: "unknown payment type", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", "CASH_IN_ENVELOPE")},
+	{name: "payment type that is not a code", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", "Direct-Debit")},
 		want: []want{{"invalid_choice", "transactions.0.payment_type"}}},
-	{name: "reference on a charge", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reference", "R")},
-		want: []want{{"unknown_field", "transactions.0.reference"}}},
+	{name: "line items on a payment", txs: []obj{with(payment("T1", "2025-06-02", "1"), "line_items", []obj{})},
+		want: []want{{"unknown_field", "transactions.0.line_items"}}},
 	{name: "product code on a payment", txs: []obj{with(payment("T1", "2025-06-02", "1"), "product_code", productCode)},
 		want: []want{{"unknown_field", "transactions.0.product_code"}}},
 	{name: "description is set by the import, not sent", txs: []obj{with(charge("T1", "2025-06-02", "1"), "description", "x")},
@@ -116,14 +124,14 @@ var txRuleCases = []txRuleCase{
 			"net_amount": num("1"), "price_per_unit": num("1")}})},
 		want: []want{{CodeStartAfterEnd, "transactions.0.line_items.0.start_date"}}},
 	{name: "line item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
-		[]obj{{"rate_band": "PEAK", "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
+		[]obj{{"rate_band": "peak", "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
 			"net_amount": num("1.005"), "units": []any{num("1"), "x", num("1e5")}}})},
 		want: []want{{"invalid_choice", "transactions.0.line_items.0.rate_band"}, {"invalid_date", "transactions.0.line_items.0.end_date"},
 			{"invalid", "transactions.0.line_items.0.number_of_units"}, {CodeAmountPrecision, "transactions.0.line_items.0.net_amount"},
 			{"required", "transactions.0.line_items.0.price_per_unit"}, {"invalid", "transactions.0.line_items.0.units.1"},
 			{"invalid", "transactions.0.line_items.0.units.2"}}},
 	{name: "tax item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "tax_items",
-		[]obj{{"amount": num("99999999999"), "tax_type": "GST", "value_taxed": num("1"), "rate": num("-0.2"), "unit_type": "BASIS_POINTS"}})},
+		[]obj{{"amount": num("99999999999"), "tax_type": "G.S.T.", "value_taxed": num("1"), "rate": num("-0.2"), "unit_type": "basis points"}})},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.tax_items.0.amount"}, {"invalid_choice", "transactions.0.tax_items.0.tax_type"},
 			{"min_value", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
 	{name: "transaction id the account has, without the previously-added check", before: []obj{charge("T1", "2025-06-02", "1")},
@@ -220,7 +228,7 @@ func TestTransactions_RefusalEchoesTheFirstFailingTransaction(t *testing.T) {
 		{"transaction_id": "ALSO", "transaction_date": "2025-08-01", "amount": 3, "type": "CREDIT", "reason": "GENERAL_CREDIT"}]}`, ean)
 	_, err := b.svc.CreateTransactions(context.Background(), []byte(req), nil, visible)
 	p := problemOf(t, err, problem.Invalid)
-	want := `{"transaction_id":"LATE","transaction_date":"2025-07-01","amount":2.50,"type":"CREDIT","reason":"GENERAL_CREDIT"}`
+	want := `{"transaction_id":"LATE","transaction_date":"2025-07-01","amount":"2.50","type":"CREDIT","reason":"GENERAL_CREDIT"}`
 	got, _ := json.Marshal(p.Extra["transaction_data"])
 	if string(got) != want {
 		t.Errorf("transaction_data = %s, want %s", got, want)
@@ -235,7 +243,24 @@ func TestTransactions_RefusalEchoesTheFirstFailingTransaction(t *testing.T) {
 	if v, ok := p.Extra["transaction_data"]; !ok || v != nil || p.Extra["status"] != TransactionImportError {
 		t.Errorf("extra = %v", p.Extra)
 	}
-	// Nor for a body that is not JSON.
+	// Amounts that are valid are answered with two places, in line and tax
+	// items too; an invalid one stays as sent.
+	req = fmt.Sprintf(`{"import_supplier": "ACME", "external_account_number": %q, "transactions": [
+		{"transaction_id": "S", "transaction_date": "2025-06-02", "amount": 1.005, "type": "SUPPLY_CHARGE", "product_code": "ELEC-STD",
+		 "line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-06-01", "end_date": "2025-06-02", "number_of_units": 4.0,
+		   "net_amount": 44, "price_per_unit": 11.0, "units": [4.0]}],
+		 "tax_items": [{"amount": 9.2, "tax_type": "VAT", "value_taxed": 44.0, "rate": 0.21, "unit_type": "PROPORTION"}]}]}`, ean)
+	_, err = b.svc.CreateTransactions(context.Background(), []byte(req), nil, visible)
+	p = problemOf(t, err, problem.Invalid)
+	want = `{"transaction_id":"S","transaction_date":"2025-06-02","amount":1.005,"type":"SUPPLY_CHARGE","product_code":"ELEC-STD",` +
+		`"line_items":[{"rate_band":"CONSUMPTION_STANDARD","start_date":"2025-06-01","end_date":"2025-06-02","number_of_units":4.0,` +
+		`"net_amount":"44.00","price_per_unit":11.0,"units":[4.0]}],` +
+		`"tax_items":[{"amount":"9.20","tax_type":"VAT","value_taxed":"44.00","rate":0.21,"unit_type":"PROPORTION"}]}`
+	got, _ = json.Marshal(p.Extra["transaction_data"])
+	if string(got) != want {
+		t.Errorf("transaction_data = %s, want %s", got, want)
+	}
+	// transaction_data is null for a body that is not JSON too.
 	_, err = b.svc.CreateTransactions(context.Background(), []byte(`{"import_supplier"`), nil, visible)
 	p = problemOf(t, err, problem.Invalid)
 	if p.Code != CodeParseError || p.Extra["status"] != TransactionImportError || p.Extra["error_detail"] != p.Detail {
@@ -336,8 +361,9 @@ func TestTransactions_AmountsNeverPassThroughFloat(t *testing.T) {
 	}
 }
 
-// The open statement period starts the day after the closed history ends:
-// the latest statement, else last_billed_to_date, else the creation date.
+// The open statement period starts on the latest of the last statement's
+// (exclusive) end and the day after last_billed_to_date; without either, on
+// the creation date.
 func TestTransactions_OpenStatementPeriod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -347,13 +373,16 @@ func TestTransactions_OpenStatementPeriod(t *testing.T) {
 		statements []string // bill_period_to_date of statements imported first
 		firstDay   string   // the open period's first day
 	}{
-		{name: "after the last billed date", account: acct{lastBilled: "2025-05-31"}, firstDay: "2025-06-01"},
-		{name: "after the creation date without a billed date", account: acct{createdAt: time.Date(2025, 3, 9, 23, 0, 0, 0, time.UTC)}, firstDay: "2025-03-10"},
-		{name: "after the latest statement, which wins over the billed date", account: acct{lastBilled: "2025-05-31"},
-			statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"}, firstDay: "2025-05-01"},
-		{name: "after a statement later than the billed date", account: acct{lastBilled: "2025-03-31"},
-			statements: []string{"2025-06-10"}, firstDay: "2025-06-11"},
-		{name: "account created today: the period is tomorrow alone", account: acct{createdAt: testNow.Add(-time.Hour)}, firstDay: "2025-06-16"},
+		{name: "the day after the last billed date", account: acct{lastBilled: "2025-05-31"}, firstDay: "2025-06-01"},
+		{name: "the creation date without a billed date", account: acct{createdAt: time.Date(2025, 3, 9, 23, 0, 0, 0, time.UTC)}, firstDay: "2025-03-09"},
+		{name: "older statements never reopen a billed period", account: acct{lastBilled: "2025-05-31"},
+			statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"}, firstDay: "2025-06-01"},
+		{name: "the end of a statement later than the billed date", account: acct{lastBilled: "2025-03-31"},
+			statements: []string{"2025-06-10"}, firstDay: "2025-06-10"},
+		{name: "the latest of several statements without a billed date", statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"},
+			firstDay: "2025-04-30"},
+		{name: "a statement ending today: today is open", statements: []string{"2025-06-15"}, firstDay: "2025-06-15"},
+		{name: "account created today: today is open", account: acct{createdAt: testNow.Add(-time.Hour)}, firstDay: "2025-06-15"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -371,10 +400,8 @@ func TestTransactions_OpenStatementPeriod(t *testing.T) {
 			noForce := query("force_add_to_current_statement=false")
 			_, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("BEFORE", dayBefore, "1")), noForce, visible)
 			wantProblems(t, err, []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}})
-			if tc.firstDay <= "2025-06-15" {
-				if _, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("FIRST", tc.firstDay, "1")), noForce, visible); err != nil {
-					t.Errorf("first day of the period refused: %v", err)
-				}
+			if _, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("FIRST", tc.firstDay, "1")), noForce, visible); err != nil {
+				t.Errorf("first day of the period refused: %v", err)
 			}
 			// With force (the default) the early one moves to the first day.
 			res, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("BEFORE", dayBefore, "1")), nil, visible)
@@ -433,6 +460,52 @@ func TestTransactions_ForceMovesIntoThePeriodWithDescriptionAndPinnedNote(t *tes
 	}
 	if n := b.count(t, `SELECT count(*) FROM notes`); n != 1 {
 		t.Errorf("%d notes after a re-send, want 1", n)
+	}
+}
+
+// A dry run answers what the real run then answers, with dry_run true, and
+// writes nothing: no transaction, no ledger change, no pinned note.
+func TestTransactions_DryRunAnswersAsTheRealRunAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	ctx := context.Background()
+	txs := []obj{charge("OLD", "2025-04-01", "12.00"), payment("P1", "2025-06-03", "20")}
+	dry := body(t, obj{"import_supplier": supplierCode, "external_account_number": ean, "dry_run": true, "transactions": txs})
+	res, err := b.svc.CreateTransactions(ctx, dry, nil, visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.DryRun || res.Results[0].TransactionData.TransactionDate != "2025-06-01" || res.Results[1].Status != TransactionAdded {
+		t.Errorf("dry run answered %+v", res)
+	}
+	if n, notes, bal := b.txCount(t, ean), b.count(t, `SELECT count(*) FROM notes`), b.balance(t, ean); n != 0 || notes != 0 || bal != "0.00" {
+		t.Errorf("a dry run wrote: %d transactions, %d notes, balance %s", n, notes, bal)
+	}
+	for _, dryRun := range []any{false, nil} {
+		real := obj{"import_supplier": supplierCode, "external_account_number": ean, "transactions": txs}
+		if dryRun != nil {
+			real["dry_run"] = dryRun
+		}
+		got, err := b.svc.CreateTransactions(ctx, body(t, real), nil, visible)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dryRun == nil {
+			break // sent again: the transactions exist now
+		}
+		want := *res
+		want.DryRun = false
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Errorf("real run (-dry run +real):\n%s", diff)
+		}
+	}
+	if n, notes, bal := b.txCount(t, ean), b.count(t, `SELECT count(*) FROM notes`), b.balance(t, ean); n != 2 || notes != 1 || bal != "-8.00" {
+		t.Errorf("after the real run: %d transactions, %d notes, balance %s; want 2, 1, -8.00", n, notes, bal)
+	}
+	out, _ := json.Marshal(res)
+	if !strings.HasSuffix(string(out), `,"dry_run":true}`) {
+		t.Errorf("dry run answer %s has no dry_run", out)
 	}
 }
 
@@ -638,5 +711,51 @@ func TestTransactions_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
 	}
 	if res.Results[0].Status != TransactionAlreadyExists || b.txCount(t, ean) != 1 {
 		t.Errorf("status %s with %d transactions, want TRANSACTION_ALREADY_EXISTS and 1", res.Results[0].Status, b.txCount(t, ean))
+	}
+}
+
+// Codes the spec lists only "in use" are open, and reference, note,
+// display_note and payment_type are accepted on every type: all are stored
+// as sent.
+func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	sc := with(supplyCharge("S1", "2025-06-02", "30"), "reason", "SUPPLY_ADJUSTMENT", "note", "internal", "payment_type", "DIRECT_CREDIT",
+		"reference", "SC-1")
+	sc["line_items"] = []obj{{"rate_band": "PEAK_HOURS", "start_date": "2025-06-01", "end_date": "2025-06-02",
+		"number_of_units": num("1"), "net_amount": num("30"), "price_per_unit": num("30")}}
+	sc["tax_items"] = []obj{{"amount": num("0"), "tax_type": "GST", "value_taxed": num("30"), "rate": num("0"), "unit_type": "CURRENCY_PER_KWH"}}
+	txs := []obj{
+		with(payment("P1", "2025-06-02", "71"), "reason", "GENERAL_CREDIT", "payment_type", "", "display_note", "Thank you", "note", "n"),
+		with(charge("C1", "2025-06-02", "1"), "reason", "PREPAY_DEBT_ADJUSTMENT", "reference", "C-1", "payment_type", "CASH",
+			"to_prepay_meter_serial_number", "Z16N389556"),
+		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", "GOODWILL", "reference", "CR-1"),
+		sc,
+	}
+	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	if err := b.db.Select(&rows, `SELECT concat_ws(' | ', transaction_id, type, COALESCE(reason, '-'), COALESCE(reference, '-'),
+			COALESCE(payment_type, '-'), COALESCE(display_note, '-'), COALESCE(note, '-'), COALESCE(to_prepay_meter_serial_number, '-'))
+		FROM transactions ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"P1 | PAYMENT | GENERAL_CREDIT | PAY-P1 |  | Thank you | n | -",
+		"C1 | CHARGE | PREPAY_DEBT_ADJUSTMENT | C-1 | CASH | Imported charge | from the old system | Z16N389556",
+		"CR1 | CREDIT | GOODWILL | CR-1 | - | Imported charge | from the old system | -",
+		"S1 | SUPPLY_CHARGE | SUPPLY_ADJUSTMENT | SC-1 | DIRECT_CREDIT | Electricity | internal | -",
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+	var items string
+	if err := b.db.Get(&items, `SELECT (SELECT rate_band FROM transaction_line_items) || ' ' || (SELECT tax_type || ' ' || unit_type FROM transaction_tax_items)`); err != nil {
+		t.Fatal(err)
+	}
+	if items != "PEAK_HOURS GST CURRENCY_PER_KWH" {
+		t.Errorf("items stored as %q", items)
 	}
 }

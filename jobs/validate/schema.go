@@ -127,7 +127,7 @@ func OneOf(values ...string) Option { return func(s *Spec) { s.Choices = values 
 
 // OpenCode accepts any upper-case code (^[A-Z][A-Z0-9_]{0,63}$), for
 // values the spec lists only as examples "in use". Anything else is refused
-// with invalid_choice.
+// with invalid_choice, except "" when AllowBlank is also given.
 func OpenCode() Option { return func(s *Spec) { s.OpenCode = true } }
 
 // isOpenCode reports whether v matches ^[A-Z][A-Z0-9_]{0,63}$.
@@ -177,7 +177,7 @@ func (s *Spec) checkString(w *Walker, v string) bool {
 		w.Add(CodeMaxLength, "Ensure this field has no more than %d characters.", s.MaxLength)
 		return false
 	}
-	if s.OpenCode && !isOpenCode(v) {
+	if s.OpenCode && !(s.AllowBlank && v == "") && !isOpenCode(v) {
 		w.Add(CodeInvalidChoice, "%q is not a valid code: use capital letters, digits and underscores, starting with a letter (at most 64).", v)
 		return false
 	}
