@@ -1,0 +1,14 @@
+-- +goose Up
+-- Concurrent identical E2 or E9 requests share one verification task
+-- (jobs.PaymentInstructionTaskID), and the task stores one row: the row
+-- alone cannot say which request it answers. The request that claims the
+-- stored row sets answered_at with a conditional UPDATE (jobs/payment,
+-- Service.claim); PostgreSQL lets exactly one claim succeed, so exactly one
+-- request answers 201 and the others hear the duplicate 400. NULL: stored,
+-- and no request has answered 201 for it yet (its caller stopped waiting).
+ALTER TABLE payment_instructions ADD COLUMN answered_at timestamptz;
+-- Every instruction stored before this migration was answered already.
+UPDATE payment_instructions SET answered_at = created_at;
+
+-- +goose Down
+ALTER TABLE payment_instructions DROP COLUMN answered_at;
