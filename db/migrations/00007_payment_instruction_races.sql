@@ -10,5 +10,15 @@ ALTER TABLE payment_instructions ADD COLUMN answered_at timestamptz;
 -- Every instruction stored before this migration was answered already.
 UPDATE payment_instructions SET answered_at = created_at;
 
+-- type is an open code: the spec shows CARD "in use", an example, not the
+-- whole set. The closed set of 00004 becomes the form validate.OpenCode
+-- accepts, which both of its values have.
+ALTER TABLE payment_instructions DROP CONSTRAINT payment_instructions_type_check,
+    ADD CONSTRAINT payment_instructions_type_check CHECK (type ~ '^[A-Z][A-Z0-9_]{0,63}$');
+
 -- +goose Down
+-- NOT VALID: instructions of other types stored meanwhile stay; new ones are
+-- refused again.
+ALTER TABLE payment_instructions DROP CONSTRAINT payment_instructions_type_check,
+    ADD CONSTRAINT payment_instructions_type_check CHECK (type IN ('CARD', 'DIRECT_DEBIT')) NOT VALID;
 ALTER TABLE payment_instructions DROP COLUMN answered_at;
