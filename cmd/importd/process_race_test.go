@@ -1,12 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // A dry run and a real E5 for one account, sent at the same moment: each
@@ -68,4 +74,49 @@ func TestProcess_DryRunRacingARealRunAnswersPromptly(t *testing.T) {
 		t.Errorf("%d accounts created, want %d", n, rounds)
 	}
 	t.Logf("dry run answers: %v", outcomes)
+}
+
+// A dry run that joins the dry run of the same account which has just
+// announced its outcome, before Asynq marks that task finished, answers the
+// outcome at once: it subscribed too late to hear it, and a dry run leaves
+// nothing in PostgreSQL to read instead.
+func TestProcess_DryRunJoiningATaskThatHasJustEndedAnswersItsOutcome(t *testing.T) {
+	t.Parallel()
+	const wait = 10 * time.Second
+	s := startService(t, "api", map[string]string{"PROCESS_WAIT_TIMEOUT": wait.String()})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-DRY-ENDED"))
+	var processID, supplierID, teamID int64
+	_ = s.db.Get(&processID, `SELECT id FROM import_processes WHERE external_account_number = 'ACC-DRY-ENDED'`)
+	_ = s.db.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`)
+	_ = s.db.Get(&teamID, `SELECT id FROM operations_teams WHERE name = 'Ops'`)
+	// The task is still listed (no worker runs in "api" mode) and has
+	// announced its end, as a worker's finish does just before Asynq marks
+	// the task completed.
+	p := jobs.AccountProcessPayload{ProcessID: processID, SupplierID: supplierID, SupplierCode: "DEMO",
+		ExternalAccountNumber: "ACC-DRY-ENDED", OperationsTeamID: teamID, DryRun: true}
+	task, err := jobs.NewAccountProcessTask(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := asynq.NewClient(mustRedisOpt(t, s.env["REDIS_URL"]))
+	defer client.Close()
+	if _, err := client.Enqueue(task); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(mustRedisOptions(t, s.env["REDIS_URL"]))
+	defer rdb.Close()
+	taskID := jobs.AccountTaskID("DEMO", "ACC-DRY-ENDED", true)
+	if err := taskwait.Publish(context.Background(), rdb, taskID, map[string]string{"outcome": "dry_run_succeeded"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-DRY-ENDED", true))
+	if r.Status != 400 || r.Body["code"] != "dry_run_rolled_back" {
+		t.Fatalf("dry run joining an ended task: %d %s", r.Status, r.Raw)
+	}
+	if d := time.Since(start); d > wait/2 {
+		t.Errorf("the dry run took %v: it waited for an announcement already made", d)
+	}
 }

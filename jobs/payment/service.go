@@ -318,7 +318,7 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	if err != nil {
 		return err
 	}
-	if _, err := taskwait.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueVendors, taskID, nil); err != nil {
+	if _, err := w.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueVendors, nil); err != nil {
 		return unavailable(err)
 	}
 	msg, ok, err := w.Wait(ctx, timeout+s.cfg.QueueWait)
