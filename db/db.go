@@ -14,6 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/lib/pq/pqerror"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 )
@@ -30,11 +31,9 @@ func Migrations() fs.FS {
 	return sub
 }
 
-// Sentinels for storage outcomes the domain branches on.
-var (
-	ErrNotFound  = errors.New("not found")
-	ErrDuplicate = errors.New("duplicate")
-)
+// ErrNotFound is the storage outcome "no such row", for the domain to
+// branch on.
+var ErrNotFound = errors.New("not found")
 
 // Open connects to PostgreSQL and checks the connection. The pool size is
 // bounded because every API replica and worker shares one server.
@@ -102,14 +101,16 @@ func CheckSchema(ctx context.Context, d *sql.DB) error {
 	return nil
 }
 
-// IsUniqueViolation reports whether err is a PostgreSQL unique violation
-// (SQLSTATE 23505), optionally on the named constraint.
+// IsUniqueViolation reports whether err is, or wraps, a PostgreSQL unique
+// violation, on the named constraint or index when constraint is not empty.
+// It is the one place that reads the driver's error: domain packages ask it
+// rather than inspect codes. It is a predicate, not a sentinel error
+// (ErrDuplicate), because callers branch on which constraint refused the row,
+// and they hold the driver's error straight from sqlx, with no layer in
+// between to translate it.
 func IsUniqueViolation(err error, constraint string) bool {
-	var pe *pq.Error
-	if !errors.As(err, &pe) || pe.Code != "23505" {
-		return false
-	}
-	return constraint == "" || pe.Constraint == constraint
+	pe := pq.As(err, pqerror.UniqueViolation)
+	return pe != nil && (constraint == "" || pe.Constraint == constraint)
 }
 
 // InTx runs fn in a transaction, committing when fn returns nil and rolling

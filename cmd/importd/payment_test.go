@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,6 +117,7 @@ func TestPaymentInstruction_OverHTTP(t *testing.T) {
 	t.Run("account", func(t *testing.T) { t.Parallel(); paymentAccountCases(t, e) })
 	t.Run("duplicate reference", func(t *testing.T) { t.Parallel(); paymentDuplicateCase(t, e) })
 	t.Run("business", func(t *testing.T) { t.Parallel(); paymentBusinessCases(t, e) })
+	t.Run("concurrent duplicates", func(t *testing.T) { t.Parallel(); paymentConcurrentDuplicateCases(t, e) })
 }
 
 // paymentAccountCases are the issue's cases for E9.
@@ -138,7 +140,7 @@ func paymentAccountCases(t *testing.T, e *paymentEnv) {
 		{name: "hangs past the timeout", vendor: "SLOW", ref: "CARD-4", typ: "CARD", status: 500, code: "payment_vendor_unavailable", errors: []string{}, requests: 3},
 		{name: "unknown vendor", vendor: "NOBODY", ref: "CARD-5", typ: "CARD", status: 400,
 			code: "payment_instruction_failed_validation", errors: []string{"payment_vendor_not_found@vendor"}},
-		{name: "wrong type", vendor: "OK", ref: "CARD-6", typ: "CHEQUE", status: 400,
+		{name: "a type that is not a code", vendor: "OK", ref: "CARD-6", typ: "card", status: 400,
 			code: "payment_instruction_failed_validation", errors: []string{"invalid_choice@type"}},
 		{name: "type the vendor does not store", vendor: "OK", ref: "CARD-7", typ: "DIRECT_DEBIT", status: 400,
 			code: "payment_instruction_type_mismatch", errors: []string{"payment_instruction_type_mismatch@type"}, requests: 1},
@@ -250,6 +252,93 @@ func paymentBusinessCases(t *testing.T, e *paymentEnv) {
 			}
 			if diff := cmp.Diff(tc.errors, codesAt(t, r)); diff != "" {
 				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// Concurrent requests with the same new reference share one verification
+// task: exactly one of them answers 201, and every other one the 400 that a
+// later duplicate gets, as for requests one after the other.
+func paymentConcurrentDuplicateCases(t *testing.T, e *paymentEnv) {
+	const concurrent, rounds = 6, 3
+	number := e.account(t, "RACE-1", "")
+	e.business(t, "BIZ-RACE", "BC-RACE")
+	e.account(t, "RACE-B1", "BC-RACE")
+	tests := []struct {
+		name    string
+		path    string
+		body    func(ref string) map[string]any
+		created func(ref string) map[string]any
+		keys    map[string]any // of the duplicate 400, besides reference
+	}{
+		{
+			name: "E9", path: pathE9,
+			body: func(ref string) map[string]any {
+				return map[string]any{"import_supplier": "PAY", "external_account_number": "RACE-1", "vendor": "OK", "reference": ref, "type": "CARD"}
+			},
+			created: func(ref string) map[string]any {
+				return map[string]any{"service_account_number": number, "reference": ref}
+			},
+			keys: map[string]any{"service_account_number": number},
+		},
+		{
+			name: "E2", path: pathE2,
+			body: func(ref string) map[string]any {
+				return map[string]any{"import_supplier_code": "PAY", "external_business_identifier": "BIZ-RACE", "vendor": "OK",
+					"reference": ref, "type": "CARD", "accounts": []any{map[string]any{"external_account_number": "RACE-B1"}}}
+			},
+			created: func(ref string) map[string]any {
+				return map[string]any{"reference": ref, "external_business_identifier": "BIZ-RACE"}
+			},
+			keys: map[string]any{"external_business_identifier": "BIZ-RACE"},
+		},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for round := range rounds {
+				ref := fmt.Sprintf("CARD-%d", 20+10*i+round)
+				results := make([]response, concurrent)
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				for n := range concurrent {
+					wg.Go(func() {
+						<-start
+						results[n] = e.do(t, "POST", tc.path, e.tok, tc.body(ref))
+					})
+				}
+				close(start)
+				wg.Wait()
+				var created int
+				for n, r := range results {
+					switch r.Status {
+					case 201:
+						created++
+						if diff := cmp.Diff(tc.created(ref), r.Body); diff != "" {
+							t.Errorf("%s call %d: 201 body (-want +got):\n%s", ref, n, diff)
+						}
+					case 400:
+						got := map[string]any{"code": r.Body["code"], "errors": codesAt(t, r), "reference": r.Body["reference"]}
+						want := map[string]any{"code": "payment_instruction_already_exists",
+							"errors": []string{"payment_instruction_already_exists@reference"}, "reference": ref}
+						for k := range tc.keys {
+							got[k] = r.Body[k]
+							want[k] = tc.keys[k]
+						}
+						if diff := cmp.Diff(want, got); diff != "" {
+							t.Errorf("%s call %d: 400 (-want +got):\n%s", ref, n, diff)
+						}
+					default:
+						t.Errorf("%s call %d: %d %s", ref, n, r.Status, r.Raw)
+					}
+				}
+				if created != 1 {
+					t.Errorf("%s: %d of %d concurrent requests answered 201, want exactly 1", ref, created, concurrent)
+				}
+				if n := e.count(t, `SELECT count(*) FROM payment_instructions WHERE reference = $1`, ref); n != 1 {
+					t.Errorf("%s: %d instructions stored, want 1", ref, n)
+				}
 			}
 		})
 	}

@@ -39,6 +39,9 @@ func TestCreateForAccount_VendorOutcomes(t *testing.T) {
 	}{
 		{name: "success", vendor: vendorOK, ref: "CARD-1", typ: TypeCard, requests: 1},
 		{name: "direct debit", vendor: vendorOK, ref: "DD-1", typ: TypeDirectDebit, requests: 1},
+		{name: "a type the spec does not list (CARD is an example in use)", vendor: vendorOK, ref: "SO-1", typ: "STANDING_ORDER", requests: 1},
+		{name: "an unlisted type the vendor does not store", vendor: vendorOK, ref: "CARD-7", typ: "CHEQUE", status: 400,
+			code: CodeTypeMismatch, attr: "type", detail: "as CARD, not CHEQUE", requests: 1},
 		{name: "unknown reference is persistent", vendor: vendorOK, ref: "NO-SUCH-REF", typ: TypeCard, status: 400,
 			code: CodeNotFoundAtVendor, attr: "reference", requests: 1},
 		{name: "503 twice then 200 succeeds", vendor: vendorFlaky, ref: "CARD-2", typ: TypeCard, requests: 3},
@@ -194,7 +197,8 @@ func TestCreateForAccount_EachProblemAtItsAttr(t *testing.T) {
 	}{
 		{"unknown vendor", func(m map[string]any) { m["vendor"] = "NOBODY" }, CodeVendorNotFound, "vendor"},
 		{"vendor names are case-sensitive", func(m map[string]any) { m["vendor"] = strings.ToLower(vendorOK) }, CodeVendorNotFound, "vendor"},
-		{"wrong type", func(m map[string]any) { m["type"] = "CHEQUE" }, validate.CodeInvalidChoice, "type"},
+		{"type not a code", func(m map[string]any) { m["type"] = "card" }, validate.CodeInvalidChoice, "type"},
+		{"type with a hyphen", func(m map[string]any) { m["type"] = "DIRECT-DEBIT" }, validate.CodeInvalidChoice, "type"},
 		{"missing account", func(m map[string]any) { m["external_account_number"] = "NOPE" }, CodeAccountNotFound, "external_account_number"},
 		{"staged but not imported", func(m map[string]any) { m["external_account_number"] = "STAGED-1" }, CodeAccountNotFound, "external_account_number"},
 		{"another supplier's account", func(m map[string]any) { m["external_account_number"] = "OTHER-ACC" }, CodeAccountNotFound, "external_account_number"},
@@ -232,7 +236,7 @@ var ignoreDetail = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String
 func TestCreateForAccount_ReportsEveryProblemAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
-	m := map[string]any{"import_supplier": "DEMO", "external_account_number": "NOPE", "vendor": "NOBODY", "type": "CHEQUE", "extra": true}
+	m := map[string]any{"import_supplier": "DEMO", "external_account_number": "NOPE", "vendor": "NOBODY", "type": "cheque", "extra": true}
 	_, err := b.svc.CreateForAccount(context.Background(), raw(t, m), visible)
 	p := asProblem(t, err)
 	var got []string

@@ -8,14 +8,14 @@ import (
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// Instruction types: a closed set. The spec shows CARD in use.
+// Instruction types the vendors in use store. The type is an open code
+// (validate.OpenCode): the spec shows CARD "in use", an example, not the
+// whole set, and the vendor, asked about the instruction, says whether the
+// type is right (payment_instruction_type_mismatch).
 const (
 	TypeCard        = "CARD"
 	TypeDirectDebit = "DIRECT_DEBIT"
 )
-
-// Types is every accepted instruction type.
-var Types = []string{TypeCard, TypeDirectDebit}
 
 // String length limits.
 const (
@@ -63,7 +63,7 @@ var accountRequestSchema = v.NewObject(
 		v.Codes(CodeVendorNotFound), v.Note(vendorNote)),
 	v.Req("reference", v.StringValue, func(r *AccountRequest) *string { return &r.Reference }, v.MaxLength(maxReference),
 		v.Codes(CodeAlreadyExists, CodeNotFoundAtVendor), v.Note(referenceNote)),
-	v.Req("type", v.StringValue, func(r *AccountRequest) *string { return &r.Type }, v.OneOf(Types...),
+	v.Req("type", v.StringValue, func(r *AccountRequest) *string { return &r.Type }, v.OpenCode(),
 		v.Codes(CodeTypeMismatch), v.Note(typeNote)),
 )
 
@@ -81,7 +81,7 @@ var businessRequestSchema = v.NewObject(
 		v.Codes(CodeVendorNotFound), v.Note(vendorNote)),
 	v.Req("reference", v.StringValue, func(r *BusinessRequest) *string { return &r.Reference }, v.MaxLength(maxReference),
 		v.Codes(CodeAlreadyExists, CodeNotFoundAtVendor), v.Note(referenceNote)),
-	v.Req("type", v.StringValue, func(r *BusinessRequest) *string { return &r.Type }, v.OneOf(Types...),
+	v.Req("type", v.StringValue, func(r *BusinessRequest) *string { return &r.Type }, v.OpenCode(),
 		v.Codes(CodeTypeMismatch), v.Note(typeNote)),
 	v.List("accounts", accountRefSchema, func(r *BusinessRequest) *[]AccountRef { return &r.Accounts }, v.Required(),
 		v.Note("At least one. Each account must be imported and belong to the business through its business contract.")),

@@ -179,13 +179,7 @@ func (s *Service) CreateForAccount(ctx context.Context, body []byte, visible fun
 	}
 	p := jobs.PaymentInstructionVerifyPayload{SupplierID: c.SupplierID.Int64, VendorID: c.VendorID.Int64,
 		Reference: req.Reference, Type: req.Type, AccountID: c.AccountID.Int64}
-	err := s.verify(ctx, p, c.vendor(), func(ctx context.Context) (bool, error) {
-		var ok bool
-		err := s.db.GetContext(ctx, &ok, `SELECT EXISTS (SELECT 1 FROM payment_instructions WHERE account_id = $1 AND reference = $2)`,
-			p.AccountID, p.Reference)
-		return ok, err
-	})
-	if err != nil {
+	if err := s.verify(ctx, p, c.vendor(), AccountAlreadyExists(req.Reference, c.Number.String)); err != nil {
 		return AccountResult{}, err
 	}
 	return AccountResult{ServiceAccountNumber: c.Number.String, Reference: req.Reference}, nil
@@ -258,13 +252,7 @@ func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible fu
 	}
 	p := jobs.PaymentInstructionVerifyPayload{SupplierID: c.SupplierID.Int64, VendorID: c.VendorID.Int64,
 		Reference: req.Reference, Type: req.Type, BusinessID: businessID, AccountIDs: accountIDs}
-	err := s.verify(ctx, p, c.vendor(), func(ctx context.Context) (bool, error) {
-		var ok bool
-		err := s.db.GetContext(ctx, &ok, `SELECT EXISTS (SELECT 1 FROM payment_instructions WHERE business_id = $1 AND reference = $2)`,
-			p.BusinessID, p.Reference)
-		return ok, err
-	})
-	if err != nil {
+	if err := s.verify(ctx, p, c.vendor(), BusinessAlreadyExists(req.Reference, req.ExternalBusinessIdentifier)); err != nil {
 		return BusinessResult{}, err
 	}
 	return BusinessResult{Reference: req.Reference, ExternalBusinessIdentifier: req.ExternalBusinessIdentifier}, nil
@@ -314,10 +302,11 @@ func (s *Service) checkAccounts(ctx context.Context, errs *problem.List, supplie
 	return businessID, ids, nil
 }
 
-// verify enqueues (or joins) the verification task of p and waits for its
-// outcome. stored reads from PostgreSQL whether the instruction exists,
-// for when no outcome was announced in time.
-func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPayload, vendor Vendor, stored func(context.Context) (bool, error)) error {
+// verify enqueues (or joins) the verification task of p, waits for its
+// outcome, and claims the stored instruction. It returns nil to the one
+// request that claims it, and duplicate to every other request that waited
+// for the same task.
+func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPayload, vendor Vendor, duplicate *problem.Error) error {
 	taskID := jobs.PaymentInstructionTaskID(p)
 	w, err := taskwait.Subscribe(ctx, s.rdb, taskID)
 	if err != nil {
@@ -329,7 +318,7 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	if err != nil {
 		return err
 	}
-	if _, err := taskwait.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueVendors, taskID, nil); err != nil {
+	if _, err := w.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueVendors, nil); err != nil {
 		return unavailable(err)
 	}
 	msg, ok, err := w.Wait(ctx, timeout+s.cfg.QueueWait)
@@ -351,13 +340,39 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 		taskwait.Abandon(s.inspector, jobs.QueueVendors, taskID)
 	}
 	// PostgreSQL is the truth; the message only woke us.
-	found, err := stored(ctx)
-	if err != nil {
+	found, claimed, err := s.claim(ctx, p)
+	switch {
+	case err != nil:
 		return fmt.Errorf("payment: read outcome: %w", err)
-	}
-	if !found {
+	case !found:
 		return &problem.Error{Kind: problem.RetryableUpstream, Code: CodeVerificationUnfinished,
 			Detail: "The payment instruction could not be verified in time; nothing was stored. Retry as is."}
+	case !claimed:
+		return duplicate
 	}
 	return nil
+}
+
+// claimSQL marks the stored instruction as answered, unless a request did
+// already. Concurrent claims of one row queue on its row lock, and each
+// after the first finds answered_at set and updates nothing, so exactly one
+// request claims it (migration 00007).
+const claimSQL = `WITH i AS (SELECT id FROM payment_instructions WHERE %s = $1 AND reference = $2),
+	c AS (UPDATE payment_instructions SET answered_at = now() WHERE id IN (SELECT id FROM i) AND answered_at IS NULL RETURNING id)
+SELECT EXISTS (SELECT 1 FROM i) AS found, EXISTS (SELECT 1 FROM c) AS claimed`
+
+// claim reports whether the instruction of p is stored, and whether this
+// request claimed it: identical concurrent requests share one task, which
+// stores one row, and only the request that claims it may answer 201.
+func (s *Service) claim(ctx context.Context, p jobs.PaymentInstructionVerifyPayload) (found, claimed bool, err error) {
+	owner, id := "account_id", p.AccountID
+	if p.BusinessID != 0 {
+		owner, id = "business_id", p.BusinessID
+	}
+	var r struct {
+		Found   bool `db:"found"`
+		Claimed bool `db:"claimed"`
+	}
+	err = s.db.GetContext(ctx, &r, fmt.Sprintf(claimSQL, owner), id, p.Reference)
+	return r.Found, r.Claimed, err
 }

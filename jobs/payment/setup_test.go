@@ -32,7 +32,8 @@ const (
 const testAttempts = 3
 
 // testInstructions is what the simulators serve: CARD-0 .. CARD-99 (CARD,
-// ACTIVE, with details) and DD-1 (DIRECT_DEBIT).
+// ACTIVE, with details), DD-1 (DIRECT_DEBIT) and SO-1 (STANDING_ORDER, a
+// type the spec does not list).
 func testInstructions() []byte {
 	var list []map[string]any
 	for i := range 100 {
@@ -40,6 +41,7 @@ func testInstructions() []byte {
 			"last4": "4242", "expiry": "2027-08", "limits": map[string]any{"daily": 250.00}})
 	}
 	list = append(list, map[string]any{"reference": "DD-1", "type": TypeDirectDebit, "status": "ACTIVE", "mandate_id": "MD-1"})
+	list = append(list, map[string]any{"reference": "SO-1", "type": "STANDING_ORDER", "status": "ACTIVE"})
 	b, _ := json.Marshal(list)
 	return b
 }

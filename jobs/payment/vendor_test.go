@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,6 +224,9 @@ func TestHTTPAdapter_EscapesTheReference(t *testing.T) {
 	}
 }
 
+// openCodeRE is the form of validate.OpenCode.
+var openCodeRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+
 func FuzzParseAccountRequest(f *testing.F) {
 	f.Add([]byte(`{"import_supplier":"DEMO","external_account_number":"A","vendor":"V","reference":"R","type":"CARD"}`))
 	f.Add([]byte(`{"type":"card","type":"CARD"}`))
@@ -236,7 +240,7 @@ func FuzzParseAccountRequest(f *testing.F) {
 			return
 		}
 		if len(errs) == 0 && (r.ImportSupplier == "" || r.ExternalAccountNumber == "" || r.Vendor == "" || r.Reference == "" ||
-			(r.Type != TypeCard && r.Type != TypeDirectDebit)) {
+			!openCodeRE.MatchString(r.Type)) {
 			t.Fatalf("accepted an incomplete request: %+v", r)
 		}
 	})
@@ -254,7 +258,7 @@ func FuzzParseBusinessRequest(f *testing.F) {
 		if len(errs) > 0 {
 			return
 		}
-		if len(r.Accounts) == 0 || r.ExternalBusinessIdentifier == "" || r.Reference == "" {
+		if len(r.Accounts) == 0 || r.ExternalBusinessIdentifier == "" || r.Reference == "" || !openCodeRE.MatchString(r.Type) {
 			t.Fatalf("accepted an incomplete request: %+v", r)
 		}
 		seen := map[string]bool{}

@@ -199,7 +199,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 		marked = true
 		return nil
 	}
-	joined, err := taskwait.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueAccounts, taskID, markInProgress)
+	joined, err := waiter.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueAccounts, markInProgress)
 	if err != nil {
 		s.release(taskID)
 		if marked {

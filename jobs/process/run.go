@@ -18,6 +18,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
@@ -109,6 +110,13 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		if row.Number.Valid {
 			number = row.Number.String
 			invalid = nil // another run created it; its outcome stands
+			if p.DryRun {
+				// A real run created it after the API's check let the dry
+				// run in: answer what that check answers now. Announced as
+				// "created", it would leave the dry run's waiter, which
+				// only ends on a dry run's outcome, waiting for nothing.
+				invalid = imports.AlreadyImported(p.ExternalAccountNumber, number)
+			}
 			return nil
 		}
 		if invalid != nil {

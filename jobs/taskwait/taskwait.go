@@ -23,7 +23,11 @@ import (
 
 // Waiter listens on one task's done channel.
 type Waiter struct {
-	sub *redis.PubSub
+	sub    *redis.PubSub
+	rdb    redis.UniversalClient
+	taskID string
+	// looked is set once Wait has read the stored announcement.
+	looked bool
 }
 
 // Subscribe listens on the done channel of taskID. It returns once Redis has
@@ -35,16 +39,36 @@ func Subscribe(ctx context.Context, rdb redis.UniversalClient, taskID string) (*
 		sub.Close()
 		return nil, fmt.Errorf("subscribe to %s: %w", taskID, err)
 	}
-	return &Waiter{sub: sub}, nil
+	return &Waiter{sub: sub, rdb: rdb, taskID: taskID}, nil
 }
+
+// outcomeKey holds the last announcement of a task, for a request that
+// joins the task after it announced its end but before Asynq marked it
+// finished: that request subscribed too late to hear the announcement.
+// EnqueueOrJoin deletes the key before it queues a new task, so whatever
+// the key holds is the announcement of the task a request joins.
+func outcomeKey(taskID string) string { return "importd:outcome:" + taskID }
+
+// outcomeTTL outlives by far the moment between a task's announcement and
+// Asynq marking it finished, during which it can still be joined.
+const outcomeTTL = 10 * time.Minute
 
 // Close ends the subscription.
 func (w *Waiter) Close() error { return w.sub.Close() }
 
 // Wait returns the payload of the first announcement within d. ok is false
 // when none came in time, or when the subscription broke; err is ctx's error
-// when ctx ended first.
+// when ctx ended first. Its first call also returns an announcement the task
+// made before the Waiter subscribed (see outcomeKey).
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok bool, err error) {
+	if !w.looked {
+		w.looked = true
+		// A failed read leaves the announcement, or the caller's own
+		// fallback when none comes, to answer.
+		if b, err := w.rdb.Get(ctx, outcomeKey(w.taskID)).Bytes(); err == nil {
+			return b, true, nil
+		}
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
@@ -60,22 +84,30 @@ func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok 
 	}
 }
 
-// Publish announces the end of taskID with v encoded as JSON. It is best
-// effort: a waiter that hears nothing reads the outcome from PostgreSQL when
-// its wait ends. It never uses ctx's cancellation, because the outcome must
-// be announced even when the task's context has just ended.
+// Publish announces the end of taskID with v encoded as JSON, and keeps the
+// announcement for requests that join the task before Asynq marks it
+// finished. It is best effort: a waiter that hears nothing reads the
+// outcome from PostgreSQL when its wait ends. It never uses ctx's
+// cancellation, because the outcome must be announced even when the task's
+// context has just ended.
 func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode outcome of %s: %w", taskID, err)
 	}
-	return rdb.Publish(context.WithoutCancel(ctx), jobs.DoneChannel(taskID), b).Err()
+	ctx = context.WithoutCancel(ctx)
+	// Stored before it is published: a request that missed the message
+	// subscribed before its read of the key, so it finds the one or hears
+	// the other.
+	setErr := rdb.Set(ctx, outcomeKey(taskID), b, outcomeTTL).Err()
+	return errors.Join(setErr, rdb.Publish(ctx, jobs.DoneChannel(taskID), b).Err())
 }
 
-// EnqueueOrJoin joins the task of id taskID on queue when one is pending,
-// scheduled, running or retrying, and otherwise queues task (whose id is
-// taskID). A finished task that Asynq still retains (completed, or archived
-// after failing) is deleted first, so that the work can be tried again.
+// EnqueueOrJoin joins the task of id w's task id on queue when one is
+// pending, scheduled, running or retrying, and otherwise queues task (whose
+// id it is). A finished task that Asynq still retains (completed, or
+// archived after failing) is deleted first, so that the work can be tried
+// again, and so is the stored announcement of an earlier task of that id.
 //
 // prepare, when not nil, runs just before a new task is queued, and never
 // when an existing task is joined: callers record there that work is under
@@ -84,7 +116,8 @@ func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v an
 // overwrite it with nothing left to correct it.
 //
 // joined reports whether an existing task was joined.
-func EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string, prepare func() error) (joined bool, err error) {
+func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue string, prepare func() error) (joined bool, err error) {
+	taskID := w.taskID
 	for range 3 {
 		info, err := inspector.GetTaskInfo(queue, taskID)
 		switch {
@@ -97,6 +130,9 @@ func EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.I
 			}
 		default:
 			return true, nil // pending, scheduled, active or retrying: share it
+		}
+		if err := w.rdb.Del(ctx, outcomeKey(taskID)).Err(); err != nil {
+			return false, err
 		}
 		if prepare != nil {
 			if err := prepare(); err != nil {
