@@ -15,7 +15,7 @@ const (
 	CodeFailedValidation = "account_failed_validation"
 	// CodeParseError is the top-level code for a body that is not JSON or
 	// not a JSON object; it carries no field problems.
-	CodeParseError = "parse_error"
+	CodeParseError = validate.CodeParseError
 )
 
 // The codes of rules that look across fields or outside the payload. Each

@@ -51,13 +51,9 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	if v.Catalog == nil {
 		return nil, errors.New("account: Validator has no Catalog")
 	}
-	root, err := validate.Parse(body)
-	if err != nil {
-		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
-	}
-	if root.Kind != validate.KindObject {
-		return nil, problem.New(problem.Invalid, CodeParseError,
-			fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
+	root, perr := validate.ParseBody(body)
+	if perr != nil {
+		return nil, perr
 	}
 
 	now := time.Now

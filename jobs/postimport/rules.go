@@ -11,7 +11,7 @@ import (
 // Top-level codes of a refused request. The individual problems are in the
 // error's Errors, each with its own code and attr.
 const (
-	CodeParseError         = "parse_error"
+	CodeParseError         = validate.CodeParseError
 	CodeNotesFailed        = "notes_failed_validation"
 	CodeTransactionsFailed = "transactions_failed_validation"
 	CodeStatementsFailed   = "historical_statements_failed_validation"

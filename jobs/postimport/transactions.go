@@ -252,7 +252,7 @@ func ParseTransactions(body []byte, query url.Values, today time.Time) (*Transac
 }
 
 func parseTransactions(body []byte, today v.Date, errs *problem.List) (*TransactionsRequest, *problem.Error) {
-	root, perr := parseBody(body)
+	root, perr := v.ParseBody(body)
 	if perr != nil {
 		return nil, perr
 	}
