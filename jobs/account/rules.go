@@ -103,7 +103,9 @@ offset of the problem in the detail, and no entries.
 Paths below write arrays as ` + "`[]`" + `. Any field not listed is refused with ` + "`unknown_field`" + ` at its own path, and a key
 that appears twice in one object with ` + "`duplicate_key`" + ` at the second one. ` + "`invalid`" + ` means a wrong JSON type, or null
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold. Strings that
-must not be blank are refused when empty or made of spaces only.
+must not be blank are refused when empty or made of spaces only. Numbers are JSON numbers, exponents included, read
+exactly: a decimal number written ` + "`1e2`" + ` is kept as ` + "`100`" + `, and an integer field takes any whole number however it is
+written (` + "`1e2`" + ` is 100; ` + "`1.5`" + ` is ` + "`invalid`" + `).
 
 `)
 	b.WriteString(validate.Reference(accountSchema.Spec()))

@@ -165,7 +165,7 @@ currency's major unit and keep their sign as sent (a negative CHARGE is a revers
 | CREDIT | − amount |
 | PAYMENT (money received from the customer) | − amount |
 
-Amounts are read from the JSON number's text into a decimal, stored in ` + "`numeric(14, 2)`" + ` columns and answered as strings
+Amounts are read from the JSON number's text into a decimal (an exponent is JSON too: ` + "`1e2`" + ` is ` + "`100.00`" + `), stored in ` + "`numeric(14, 2)`" + ` columns and answered as strings
 with two places (` + "`\"71.00\"`" + `); they never pass through a binary float. Historical statements do not change the
 balance: they record bills whose transactions are imported with E7.
 

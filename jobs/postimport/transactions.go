@@ -112,7 +112,7 @@ var lineItemSchema = v.NewObject(
 	v.Req("price_per_unit", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.PricePerUnit },
 		v.Note("Any number of decimal places.")),
 	decimalListField("units", func(l *LineItem) *[]v.Decimal { return &l.Units },
-		"An array of plain decimal numbers (no exponent), kept exactly as written."),
+		"An array of numbers, kept exactly as written (in plain form when written with an exponent)."),
 )
 
 var taxItemSchema = v.NewObject(
