@@ -27,3 +27,38 @@ func TestPostImport_AmountWithAnExponentReadsBackExactly(t *testing.T) {
 		t.Errorf("stored amounts %v, want 100.00 0.25", stored)
 	}
 }
+
+// Every request body goes through one parse path: a body that is not a
+// JSON object gets the same 400 parse_error, with the same detail and no
+// entries, from every endpoint that takes one.
+func TestBodies_EveryEndpointAnswersTheSameParseError(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	paths := []string{
+		"/v1/data-import/business/",
+		"/v1/data-import/business-payment-instruction/create/",
+		"/v1/data-import/validate-account/",
+		stagePath,
+		processPath,
+		pathNotes,
+		pathTransactions,
+		pathStatements,
+		"/v1/data-import/payment-instruction/create/",
+	}
+	for _, tc := range []struct{ name, body, detail string }{
+		{"truncated", `{"external_account_number":`, "JSON parse error: invalid JSON at byte offset 27: unexpected end of JSON input."},
+		{"invalid UTF-8", "{\"external_account_number\":\"\xff\"}", "JSON parse error: invalid JSON at byte offset 28: invalid UTF-8 in string literal."},
+		{"array", `[{"external_account_number":"A-1"}]`, "The request body must be a JSON object, not array."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, path := range paths {
+				r := s.do(t, "POST", path, tok, tc.body)
+				if r.Status != 400 || r.Body["code"] != "parse_error" || r.Body["detail"] != tc.detail || len(problemsOf(t, r.Body)) != 0 {
+					t.Errorf("%s: %d %s, want 400 parse_error %q without entries", path, r.Status, r.Raw, tc.detail)
+				}
+			}
+		})
+	}
+}

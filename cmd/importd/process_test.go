@@ -302,21 +302,6 @@ func TestProcess_BadStringsAnswerAsStaging(t *testing.T) {
 	}
 }
 
-// A body E5 cannot parse gets the parse_error every endpoint answers.
-func TestProcess_MalformedBodyIsAParseError(t *testing.T) {
-	t.Parallel()
-	s := startService(t, "serve", nil)
-	tok := s.accessToken(t, s.newKey(t, "k"))
-	for _, body := range []string{`{"external_account_number":`, `["A-1"]`, "{\"external_account_number\":\"\xff\"}"} {
-		for _, path := range []string{stagePath, processPath} {
-			r := s.do(t, "POST", path, tok, body)
-			if r.Status != 400 || r.Body["code"] != "parse_error" || len(problemsOf(t, r.Body)) != 0 {
-				t.Errorf("%s %q: %d %s, want 400 parse_error without entries", path, body, r.Status, r.Raw)
-			}
-		}
-	}
-}
-
 func TestProcess_ConcurrentCallsCreateOneAccount(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "serve", nil)
