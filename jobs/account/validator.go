@@ -335,7 +335,7 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 		if tr.Value == "" {
 			continue
 		}
-		if d, err := validate.ParseDecimal(tr.Value); err != nil || d.Negative() {
+		if d, err := validate.ParsePlainDecimal(tr.Value); err != nil || d.Negative() {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "transfer_readings", r, "value"), validate.CodeInvalid,
 				"A reading is a non-negative decimal number in a string, such as \"12345.6\".")
 		}

@@ -48,10 +48,10 @@ func parseMoney(w *validate.Walker, v *validate.Value) (Money, bool) {
 		w.Add(validate.CodeInvalid, "Expected a number but got %s.", v.Kind)
 		return Money{}, false
 	}
-	// ParseNumber reads 1e2 as 100 and refuses literals (and plain forms)
+	// ParseDecimal reads 1e2 as 100 and refuses literals (and plain forms)
 	// over 40 characters, so that 1e999999 cannot make the decimal
 	// arithmetic below expensive.
-	n, err := validate.ParseNumber(v.Text)
+	n, err := validate.ParseDecimal(v.Text)
 	if err != nil {
 		w.Add(validate.CodeInvalid, "A valid amount is required: a number of at most 40 characters, also when written without an exponent.")
 		return Money{}, false
@@ -107,7 +107,7 @@ func decimalListField[T any](name string, at func(*T) *[]validate.Decimal, note 
 		for i := range v.Items {
 			w.PushIndex(i)
 			it := &v.Items[i]
-			d, err := validate.ParseNumber(it.Text)
+			d, err := validate.ParseDecimal(it.Text)
 			switch {
 			case it.Kind != validate.KindNumber:
 				w.Add(validate.CodeInvalid, "Expected a number but got %s.", it.Kind)

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestParseNumber_ReadsExponentsExactlyInPlainForm(t *testing.T) {
+func TestParseDecimal_ReadsExponentsExactlyInPlainForm(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		lit, want string
@@ -30,18 +30,18 @@ func TestParseNumber_ReadsExponentsExactlyInPlainForm(t *testing.T) {
 		{"100", "100"},
 	}
 	for _, tt := range tests {
-		d, err := ParseNumber(tt.lit)
+		d, err := ParseDecimal(tt.lit)
 		if err != nil {
-			t.Errorf("ParseNumber(%q): %v", tt.lit, err)
+			t.Errorf("ParseDecimal(%q): %v", tt.lit, err)
 			continue
 		}
 		if d.String() != tt.want {
-			t.Errorf("ParseNumber(%q) = %q, want %q", tt.lit, d, tt.want)
+			t.Errorf("ParseDecimal(%q) = %q, want %q", tt.lit, d, tt.want)
 		}
 	}
 }
 
-func TestParseNumber_RefusesMalformedAndHugeNumbers(t *testing.T) {
+func TestParseDecimal_RefusesMalformedAndHugeNumbers(t *testing.T) {
 	t.Parallel()
 	for _, lit := range []string{
 		"", "1e", "1e+", "e2", "1.e2", ".5e1", "01e2", "+1e2", "1e2.5", "1ee2", "0x10", "NaN",
@@ -50,8 +50,8 @@ func TestParseNumber_RefusesMalformedAndHugeNumbers(t *testing.T) {
 		"1e-40",                               // likewise, after the point
 		"1" + strings.Repeat("0", 40) + "e-5", // literal longer than 40 characters
 	} {
-		if d, err := ParseNumber(lit); err == nil {
-			t.Errorf("ParseNumber(%q) = %q, want an error", lit, d)
+		if d, err := ParseDecimal(lit); err == nil {
+			t.Errorf("ParseDecimal(%q) = %q, want an error", lit, d)
 		}
 	}
 }
@@ -124,10 +124,10 @@ func TestBind_NumbersThatAreNotWholeOrTooLargeAreRefused(t *testing.T) {
 	}
 }
 
-// FuzzParseNumber checks ParseNumber against math/big, which reads decimal
+// FuzzParseDecimal checks ParseDecimal against math/big, which reads decimal
 // literals exactly: every JSON number it accepts has the same value, and
 // every JSON number with a short plain form is accepted.
-func FuzzParseNumber(f *testing.F) {
+func FuzzParseDecimal(f *testing.F) {
 	for _, s := range []string{"0", "-0.50", "1e2", "2.5e-1", "1E+2", "1.50E+1", "1e999", "0e-5", "1e", "01"} {
 		f.Add(s)
 	}
@@ -136,15 +136,15 @@ func FuzzParseNumber(f *testing.F) {
 	})
 }
 
-// checkNumber compares ParseNumber and the integer binding of lit with
+// checkNumber compares ParseDecimal and the integer binding of lit with
 // math/big's exact reading of it, when lit is a JSON number.
 func checkNumber(t *testing.T, lit string) {
 	t.Helper()
-	d, err := ParseNumber(lit)
+	d, err := ParseDecimal(lit)
 	v, perr := Parse([]byte(lit))
 	if perr != nil || v.Kind != KindNumber || v.Raw != lit {
 		if err == nil {
-			t.Fatalf("ParseNumber(%q) = %q, but it is not a JSON number", lit, d)
+			t.Fatalf("ParseDecimal(%q) = %q, but it is not a JSON number", lit, d)
 		}
 		return
 	}
@@ -155,7 +155,7 @@ func checkNumber(t *testing.T, lit string) {
 	accept := len(lit) <= maxDecimalLen
 	if hasExp && len(strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")) > maxExponentDigits {
 		if err == nil {
-			t.Fatalf("ParseNumber(%q) = %q, want the exponent refused", lit, d)
+			t.Fatalf("ParseDecimal(%q) = %q, want the exponent refused", lit, d)
 		}
 		return
 	}
@@ -171,16 +171,16 @@ func checkNumber(t *testing.T, lit string) {
 		accept = len(plain) <= maxDecimalLen
 	}
 	if (err == nil) != accept {
-		t.Fatalf("ParseNumber(%q) = %q, %v; want accepted %v", lit, d, err, accept)
+		t.Fatalf("ParseDecimal(%q) = %q, %v; want accepted %v", lit, d, err, accept)
 	}
 	if err != nil {
 		return
 	}
 	if d.String() != plain {
-		t.Fatalf("ParseNumber(%q) = %q, want %q", lit, d, plain)
+		t.Fatalf("ParseDecimal(%q) = %q, want %q", lit, d, plain)
 	}
 	if got := d.Decimal().Rat(); got.Cmp(want) != 0 {
-		t.Fatalf("ParseNumber(%q) = %s, math/big reads %s", lit, d, want.RatString())
+		t.Fatalf("ParseDecimal(%q) = %s, math/big reads %s", lit, d, want.RatString())
 	}
 	n, ok := parseIntegerText(lit)
 	whole := want.IsInt() && want.Num().IsInt64()

@@ -183,11 +183,11 @@ func TestDatesAndDecimals_ParseOnlyTheirDocumentedForm(t *testing.T) {
 		}
 	}
 	for s, want := range map[string]bool{"0": true, "-0.50": true, "12.345": true, "01": false, "1.": false, ".5": false, "1e2": false, "+1": false, "": false} {
-		if _, err := ParseDecimal(s); (err == nil) != want {
-			t.Errorf("ParseDecimal(%q) err = %v, want ok %v", s, err, want)
+		if _, err := ParsePlainDecimal(s); (err == nil) != want {
+			t.Errorf("ParsePlainDecimal(%q) err = %v, want ok %v", s, err, want)
 		}
 	}
-	d, _ := ParseDecimal("216.20")
+	d, _ := ParsePlainDecimal("216.20")
 	if d.String() != "216.20" || d.Decimal().String() != "216.2" {
 		t.Errorf("Decimal kept %q / value %s", d.String(), d.Decimal())
 	}

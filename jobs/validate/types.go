@@ -97,7 +97,7 @@ func daysIn(y, m int) int {
 // Decimal is a non-integer JSON number kept exactly as written: "10.50"
 // stays "10.50" through validation, storage and re-validation, and is never a
 // float64. A number written with an exponent is kept in plain form (see
-// ParseNumber). The zero Decimal is invalid and marshals to an error.
+// ParseDecimal). The zero Decimal is invalid and marshals to an error.
 type Decimal struct{ text string }
 
 // maxDecimalLen bounds decimal literals, and the plain form of numbers
@@ -109,11 +109,11 @@ const maxDecimalLen = 40
 // arithmetic, so that 1e999999999 costs nothing to refuse.
 const maxExponentDigits = 3
 
-// ParseDecimal accepts a plain decimal literal: an optional minus sign,
+// ParsePlainDecimal accepts a plain decimal literal: an optional minus sign,
 // digits, and an optional fraction, at most 40 characters. It is the form of
 // decimal numbers sent in JSON strings (a transfer reading's value); JSON
-// numbers go through ParseNumber.
-func ParseDecimal(s string) (Decimal, error) {
+// numbers go through ParseDecimal.
+func ParsePlainDecimal(s string) (Decimal, error) {
 	if len(s) == 0 || len(s) > maxDecimalLen {
 		return Decimal{}, errors.New("decimal: length out of range")
 	}
@@ -144,18 +144,18 @@ func ParseDecimal(s string) (Decimal, error) {
 	return Decimal{text: s}, nil
 }
 
-// ParseNumber reads a JSON number literal as an exact decimal, through
+// ParseDecimal reads a JSON number literal as an exact decimal, through
 // shopspring/decimal and never through float64. Exponents are JSON (RFC
 // 8259, section 6), so they are accepted: a literal with one is rewritten in
 // plain form, keeping the digits written after the point ("1e2" is "100",
 // "2.5e-1" is "0.25", "1.50E+1" is "15.0"); a literal without one is kept as
 // written. The literal and its plain form are each at most 40 characters.
-func ParseNumber(lit string) (Decimal, error) {
+func ParseDecimal(lit string) (Decimal, error) {
 	i := strings.IndexAny(lit, "eE")
 	if i < 0 {
-		return ParseDecimal(lit)
+		return ParsePlainDecimal(lit)
 	}
-	if _, err := ParseDecimal(lit[:i]); err != nil || len(lit) > maxDecimalLen {
+	if _, err := ParsePlainDecimal(lit[:i]); err != nil || len(lit) > maxDecimalLen {
 		return Decimal{}, errors.New("decimal: malformed number")
 	}
 	exp := lit[i+1:]
@@ -179,7 +179,7 @@ func ParseNumber(lit string) (Decimal, error) {
 	return Decimal{text: plain}, nil
 }
 
-// String returns the literal as written, or its plain form (ParseNumber).
+// String returns the literal as written, or its plain form (ParseDecimal).
 func (d Decimal) String() string { return d.text }
 
 // Decimal returns the value for arithmetic; zero for the zero Decimal.
@@ -187,7 +187,7 @@ func (d Decimal) Decimal() decimal.Decimal {
 	if d.text == "" {
 		return decimal.Zero
 	}
-	return decimal.RequireFromString(d.text) // ParseDecimal or ParseNumber made the text
+	return decimal.RequireFromString(d.text) // ParseDecimal or ParsePlainDecimal made the text
 }
 
 // Negative reports whether the value is below zero ("-0" is not).
@@ -214,9 +214,9 @@ func (d Decimal) MarshalJSON() ([]byte, error) {
 	return []byte(d.text), nil
 }
 
-// UnmarshalJSON reads a JSON number as ParseNumber does.
+// UnmarshalJSON reads a JSON number as ParseDecimal does.
 func (d *Decimal) UnmarshalJSON(b []byte) error {
-	v, err := ParseNumber(string(b))
+	v, err := ParseDecimal(string(b))
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func parseIntegerText(lit string) (int64, bool) {
 	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
 		return n, true
 	}
-	d, err := ParseNumber(lit)
+	d, err := ParseDecimal(lit)
 	if err != nil || !d.Decimal().IsInteger() {
 		return 0, false
 	}
@@ -292,7 +292,7 @@ func parseDecimal(w *Walker, s *Spec, v *Value) (Decimal, bool) {
 		wrongType(w, "a number", v)
 		return Decimal{}, false
 	}
-	d, err := ParseNumber(v.Text)
+	d, err := ParseDecimal(v.Text)
 	if err != nil {
 		w.Add(CodeInvalid, "A valid number is required: at most %d characters, also when written without an exponent.", maxDecimalLen)
 		return Decimal{}, false
