@@ -12,6 +12,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // tokenSchema is the GraphQL schema of the token endpoint (spec section 5).
@@ -110,8 +111,14 @@ func (s *Server) graphql() gin.HandlerFunc {
 			OperationName string         `json:"operationName"`
 			Variables     map[string]any `json:"variables"`
 		}
+		// Malformed JSON gets the answer every REST body gets; the typed
+		// decoding below only has wrong field types left to report.
+		if _, perr := validate.ParseBody(body); perr != nil {
+			writeError(c, perr)
+			return
+		}
 		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(c, problem.New(problem.Invalid, "parse_error", "The body must be a GraphQL request object: "+err.Error()))
+			writeError(c, problem.New(problem.Invalid, validate.CodeParseError, "The body must be a GraphQL request object: "+err.Error()))
 			return
 		}
 		// GraphQL answers 200 even for failures; they go in errors[].

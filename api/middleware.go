@@ -17,6 +17,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 const (
@@ -97,7 +98,7 @@ func (s *Server) readJSON(c *gin.Context) ([]byte, error) {
 			"The request body exceeds the limit of "+byteSize(s.cfg.MaxBodyBytes)+".")
 	}
 	if err != nil {
-		return nil, problem.New(problem.Invalid, "parse_error", "The request body could not be read.")
+		return nil, problem.New(problem.Invalid, validate.CodeParseError, "The request body could not be read.")
 	}
 	return body, nil
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -254,6 +255,50 @@ func TestProcess_CheapChecksAnswerAtOnce(t *testing.T) {
 	}
 	if st := s.status(t, tok, "ACC-OK"); st["status"] != "UNKNOWN" {
 		t.Errorf("a refused E5 changed the status: %v", st)
+	}
+}
+
+// E5's body goes through the parse path and string checks of every other
+// body: a value E4 refuses in external_account_number is refused by E5 with
+// the same status, code and attr, before any lookup.
+func TestProcess_BadStringsAnswerAsStaging(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	cases := []struct {
+		name string
+		ean  string
+		want []fieldProblem
+	}{
+		{"NUL character", "A\x00", []fieldProblem{{"external_account_number", "null_characters_not_allowed"}}},
+		{"spaces only", "   ", []fieldProblem{{"external_account_number", "blank"}}},
+		{"empty", "", []fieldProblem{{"external_account_number", "blank"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			account := fixture(t, "")
+			account["external_account_number"] = tc.ean
+			staged := s.do(t, "POST", stagePath, tok, account)
+			processed := s.do(t, "POST", processPath, tok, processBody(tc.ean, false))
+			for _, r := range []struct {
+				endpoint string
+				r        response
+				code     string
+			}{{"E4", staged, "account_failed_validation"}, {"E5", processed, "invalid_request"}} {
+				if r.r.Status != 400 || r.r.Body["code"] != r.code {
+					t.Errorf("%s: %d %s, want 400 %s", r.endpoint, r.r.Status, r.r.Raw, r.code)
+					continue
+				}
+				if diff := cmp.Diff(tc.want, problemsOf(t, r.r.Body)); diff != "" {
+					t.Errorf("%s problems (-want +got):\n%s", r.endpoint, diff)
+				}
+			}
+		})
+	}
+	if n := s.count(t, `SELECT count(*) FROM import_processes`); n != 0 {
+		t.Errorf("%d import processes after refused requests", n)
 	}
 }
 

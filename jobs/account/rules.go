@@ -15,7 +15,7 @@ const (
 	CodeFailedValidation = "account_failed_validation"
 	// CodeParseError is the top-level code for a body that is not JSON or
 	// not a JSON object; it carries no field problems.
-	CodeParseError = "parse_error"
+	CodeParseError = validate.CodeParseError
 )
 
 // The codes of rules that look across fields or outside the payload. Each
@@ -96,7 +96,9 @@ offset of the problem in the detail, and no entries.
 Paths below write arrays as ` + "`[]`" + `. Any field not listed is refused with ` + "`unknown_field`" + ` at its own path, and a key
 that appears twice in one object with ` + "`duplicate_key`" + ` at the second one. ` + "`invalid`" + ` means a wrong JSON type, or null
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold. Strings that
-must not be blank are refused when empty or made of spaces only.
+must not be blank are refused when empty or made of spaces only. Numbers are JSON numbers, exponents included, read
+exactly: a decimal number written ` + "`1e2`" + ` is kept as ` + "`100`" + `, and an integer field takes any whole number however it is
+written (` + "`1e2`" + ` is 100; ` + "`1.5`" + ` is ` + "`invalid`" + `).
 
 Sources of the field rules: ` + "`unknown_field`" + `, spec section 1 rule 6 (only documented fields); ` + "`invalid`" + `, the
 types of spec section 2; ` + "`required`" + `, the reference's required fields (6.1 to 6.4); ` + "`max_length`" + `, the reference's

@@ -50,13 +50,9 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	if v.Catalog == nil {
 		return nil, errors.New("account: Validator has no Catalog")
 	}
-	root, err := validate.Parse(body)
-	if err != nil {
-		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
-	}
-	if root.Kind != validate.KindObject {
-		return nil, problem.New(problem.Invalid, CodeParseError,
-			fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
+	root, perr := validate.ParseBody(body)
+	if perr != nil {
+		return nil, perr
 	}
 
 	now := time.Now
@@ -312,7 +308,7 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 		if tr.Value == "" {
 			continue
 		}
-		if _, err := validate.ParseDecimal(tr.Value); err != nil {
+		if _, err := validate.ParsePlainDecimal(tr.Value); err != nil {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "transfer_readings", r, "value"), validate.CodeInvalid,
 				"A reading is a decimal number in a string, such as \"12345.6\".")
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -88,6 +89,7 @@ func TestValidate_NormalisedPayloadValidatesToTheSameAccount(t *testing.T) {
 	bodies := map[string][]byte{
 		"fixture":          fixture(t),
 		"unknown occupier": fixtureDoc(t).del(t, "customers").set(t, "unknown_occupier", true).bytes(t),
+		"exponents":        exponents(t, fixtureDoc(t)).bytes(t),
 		"lights and poles": fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1", map[string]any{
 			"supply_type": "LIGHT", "supply_start_date": "2020-01-01", "serial_number": "L-1", "secondary_serial_number": nil,
 			"manufacturer_name": "", "installed_at": "2019-12-01"}).bytes(t),
@@ -157,6 +159,11 @@ func edits(fs ...func(testing.TB, doc) doc) func(testing.TB, doc) doc {
 	}
 }
 
+// exponents writes numbers of the fixture with exponents, which JSON allows:
+// decimals and whole numbers where integers are expected.
+var exponents = edits(set(meter+"meter_type.amps_low", json.Number("1e2")), set(meter+"registers.0.multiplier", json.Number("2.5E-1")),
+	set(meter+"meter_number", json.Number("1e2")), set(elec+"call_number", json.Number("4.20E+1")))
+
 const (
 	elec  = "supply_addresses.0.supply_points.0."
 	elec2 = "supply_addresses.1.supply_points.0."
@@ -174,7 +181,8 @@ var ruleCases = []ruleCase{
 	{name: "string for a boolean", edit: set("unknown_occupier", "false"), want: []pair{{"unknown_occupier", "invalid"}}},
 	{name: "string for an integer", edit: set(elec+"call_number", "42"), want: []pair{{elec + "call_number", "invalid"}}},
 	{name: "fraction for an integer", edit: set(elec+"call_number", json.Number("4.5")), want: []pair{{elec + "call_number", "invalid"}}},
-	{name: "exponent for a decimal", edit: set(meter+"meter_type.amps_low", json.Number("1e2")), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
+	{name: "exponent beyond three digits for a decimal", edit: set(meter+"meter_type.amps_low", json.Number("1e1000")), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
+	{name: "exponent that leaves a fraction for an integer", edit: set(elec+"call_number", json.Number("45e-1")), want: []pair{{elec + "call_number", "invalid"}}},
 	{name: "string for a decimal", edit: set(meter+"meter_type.amps_low", "5"), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
 	{name: "negative count", edit: set(meter+"meter_type.wire_ports", -1), want: []pair{{meter + "meter_type.wire_ports", "min_value"}}},
 	{name: "negative multiplier", edit: set(meter+"registers.0.multiplier", json.Number("-1.5")), want: []pair{{meter + "registers.0.multiplier", "min_value"}}},
@@ -500,6 +508,15 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 			check: func(t *testing.T, a *Account) {
 				if *a.Customers[0].Landline != "+441534412345" {
 					t.Errorf("Jersey landline = %s", *a.Customers[0].Landline)
+				}
+			}},
+		{name: "numbers written with exponents", edit: exponents,
+			check: func(t *testing.T, a *Account) {
+				m := a.SupplyAddresses[0].SupplyPoints[0].Meters[0]
+				got := []string{m.MeterType.AmpsLow.String(), m.Registers[0].Multiplier.String(),
+					strconv.FormatInt(*m.MeterNumber, 10), strconv.FormatInt(*a.SupplyAddresses[0].SupplyPoints[0].CallNumber, 10)}
+				if diff := cmp.Diff([]string{"100", "0.25", "100", "42"}, got); diff != "" {
+					t.Errorf("amps_low, multiplier, meter_number, call_number (-want +got):\n%s", diff)
 				}
 			}},
 		{name: "GB postcode in any spacing and case", edit: set("supply_addresses.0.supply_postcode", " sw1a1aa "),

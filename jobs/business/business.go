@@ -39,7 +39,7 @@ const (
 	CodeFailedValidation = "business_failed_validation"
 	// CodeParseError is the top-level code for a body that is not JSON or
 	// not a JSON object; it carries no field problems.
-	CodeParseError = "parse_error"
+	CodeParseError = validate.CodeParseError
 	// CodeAlreadyExists refuses a business that was created before. The
 	// answer carries service_business_id, so that a client that lost its 201
 	// can recover the id.

@@ -39,13 +39,9 @@ func New(d *sqlx.DB, now func() time.Time) *Service {
 // not JSON or not an object gives a parse_error.
 func Parse(body []byte, today validate.Date) (Request, problem.List, *problem.Error) {
 	var r Request
-	root, err := validate.Parse(body)
-	if err != nil {
-		return r, nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
-	}
-	if root.Kind != validate.KindObject {
-		return r, nil, problem.New(problem.Invalid, CodeParseError,
-			fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
+	root, perr := validate.ParseBody(body)
+	if perr != nil {
+		return r, nil, perr
 	}
 	var w validate.Walker
 	requestSchema.Bind(&w, root, &r)

@@ -12,13 +12,15 @@
 // The vendor protocol and every answer of E2 and E9 are in PROTOCOL.md.
 package payment
 
+import "github.com/bulkimport/bulkimport/jobs/validate"
+
 // Codes of E2 and E9 answers. Each is stable: callers branch on them.
 const (
 	// CodeFailedValidation is the top-level code of a refused request; the
 	// individual problems are in the error's Errors.
 	CodeFailedValidation = "payment_instruction_failed_validation"
 	// CodeParseError: the body is not JSON, or not a JSON object.
-	CodeParseError           = "parse_error"
+	CodeParseError           = validate.CodeParseError
 	CodeSupplierNotFound     = "import_supplier_not_found"
 	CodeAccountNotFound      = "account_not_found"
 	CodeAccountNotInBusiness = "account_not_in_business"

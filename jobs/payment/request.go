@@ -1,7 +1,6 @@
 package payment
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -87,24 +86,12 @@ var businessRequestSchema = v.NewObject(
 		v.Note("At least one. Each account must be imported and belong to the business through its business contract.")),
 )
 
-// parseObject decodes body into a JSON object value, or answers parse_error.
-func parseObject(body []byte) (*v.Value, *problem.Error) {
-	root, err := v.Parse(body)
-	if err != nil {
-		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
-	}
-	if root.Kind != v.KindObject {
-		return nil, problem.New(problem.Invalid, CodeParseError, fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
-	}
-	return root, nil
-}
-
 // ParseAccountRequest decodes and checks the body of E9 as far as the
 // request alone allows. It returns the request, bound as far as it could be,
 // and every problem; a body that is not a JSON object gives a parse_error.
 func ParseAccountRequest(body []byte) (AccountRequest, problem.List, *problem.Error) {
 	var r AccountRequest
-	root, perr := parseObject(body)
+	root, perr := v.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}
@@ -117,7 +104,7 @@ func ParseAccountRequest(body []byte) (AccountRequest, problem.List, *problem.Er
 // ParseAccountRequest does for E9.
 func ParseBusinessRequest(body []byte) (BusinessRequest, problem.List, *problem.Error) {
 	var r BusinessRequest
-	root, perr := parseObject(body)
+	root, perr := v.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}

@@ -48,17 +48,15 @@ func parseMoney(w *validate.Walker, v *validate.Value) (Money, bool) {
 		w.Add(validate.CodeInvalid, "Expected a number but got %s.", v.Kind)
 		return Money{}, false
 	}
-	// ParseDecimal refuses exponents and literals over 40 characters, so
-	// that 1e999999 cannot make the decimal arithmetic below expensive.
-	if _, err := validate.ParseDecimal(v.Text); err != nil {
-		w.Add(validate.CodeInvalid, "A valid amount is required: plain digits with an optional fraction, no exponent.")
-		return Money{}, false
-	}
-	d, err := decimal.NewFromString(v.Text)
+	// ParseDecimal reads 1e2 as 100 and refuses literals (and plain forms)
+	// over 40 characters, so that 1e999999 cannot make the decimal
+	// arithmetic below expensive.
+	n, err := validate.ParseDecimal(v.Text)
 	if err != nil {
-		w.Add(validate.CodeInvalid, "A valid amount is required.")
+		w.Add(validate.CodeInvalid, "A valid amount is required: a number of at most 40 characters, also when written without an exponent.")
 		return Money{}, false
 	}
+	d := n.Decimal()
 	ok := true
 	// Trailing zeros are not precision: 71.000 is 71.00. Anything that
 	// rounding to cents would change is refused, never rounded silently.
@@ -115,7 +113,7 @@ func decimalListField[T any](name string, at func(*T) *[]validate.Decimal, note 
 				w.Add(validate.CodeInvalid, "Expected a number but got %s.", it.Kind)
 				ok = false
 			case err != nil:
-				w.Add(validate.CodeInvalid, "A valid number is required: plain digits with an optional fraction, at most 40 characters, no exponent.")
+				w.Add(validate.CodeInvalid, "A valid number is required: at most 40 characters, also when written without an exponent.")
 				ok = false
 			default:
 				out = append(out, d)

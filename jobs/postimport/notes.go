@@ -97,7 +97,7 @@ func ParseNotes(body []byte, now time.Time) (*NotesRequest, error) {
 const detailNotesFailed = "Could not validate the notes; nothing was created."
 
 func parseNotes(body []byte, now time.Time) (*NotesRequest, problem.List, *problem.Error) {
-	root, perr := parseBody(body)
+	root, perr := v.ParseBody(body)
 	if perr != nil {
 		return nil, nil, perr
 	}

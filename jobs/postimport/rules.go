@@ -11,7 +11,7 @@ import (
 // Top-level codes of a refused request. The individual problems are in the
 // error's Errors, each with its own code and attr.
 const (
-	CodeParseError         = "parse_error"
+	CodeParseError         = validate.CodeParseError
 	CodeNotesFailed        = "notes_failed_validation"
 	CodeTransactionsFailed = "transactions_failed_validation"
 	CodeStatementsFailed   = "historical_statements_failed_validation"
@@ -174,7 +174,7 @@ currency's major unit and keep their sign as sent (a negative CHARGE is a revers
 | CREDIT | − amount |
 | PAYMENT (money received from the customer) | − amount |
 
-Amounts are read from the JSON number's text into a decimal, stored in ` + "`numeric(14, 2)`" + ` columns and answered as strings
+Amounts are read from the JSON number's text into a decimal (an exponent is JSON too: ` + "`1e2`" + ` is ` + "`100.00`" + `), stored in ` + "`numeric(14, 2)`" + ` columns and answered as strings
 with two places (` + "`\"71.00\"`" + `); they never pass through a binary float. Historical statements do not change the
 balance: they record bills whose transactions are imported with E7.
 

@@ -25,7 +25,6 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
-	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Service imports notes, transactions and statements. Its methods are safe
@@ -123,19 +122,6 @@ func hasErrorAt(errs problem.List, attrs ...string) bool {
 		}
 	}
 	return false
-}
-
-// parseBody parses a request body that must be a JSON object.
-func parseBody(body []byte) (*validate.Value, *problem.Error) {
-	root, err := validate.Parse(body)
-	if err != nil {
-		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
-	}
-	if root.Kind != validate.KindObject {
-		return nil, problem.New(problem.Invalid, CodeParseError,
-			fmt.Sprintf("The request body must be a JSON object, not %s.", root.Kind))
-	}
-	return root, nil
 }
 
 // checkCount adds a problem when a request carries more items than one

@@ -112,7 +112,7 @@ func ParseStatements(body []byte, today time.Time) (*StatementsRequest, error) {
 }
 
 func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.List, *problem.Error) {
-	root, perr := parseBody(body)
+	root, perr := v.ParseBody(body)
 	if perr != nil {
 		return nil, nil, perr
 	}

@@ -122,7 +122,7 @@ var lineItemSchema = v.NewObject(
 	v.Req("price_per_unit", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.PricePerUnit },
 		v.Note("Any number of decimal places.")),
 	decimalListField("units", func(l *LineItem) *[]v.Decimal { return &l.Units },
-		"An array of plain decimal numbers (no exponent), kept exactly as written."),
+		"An array of numbers, kept exactly as written (in plain form when written with an exponent)."),
 )
 
 var taxItemSchema = v.NewObject(
@@ -249,7 +249,7 @@ func ParseTransactions(body []byte, query url.Values, today time.Time) (*Transac
 }
 
 func parseTransactions(body []byte, today v.Date, errs *problem.List) (*TransactionsRequest, *problem.Error) {
-	root, perr := parseBody(body)
+	root, perr := v.ParseBody(body)
 	if perr != nil {
 		return nil, perr
 	}

@@ -1,62 +1,48 @@
 package process
 
-import (
-	"github.com/bulkimport/bulkimport/jobs/problem"
-	"github.com/bulkimport/bulkimport/jobs/validate"
+import v "github.com/bulkimport/bulkimport/jobs/validate"
+
+// CodeInvalidRequest is the top-level code of an E5 body that breaks the
+// schema; the individual problems are in the error's Errors.
+const CodeInvalidRequest = "invalid_request"
+
+// wireRequest is the E5 body as the schema binds it: dry_run stays nil when
+// omitted.
+type wireRequest struct {
+	ExternalAccountNumber string
+	ImportSupplierCode    string
+	OperationsTeamName    string
+	DryRun                *bool
+}
+
+// requestSchema is the E5 body (spec E5). The strings get the checks every
+// string field of every endpoint gets, so that E5 refuses U+0000 and blank
+// identifiers with the codes E4 uses for the same fields.
+var requestSchema = v.NewObject(
+	v.Req("external_account_number", v.StringValue, func(r *wireRequest) *string { return &r.ExternalAccountNumber }),
+	v.Req("import_supplier_code", v.StringValue, func(r *wireRequest) *string { return &r.ImportSupplierCode }),
+	v.Req("operations_team_name", v.StringValue, func(r *wireRequest) *string { return &r.OperationsTeamName }),
+	v.Opt("dry_run", v.BooleanValue, func(r *wireRequest) **bool { return &r.DryRun }),
 )
 
 // ParseRequest decodes and checks the body of E5, reporting every problem
-// at its own attr.
+// at its own attr: a *problem.Error with code parse_error for a body that is
+// not a JSON object, or invalid_request with one entry per problem.
 func ParseRequest(body []byte) (Request, error) {
-	var r Request
-	v, err := validate.Parse(body)
-	if err != nil {
-		return r, problem.New(problem.Invalid, "parse_error", "Malformed JSON: "+err.Error())
+	root, perr := v.ParseBody(body)
+	if perr != nil {
+		return Request{}, perr
 	}
-	if v.Kind != validate.KindObject {
-		return r, problem.New(problem.Invalid, "parse_error", "The request body must be a JSON object, not "+v.Kind.String()+".")
+	var w v.Walker
+	var r wireRequest
+	requestSchema.Bind(&w, root, &r)
+	if err := w.Errors.Err(CodeInvalidRequest, "The request is not valid."); err != nil {
+		return Request{}, err
 	}
-	var errs problem.List
-	seen := map[string]bool{}
-	str := func(m validate.Member, dst *string) {
-		switch {
-		case m.Value.Kind != validate.KindString:
-			errs.Add(m.Key, "invalid", "Must be a string, not %s.", m.Value.Kind)
-		case m.Value.Text == "":
-			errs.Add(m.Key, "blank", "May not be blank.")
-		default:
-			*dst = m.Value.Text
-		}
-	}
-	for _, m := range v.Members {
-		if seen[m.Key] {
-			errs.Add(m.Key, "duplicate_key", "The key %q appears more than once.", m.Key)
-			continue
-		}
-		seen[m.Key] = true
-		switch m.Key {
-		case "external_account_number":
-			str(m, &r.ExternalAccountNumber)
-		case "import_supplier_code":
-			str(m, &r.ImportSupplierCode)
-		case "operations_team_name":
-			str(m, &r.OperationsTeamName)
-		case "dry_run":
-			if m.Value.Kind != validate.KindBool {
-				errs.Add(m.Key, "invalid", "Must be a boolean, not %s.", m.Value.Kind)
-			}
-			r.DryRun = m.Value.Bool
-		default:
-			errs.Add(m.Key, "unknown_field", "%q is not a field of this request.", m.Key)
-		}
-	}
-	for _, k := range []string{"external_account_number", "import_supplier_code", "operations_team_name"} {
-		if !seen[k] {
-			errs.Add(k, "required", "This field is required.")
-		}
-	}
-	if err := errs.Err("invalid_request", "The request is not valid."); err != nil {
-		return r, err
-	}
-	return r, nil
+	return Request{
+		ExternalAccountNumber: r.ExternalAccountNumber,
+		ImportSupplierCode:    r.ImportSupplierCode,
+		OperationsTeamName:    r.OperationsTeamName,
+		DryRun:                r.DryRun != nil && *r.DryRun,
+	}, nil
 }

@@ -103,9 +103,10 @@ func TestParse_SurrogatesDecodeLikeEncodingJSON(t *testing.T) {
 
 // FuzzParse checks that Parse accepts exactly what encoding/json accepts
 // (for UTF-8 input: encoding/json lets invalid UTF-8 through, Parse refuses
-// it) and decodes strings to the same text.
+// it) and decodes strings to the same text, and that every number in the
+// tree reads as math/big reads it (checkNumber).
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{`{}`, `[]`, `{"a":[1,-2.5e3,"x\"y",true,false,null]}`, `"\u00e9\ud83d\ude00"`, `{"a":1,"a":2}`, ` 0 `, `[1,]`, `{"a" 1}`, "\"\xff\""} {
+	for _, s := range []string{`{}`, `[]`, `{"a":[1,-2.5e3,"x\"y",true,false,null]}`, `"\u00e9\ud83d\ude00"`, `{"a":1,"a":2}`, ` 0 `, `[1,]`, `{"a" 1}`, "\"\xff\"", `[1e2,2.5E-1,1E+2,-0.0e0,1e999]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -129,7 +130,26 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse(%q).Text = %q, encoding/json gives %q", data, v.Text, want)
 			}
 		}
+		if err == nil {
+			eachNumber(v, func(lit string) { checkNumber(t, lit) })
+		}
 	})
+}
+
+// eachNumber calls fn with the literal of every number in v.
+func eachNumber(v *Value, fn func(lit string)) {
+	switch v.Kind {
+	case KindNumber:
+		fn(v.Text)
+	case KindArray:
+		for i := range v.Items {
+			eachNumber(&v.Items[i], fn)
+		}
+	case KindObject:
+		for i := range v.Members {
+			eachNumber(&v.Members[i].Value, fn)
+		}
+	}
 }
 
 func BenchmarkParse(b *testing.B) {

@@ -2,7 +2,9 @@ package validate
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -105,19 +107,24 @@ func daysIn(y, m int) int {
 
 // Decimal is a non-integer JSON number kept exactly as written: "10.50"
 // stays "10.50" through validation, storage and re-validation, and is never a
-// float64. The zero Decimal is invalid and marshals to an error.
+// float64. A number written with an exponent is kept in plain form (see
+// ParseDecimal). The zero Decimal is invalid and marshals to an error.
 type Decimal struct{ text string }
 
-// maxDecimalLen bounds decimal literals, which no meter attribute needs
-// beyond a few digits, so that arithmetic on them stays cheap.
+// maxDecimalLen bounds decimal literals, and the plain form of numbers
+// written with an exponent, which no meter attribute or amount needs beyond
+// a few digits, so that arithmetic on them stays cheap.
 const maxDecimalLen = 40
 
-// ParseDecimal accepts a plain decimal literal: an optional minus sign,
-// digits, and an optional fraction. Exponents are refused because a meter
-// attribute written as 1e2 is almost certainly a float leaking out of the
-// caller's system, and because they let a short literal stand for a huge
-// number.
-func ParseDecimal(s string) (Decimal, error) {
+// maxExponentDigits bounds the exponent of a number literal before any
+// arithmetic, so that 1e999999999 costs nothing to refuse.
+const maxExponentDigits = 3
+
+// ParsePlainDecimal accepts a plain decimal literal: an optional minus sign,
+// digits, and an optional fraction, at most 40 characters. It is the form of
+// decimal numbers sent in JSON strings (a transfer reading's value); JSON
+// numbers go through ParseDecimal.
+func ParsePlainDecimal(s string) (Decimal, error) {
 	if len(s) == 0 || len(s) > maxDecimalLen {
 		return Decimal{}, errors.New("decimal: length out of range")
 	}
@@ -148,7 +155,42 @@ func ParseDecimal(s string) (Decimal, error) {
 	return Decimal{text: s}, nil
 }
 
-// String returns the literal as written.
+// ParseDecimal reads a JSON number literal as an exact decimal, through
+// shopspring/decimal and never through float64. Exponents are JSON (RFC
+// 8259, section 6), so they are accepted: a literal with one is rewritten in
+// plain form, keeping the digits written after the point ("1e2" is "100",
+// "2.5e-1" is "0.25", "1.50E+1" is "15.0"); a literal without one is kept as
+// written. The literal and its plain form are each at most 40 characters.
+func ParseDecimal(lit string) (Decimal, error) {
+	i := strings.IndexAny(lit, "eE")
+	if i < 0 {
+		return ParsePlainDecimal(lit)
+	}
+	if _, err := ParsePlainDecimal(lit[:i]); err != nil || len(lit) > maxDecimalLen {
+		return Decimal{}, errors.New("decimal: malformed number")
+	}
+	exp := lit[i+1:]
+	if exp != "" && (exp[0] == '+' || exp[0] == '-') {
+		exp = exp[1:]
+	}
+	if exp == "" || strings.Trim(exp, "0123456789") != "" {
+		return Decimal{}, errors.New("decimal: malformed exponent")
+	}
+	if len(strings.TrimLeft(exp, "0")) > maxExponentDigits {
+		return Decimal{}, errors.New("decimal: exponent out of range")
+	}
+	d, err := decimal.NewFromString(lit)
+	if err != nil {
+		return Decimal{}, fmt.Errorf("decimal: %w", err)
+	}
+	plain := d.StringFixed(max(0, -d.Exponent()))
+	if len(plain) > maxDecimalLen {
+		return Decimal{}, errors.New("decimal: length out of range")
+	}
+	return Decimal{text: plain}, nil
+}
+
+// String returns the literal as written, or its plain form (ParseDecimal).
 func (d Decimal) String() string { return d.text }
 
 // Decimal returns the value for arithmetic; zero for the zero Decimal.
@@ -156,7 +198,7 @@ func (d Decimal) Decimal() decimal.Decimal {
 	if d.text == "" {
 		return decimal.Zero
 	}
-	return decimal.RequireFromString(d.text) // ParseDecimal accepted the text
+	return decimal.RequireFromString(d.text) // ParseDecimal or ParsePlainDecimal made the text
 }
 
 // Negative reports whether the value is below zero ("-0" is not).
@@ -183,7 +225,7 @@ func (d Decimal) MarshalJSON() ([]byte, error) {
 	return []byte(d.text), nil
 }
 
-// UnmarshalJSON reads a JSON number in ParseDecimal's form.
+// UnmarshalJSON reads a JSON number as ParseDecimal does.
 func (d *Decimal) UnmarshalJSON(b []byte) error {
 	v, err := ParseDecimal(string(b))
 	if err != nil {
@@ -203,8 +245,8 @@ type Scalar[V any] struct {
 // The scalar types fields can have.
 var (
 	StringValue = Scalar[string]{TypeString, parseString}
-	// IntegerValue is a JSON number without fraction or exponent that fits
-	// in 64 bits.
+	// IntegerValue is a JSON number whose value is a whole number that fits
+	// in 64 bits, however it is written: 100, 1e2 and 100.0 are all 100.
 	IntegerValue  = Scalar[int64]{TypeInteger, parseInteger}
 	DecimalValue  = Scalar[Decimal]{TypeDecimal, parseDecimal}
 	BooleanValue  = Scalar[bool]{TypeBoolean, parseBoolean}
@@ -229,8 +271,8 @@ func parseInteger(w *Walker, s *Spec, v *Value) (int64, bool) {
 		wrongType(w, "an integer", v)
 		return 0, false
 	}
-	n, err := strconv.ParseInt(v.Text, 10, 64)
-	if err != nil {
+	n, ok := parseIntegerText(v.Text)
+	if !ok {
 		w.Add(CodeInvalid, "A valid integer is required.")
 		return 0, false
 	}
@@ -241,6 +283,21 @@ func parseInteger(w *Walker, s *Spec, v *Value) (int64, bool) {
 	return n, true
 }
 
+// parseIntegerText reads a JSON number literal whose value is a whole
+// number within int64.
+func parseIntegerText(lit string) (int64, bool) {
+	if n, err := strconv.ParseInt(lit, 10, 64); err == nil {
+		return n, true
+	}
+	d, err := ParseDecimal(lit)
+	if err != nil || !d.Decimal().IsInteger() {
+		return 0, false
+	}
+	// String writes an integral value without a fraction: "1.0" is "1".
+	n, err := strconv.ParseInt(d.Decimal().String(), 10, 64)
+	return n, err == nil
+}
+
 func parseDecimal(w *Walker, s *Spec, v *Value) (Decimal, bool) {
 	if v.Kind != KindNumber {
 		wrongType(w, "a number", v)
@@ -248,7 +305,7 @@ func parseDecimal(w *Walker, s *Spec, v *Value) (Decimal, bool) {
 	}
 	d, err := ParseDecimal(v.Text)
 	if err != nil {
-		w.Add(CodeInvalid, "A valid number is required: plain digits with an optional fraction, at most %d characters, no exponent.", maxDecimalLen)
+		w.Add(CodeInvalid, "A valid number is required: at most %d characters, also when written without an exponent.", maxDecimalLen)
 		return Decimal{}, false
 	}
 	if s.NonNegative && d.Negative() {

@@ -1,0 +1,190 @@
+package validate
+
+import (
+	"encoding/json"
+	"math/big"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseDecimal_ReadsExponentsExactlyInPlainForm(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		lit, want string
+	}{
+		{"1e2", "100"},
+		{"2.5e-1", "0.25"},
+		{"1E+2", "100"},
+		{"1.50E+1", "15.0"},
+		{"-1.5e1", "-15"},
+		{"1e0002", "100"},
+		{"0.1e-2", "0.001"},
+		{"1e-38", "0." + strings.Repeat("0", 37) + "1"},
+		{"0e0", "0"},
+		// Without an exponent the literal is kept exactly as written.
+		{"10.50", "10.50"},
+		{"-0", "-0"},
+		{"100", "100"},
+	}
+	for _, tt := range tests {
+		d, err := ParseDecimal(tt.lit)
+		if err != nil {
+			t.Errorf("ParseDecimal(%q): %v", tt.lit, err)
+			continue
+		}
+		if d.String() != tt.want {
+			t.Errorf("ParseDecimal(%q) = %q, want %q", tt.lit, d, tt.want)
+		}
+	}
+}
+
+func TestParseDecimal_RefusesMalformedAndHugeNumbers(t *testing.T) {
+	t.Parallel()
+	for _, lit := range []string{
+		"", "1e", "1e+", "e2", "1.e2", ".5e1", "01e2", "+1e2", "1e2.5", "1ee2", "0x10", "NaN",
+		"1e1000", "1e-1000", "1e999999999", // exponents beyond three digits
+		"1e40",                                // plain form longer than 40 characters
+		"1e-40",                               // likewise, after the point
+		"1" + strings.Repeat("0", 40) + "e-5", // literal longer than 40 characters
+	} {
+		if d, err := ParseDecimal(lit); err == nil {
+			t.Errorf("ParseDecimal(%q) = %q, want an error", lit, d)
+		}
+	}
+}
+
+// weighed binds one pet with the given weight and wings literals.
+func weighed(t *testing.T, weight, wings string) (pet, []pair) {
+	t.Helper()
+	o, errs := bindOwner(t, `{"id":"o","home":{"street":"a"},"pets":[{"kind":"BIRD","weight":`+weight+`,"wings":`+wings+`}]}`)
+	var p pet
+	if len(o.Pets) == 1 {
+		p = o.Pets[0]
+	}
+	return p, pairs(errs)
+}
+
+func TestBind_NumbersWithExponentsBindAsDecimalsAndWholeIntegers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		weight, wings string
+		wantWeight    string
+		wantWings     int64
+	}{
+		{"exponent", "1e2", "1e2", "100", 100},
+		{"negative exponent", "2.5e-1", "20e-1", "0.25", 2},
+		{"capital E and plus sign", "1E+2", "1E+2", "100", 100},
+		{"whole number with a fraction", "3.0", "2.00", "3.0", 2},
+		{"largest int64 with an exponent", "1", "9223372036854775807e0", "1", 9223372036854775807},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, errs := weighed(t, tt.weight, tt.wings)
+			if diff := cmp.Diff([]pair{}, errs); diff != "" {
+				t.Fatalf("problems (-want +got):\n%s", diff)
+			}
+			if p.Weight == nil || p.Weight.String() != tt.wantWeight || p.Wings == nil || *p.Wings != tt.wantWings {
+				t.Fatalf("weight %v, wings %v; want %s, %d", p.Weight, p.Wings, tt.wantWeight, tt.wantWings)
+			}
+			// The bound value encodes as a plain JSON number.
+			b, err := json.Marshal(p.Weight)
+			if err != nil || string(b) != tt.wantWeight {
+				t.Errorf("weight encodes as %s, %v", b, err)
+			}
+		})
+	}
+}
+
+func TestBind_NumbersThatAreNotWholeOrTooLargeAreRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		weight, wings string
+		want          []pair
+	}{
+		{"fraction for an integer", "1", "15e-1", []pair{{"pets.0.wings", CodeInvalid}}},
+		{"integer beyond int64", "1", "1e19", []pair{{"pets.0.wings", CodeInvalid}}},
+		{"negative integer with an exponent", "1", "-1e1", []pair{{"pets.0.wings", CodeMinValue}}},
+		{"negative decimal with an exponent", "-5e-1", "1", []pair{{"pets.0.weight", CodeMinValue}}},
+		{"huge exponent", "1e999999999", "1e999999999", []pair{{"pets.0.weight", CodeInvalid}, {"pets.0.wings", CodeInvalid}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, errs := weighed(t, tt.weight, tt.wings)
+			if diff := cmp.Diff(tt.want, errs); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// FuzzParseDecimal checks ParseDecimal against math/big, which reads decimal
+// literals exactly: every JSON number it accepts has the same value, and
+// every JSON number with a short plain form is accepted.
+func FuzzParseDecimal(f *testing.F) {
+	for _, s := range []string{"0", "-0.50", "1e2", "2.5e-1", "1E+2", "1.50E+1", "1e999", "0e-5", "1e", "01"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		checkNumber(t, lit)
+	})
+}
+
+// checkNumber compares ParseDecimal and the integer binding of lit with
+// math/big's exact reading of it, when lit is a JSON number.
+func checkNumber(t *testing.T, lit string) {
+	t.Helper()
+	d, err := ParseDecimal(lit)
+	v, perr := Parse([]byte(lit))
+	if perr != nil || v.Kind != KindNumber || v.Raw != lit {
+		if err == nil {
+			t.Fatalf("ParseDecimal(%q) = %q, but it is not a JSON number", lit, d)
+		}
+		return
+	}
+	// The limits: the literal, the exponent and the plain form. math/big
+	// is asked only about exponents within the limit: it cannot read huge
+	// ones either.
+	mant, exp, hasExp := strings.Cut(strings.ToLower(lit), "e")
+	accept := len(lit) <= maxDecimalLen
+	if hasExp && len(strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")) > maxExponentDigits {
+		if err == nil {
+			t.Fatalf("ParseDecimal(%q) = %q, want the exponent refused", lit, d)
+		}
+		return
+	}
+	want, ok := new(big.Rat).SetString(lit)
+	if !ok {
+		t.Fatalf("math/big cannot read JSON number %q", lit)
+	}
+	plain := lit
+	if hasExp && accept {
+		_, frac, _ := strings.Cut(mant, ".")
+		e, _ := strconv.Atoi(strings.TrimLeft(exp, "+"))
+		plain = want.FloatString(max(0, len(frac)-e))
+		accept = len(plain) <= maxDecimalLen
+	}
+	if (err == nil) != accept {
+		t.Fatalf("ParseDecimal(%q) = %q, %v; want accepted %v", lit, d, err, accept)
+	}
+	if err != nil {
+		return
+	}
+	if d.String() != plain {
+		t.Fatalf("ParseDecimal(%q) = %q, want %q", lit, d, plain)
+	}
+	if got := d.Decimal().Rat(); got.Cmp(want) != 0 {
+		t.Fatalf("ParseDecimal(%q) = %s, math/big reads %s", lit, d, want.RatString())
+	}
+	n, ok := parseIntegerText(lit)
+	whole := want.IsInt() && want.Num().IsInt64()
+	if ok != whole || (ok && n != want.Num().Int64()) {
+		t.Fatalf("parseIntegerText(%q) = %d, %v; math/big reads %s", lit, n, ok, want.RatString())
+	}
+}
