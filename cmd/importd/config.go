@@ -32,6 +32,11 @@ type Config struct {
 	MetricsAddr             string
 	SMTPURL                 string
 	MaxBodyBytes            int64
+	ReadHeaderTimeout       time.Duration
+	BodyReadTimeout         time.Duration
+	IdleTimeout             time.Duration
+	StreamWriteTimeout      time.Duration
+	MaxInFlightPerKey       int
 	ShutdownTimeout         time.Duration
 	LogLevel                slog.Level
 }
@@ -140,6 +145,21 @@ var vars = []variable{
 		}
 		c.MaxBodyBytes = n
 		return nil
+	}},
+	{"HTTP_READ_HEADER_TIMEOUT", "10s", "longest a client may take to send a request's headers", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.ReadHeaderTimeout)
+	}},
+	{"HTTP_BODY_READ_TIMEOUT", "30s", "longest a client may take to send a request body; a slower one gets 400 request_body_timeout", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.BodyReadTimeout)
+	}},
+	{"HTTP_IDLE_TIMEOUT", "120s", "how long a keep-alive connection may wait for its next request", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.IdleTimeout)
+	}},
+	{"HTTP_STREAM_WRITE_TIMEOUT", "30s", "longest one write of a streamed list (E11-E13) may block; a client that reads slower is disconnected and its database connection freed", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.StreamWriteTimeout)
+	}},
+	{"MAX_IN_FLIGHT_PER_KEY", "16", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight (keep it below DB_MAX_CONNS)", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.MaxInFlightPerKey)
 	}},
 	{"SHUTDOWN_TIMEOUT", "30s", "how long requests and jobs in flight may finish after SIGTERM", 0, func(c *Config, v string) error {
 		return positiveDuration(v, &c.ShutdownTimeout)
