@@ -22,6 +22,7 @@ type Config struct {
 	Redis                   asynq.RedisConnOpt
 	HTTPAddr                string
 	TokenSecret             []byte
+	SessionMaxAge           time.Duration
 	DocumentsURL            string
 	ProcessConcurrencyLimit int
 	WorkerConcurrency       int
@@ -92,6 +93,9 @@ var vars = []variable{
 		}
 		c.TokenSecret = []byte(v)
 		return nil
+	}},
+	{"SESSION_MAX_AGE", "720h", "longest a chain of refresh tokens may go on from the key's token request; then the API key must be presented again", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.SessionMaxAge)
 	}},
 	{"DOCUMENTS_URL", "", "object storage bucket as a gocloud.dev/blob URL: file:///path locally, s3://bucket?region=... in production", 0, func(c *Config, v string) error {
 		u, err := url.Parse(v)

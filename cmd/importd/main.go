@@ -165,7 +165,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	var handler http.Handler
 	switch mode {
 	case "serve", "api":
-		authSvc := auth.New(d, cfg.TokenSecret)
+		authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge)
 		if err := authSvc.Listen(ctx, cfg.DatabaseURL); err != nil {
 			return fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 		}
