@@ -200,6 +200,15 @@ func positiveDuration(v string, dst *time.Duration) error {
 	return nil
 }
 
+// exampleSecrets are the values that docker-compose.yml and deploy/k8s once
+// gave as defaults or placeholders: anyone can read them, so they sign
+// nothing and guard nothing.
+var exampleSecrets = map[string]bool{
+	"local-only-token-secret-change-me-0123456789": true,
+	"REPLACE_ME": true,
+	"admin":      true,
+}
+
 // loadConfig reads every variable, applying defaults, and reports all
 // problems at once, each naming its variable.
 func loadConfig(getenv func(string) string, needs need) (*Config, error) {
@@ -220,6 +229,12 @@ func loadConfig(getenv func(string) string, needs need) (*Config, error) {
 		if err := v.set(c, val); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", v.name, err))
 		}
+	}
+	if exampleSecrets[string(c.TokenSecret)] {
+		problems = append(problems, "TOKEN_SECRET: is a published example; generate one with openssl rand -hex 32")
+	}
+	if exampleSecrets[c.MonitoringPassword] {
+		problems = append(problems, "MONITORING_PASSWORD: is a published example; generate one with openssl rand -hex 16")
 	}
 	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
 		problems = append(problems, "MONITORING_PASSWORD: MONITORING_USER and MONITORING_PASSWORD must be set together")
