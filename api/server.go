@@ -43,7 +43,7 @@ type Config struct {
 	// for longer; zero means 30s.
 	StreamWriteTimeout time.Duration
 	// MaxInFlightPerKey is how many requests one API key may have in flight
-	// on this replica; zero means 16.
+	// on this replica; zero means 64.
 	MaxInFlightPerKey int
 }
 
@@ -91,7 +91,7 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.StreamWriteTimeout = 30 * time.Second
 	}
 	if cfg.MaxInFlightPerKey <= 0 {
-		cfg.MaxInFlightPerKey = 16
+		cfg.MaxInFlightPerKey = 64
 	}
 	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process}
 	s.postImport = deps.PostImport

@@ -162,7 +162,7 @@ var vars = []variable{
 	{"HTTP_STREAM_WRITE_TIMEOUT", "30s", "longest one write of a streamed list (E11-E13) may block; a client that reads slower is disconnected and its database connection freed", 0, func(c *Config, v string) error {
 		return positiveDuration(v, &c.StreamWriteTimeout)
 	}},
-	{"MAX_IN_FLIGHT_PER_KEY", "16", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight (keep it below DB_MAX_CONNS)", 0, func(c *Config, v string) error {
+	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.MaxInFlightPerKey)
 	}},
 	{"SHUTDOWN_TIMEOUT", "30s", "how long requests and jobs in flight may finish after SIGTERM", 0, func(c *Config, v string) error {
