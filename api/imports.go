@@ -3,8 +3,10 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -66,7 +68,7 @@ func (s *Server) listProcesses(which imports.Which) gin.HandlerFunc {
 			writeError(c, err)
 			return
 		}
-		w := bufio.NewWriterSize(c.Writer, 32<<10)
+		w := bufio.NewWriterSize(deadlineWriter{http.NewResponseController(c.Writer), c.Writer, s.cfg.StreamWriteTimeout}, 32<<10)
 		enc := json.NewEncoder(w)
 		started := false
 		err = s.imports.List(c.Request.Context(), c.Param("supplier"), which, page, principal(c).CanSee, func(it imports.Item) error {
@@ -100,6 +102,24 @@ func (s *Server) listProcesses(which imports.Which) gin.HandlerFunc {
 		_, _ = w.WriteString("]")
 		_ = w.Flush()
 	}
+}
+
+// deadlineWriter gives each write to the connection its own deadline. A
+// client that stops reading makes a write fail after d instead of blocking
+// for ever inside the list's database transaction. The last deadline is
+// left in place so that net/http's final flush is bounded too; the next
+// request on the connection clears it (clearWriteDeadline).
+type deadlineWriter struct {
+	rc *http.ResponseController
+	w  io.Writer
+	d  time.Duration
+}
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	if err := w.rc.SetWriteDeadline(time.Now().Add(w.d)); err != nil {
+		return 0, err
+	}
+	return w.w.Write(p)
 }
 
 func pageOf(c *gin.Context) (imports.Page, error) {

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -91,11 +93,27 @@ func (s *Server) readJSON(c *gin.Context) ([]byte, error) {
 		return nil, problem.New(problem.UnsupportedMedia, "unsupported_media_type",
 			"The request body must be JSON, sent with Content-Type: application/json.")
 	}
+	// The deadline is set here, not as the server's ReadTimeout: that one
+	// stays on the connection after the body is read, and its expiry would
+	// cancel the context of a request still being answered (E5 waits, lists
+	// stream).
+	rc := http.NewResponseController(c.Writer)
+	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes))
+	if err == nil {
+		// After a failed read the deadline stays: net/http then gives up
+		// draining the rest of the body at once and closes the connection
+		// after the answer.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, problem.New(problem.TooLarge, "request_too_large",
 			"The request body exceeds the limit of "+byteSize(s.cfg.MaxBodyBytes)+".")
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, problem.New(problem.Invalid, "request_body_timeout",
+			"The request body was not received within "+s.cfg.BodyReadTimeout.String()+".")
 	}
 	if err != nil {
 		return nil, problem.New(problem.Invalid, validate.CodeParseError, "The request body could not be read.")
@@ -131,4 +149,46 @@ func principal(c *gin.Context) auth.Principal {
 	p, _ := c.Get(principalKey)
 	pr, _ := p.(auth.Principal)
 	return pr
+}
+
+// clearWriteDeadline removes a write deadline left on a keep-alive
+// connection by the previous response: a streamed list keeps its last
+// per-write deadline in place so that net/http's final flush is bounded too,
+// and the next request on the connection must not inherit it.
+func clearWriteDeadline(c *gin.Context) {
+	_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Time{})
+	c.Next()
+}
+
+// limitInFlight refuses a request when the caller's API key already has max
+// requests in flight on this replica. Without it one client holding many
+// slow requests (lists it does not read, E5 calls it abandons) could take
+// every database connection and stall every other client. The count is per
+// replica, as the database pool it protects is.
+func limitInFlight(max int) gin.HandlerFunc {
+	var mu sync.Mutex
+	inFlight := map[int64]int{}
+	return func(c *gin.Context) {
+		key := principal(c).KeyID
+		mu.Lock()
+		n := inFlight[key]
+		if n >= max {
+			mu.Unlock()
+			p := problem.New(problem.TooManyRequests, "too_many_requests_in_flight",
+				"This API key has "+strconv.Itoa(max)+" requests in progress; wait for one to finish.")
+			p.RetryAfter = time.Second
+			writeError(c, p)
+			return
+		}
+		inFlight[key] = n + 1
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			if inFlight[key]--; inFlight[key] == 0 {
+				delete(inFlight, key)
+			}
+			mu.Unlock()
+		}()
+		c.Next()
+	}
 }

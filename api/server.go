@@ -36,6 +36,15 @@ type Config struct {
 	// MetricsHandler, when non-nil, is served at GET /metrics without a
 	// token (cmd leaves it nil when METRICS_ADDR serves it apart).
 	MetricsHandler http.Handler
+	// BodyReadTimeout bounds the reading of a request body; zero means 30s.
+	BodyReadTimeout time.Duration
+	// StreamWriteTimeout bounds each write of a streamed list (E11-E13), so
+	// that a client that stops reading cannot hold a database connection
+	// for longer; zero means 30s.
+	StreamWriteTimeout time.Duration
+	// MaxInFlightPerKey is how many requests one API key may have in flight
+	// on this replica; zero means 64.
+	MaxInFlightPerKey int
 }
 
 // Deps are the API's collaborators.
@@ -75,6 +84,15 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 10 << 20
 	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = 30 * time.Second
+	}
+	if cfg.MaxInFlightPerKey <= 0 {
+		cfg.MaxInFlightPerKey = 64
+	}
 	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process}
 	s.postImport = deps.PostImport
 	s.business, s.payment = deps.Business, deps.Payment
@@ -85,7 +103,7 @@ func New(cfg Config, deps Deps) *Server {
 	// path so that it stays inside its path segment.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(withRequestID, observeRequests(cfg.Metrics), logRequests, recoverPanics)
+	r.Use(withRequestID, observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
 	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))
@@ -103,7 +121,7 @@ func New(cfg Config, deps Deps) *Server {
 		r.GET("/monitoring", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/monitoring/") })
 	}
 
-	v1 := r.Group("/v1/data-import", s.authenticate)
+	v1 := r.Group("/v1/data-import", s.authenticate, limitInFlight(cfg.MaxInFlightPerKey))
 	v1.GET("/whoami/", s.whoami)
 	v1.POST("/validate-account/", s.validateAccount)
 	v1.POST("/account-import-process/create-or-update/", s.stageAccount)

@@ -30,9 +30,24 @@ var importdEnv = []string{
 // own defaults must be enough to make a valid project.
 func loadCompose(t *testing.T) *types.Project {
 	t.Helper()
+	p, err := loadComposeEnv(t, composeSecrets)
+	if err != nil {
+		t.Fatalf("load %s: %v", composeFile, err)
+	}
+	return p
+}
+
+// composeSecrets are the variables compose requires from the shell.
+var composeSecrets = []string{
+	"TOKEN_SECRET=" + strings.Repeat("ab", 32),
+	"MONITORING_PASSWORD=" + strings.Repeat("cd", 16),
+}
+
+func loadComposeEnv(t *testing.T, env []string) (*types.Project, error) {
+	t.Helper()
 	opts, err := cli.NewProjectOptions([]string{composeFile},
 		cli.WithWorkingDirectory(".."),
-		cli.WithEnv(nil),
+		cli.WithEnv(env),
 		cli.WithInterpolation(true),
 		cli.WithNormalization(true),
 		cli.WithConsistency(true),
@@ -40,11 +55,22 @@ func loadCompose(t *testing.T) *types.Project {
 	if err != nil {
 		t.Fatalf("compose options for %s: %v", composeFile, err)
 	}
-	project, err := opts.LoadProject(t.Context())
-	if err != nil {
-		t.Fatalf("load %s: %v", composeFile, err)
+	return opts.LoadProject(t.Context())
+}
+
+// The compose file once gave TOKEN_SECRET and the dashboard's password
+// public defaults. Now each must come from the shell, and compose refuses
+// to start without it, naming the variable.
+func TestCompose_SecretsHaveNoDefault(t *testing.T) {
+	t.Parallel()
+	for i, kv := range composeSecrets {
+		name, _, _ := strings.Cut(kv, "=")
+		env := append(slices.Clone(composeSecrets[:i]), composeSecrets[i+1:]...)
+		_, err := loadComposeEnv(t, env)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: %v, want an error naming it", name, err)
+		}
 	}
-	return project
 }
 
 // service returns the named service or fails the test.

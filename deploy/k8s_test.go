@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -581,5 +582,45 @@ func TestK8s_WorkerAutoscalesOnCPU(t *testing.T) {
 	}
 	if !slices.Contains(covered, "importd-worker") {
 		t.Errorf("no HorizontalPodAutoscaler scales Deployment importd-worker (found targets %q)", covered)
+	}
+}
+
+// /metrics was public through the API's Service. The API and the worker now
+// serve it on METRICS_ADDR, a container port of its own that no Service
+// targets, so that only in-cluster scrapers reach it.
+func TestK8s_MetricsAreOnAPortNoServiceExposes(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	exposed := map[string]bool{}
+	for _, svc := range objs.services {
+		for _, p := range svc.Spec.Ports {
+			exposed[p.TargetPort.String()] = true
+		}
+	}
+	for _, name := range []string{"importd-api", "importd-worker"} {
+		d := objs.deployment(name)
+		if d == nil {
+			t.Errorf("no deployment %s", name)
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			vars, _ := objs.env(&c)
+			_, port, err := net.SplitHostPort(vars["METRICS_ADDR"])
+			if err != nil {
+				t.Errorf("%s container %q: METRICS_ADDR = %q, want a host:port apart from HTTP_ADDR", name, c.Name, vars["METRICS_ADDR"])
+				continue
+			}
+			if _, httpPort, _ := net.SplitHostPort(vars["HTTP_ADDR"]); port == httpPort {
+				t.Errorf("%s container %q: METRICS_ADDR shares HTTP_ADDR's port %s", name, c.Name, port)
+			}
+			for _, p := range c.Ports {
+				if fmt.Sprint(p.ContainerPort) == port && (exposed[p.Name] || exposed[port]) {
+					t.Errorf("%s container %q: a Service exposes the metrics port %s (%s)", name, c.Name, port, p.Name)
+				}
+			}
+			if exposed[port] {
+				t.Errorf("%s container %q: a Service targets the metrics port %s", name, c.Name, port)
+			}
+		}
 	}
 }

@@ -22,6 +22,7 @@ type Config struct {
 	Redis                   asynq.RedisConnOpt
 	HTTPAddr                string
 	TokenSecret             []byte
+	SessionMaxAge           time.Duration
 	DocumentsURL            string
 	ProcessConcurrencyLimit int
 	WorkerConcurrency       int
@@ -32,6 +33,11 @@ type Config struct {
 	MetricsAddr             string
 	SMTPURL                 string
 	MaxBodyBytes            int64
+	ReadHeaderTimeout       time.Duration
+	BodyReadTimeout         time.Duration
+	IdleTimeout             time.Duration
+	StreamWriteTimeout      time.Duration
+	MaxInFlightPerKey       int
 	ShutdownTimeout         time.Duration
 	LogLevel                slog.Level
 }
@@ -88,6 +94,9 @@ var vars = []variable{
 		c.TokenSecret = []byte(v)
 		return nil
 	}},
+	{"SESSION_MAX_AGE", "720h", "longest a chain of refresh tokens may go on from the key's token request; then the API key must be presented again", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.SessionMaxAge)
+	}},
 	{"DOCUMENTS_URL", "", "object storage bucket as a gocloud.dev/blob URL: file:///path locally, s3://bucket?region=... in production", 0, func(c *Config, v string) error {
 		u, err := url.Parse(v)
 		if err != nil || u.Scheme == "" {
@@ -141,6 +150,21 @@ var vars = []variable{
 		c.MaxBodyBytes = n
 		return nil
 	}},
+	{"HTTP_READ_HEADER_TIMEOUT", "10s", "longest a client may take to send a request's headers", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.ReadHeaderTimeout)
+	}},
+	{"HTTP_BODY_READ_TIMEOUT", "30s", "longest a client may take to send a request body; a slower one gets 400 request_body_timeout", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.BodyReadTimeout)
+	}},
+	{"HTTP_IDLE_TIMEOUT", "120s", "how long a keep-alive connection may wait for its next request", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.IdleTimeout)
+	}},
+	{"HTTP_STREAM_WRITE_TIMEOUT", "30s", "longest one write of a streamed list (E11-E13) may block; a client that reads slower is disconnected and its database connection freed", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.StreamWriteTimeout)
+	}},
+	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.MaxInFlightPerKey)
+	}},
 	{"SHUTDOWN_TIMEOUT", "30s", "how long requests and jobs in flight may finish after SIGTERM", 0, func(c *Config, v string) error {
 		return positiveDuration(v, &c.ShutdownTimeout)
 	}},
@@ -176,6 +200,15 @@ func positiveDuration(v string, dst *time.Duration) error {
 	return nil
 }
 
+// exampleSecrets are the values that docker-compose.yml and deploy/k8s once
+// gave as defaults or placeholders: anyone can read them, so they sign
+// nothing and guard nothing.
+var exampleSecrets = map[string]bool{
+	"local-only-token-secret-change-me-0123456789": true,
+	"REPLACE_ME": true,
+	"admin":      true,
+}
+
 // loadConfig reads every variable, applying defaults, and reports all
 // problems at once, each naming its variable.
 func loadConfig(getenv func(string) string, needs need) (*Config, error) {
@@ -196,6 +229,12 @@ func loadConfig(getenv func(string) string, needs need) (*Config, error) {
 		if err := v.set(c, val); err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", v.name, err))
 		}
+	}
+	if exampleSecrets[string(c.TokenSecret)] {
+		problems = append(problems, "TOKEN_SECRET: is a published example; generate one with openssl rand -hex 32")
+	}
+	if exampleSecrets[c.MonitoringPassword] {
+		problems = append(problems, "MONITORING_PASSWORD: is a published example; generate one with openssl rand -hex 16")
 	}
 	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
 		problems = append(problems, "MONITORING_PASSWORD: MONITORING_USER and MONITORING_PASSWORD must be set together")

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
@@ -166,11 +165,12 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	var handler http.Handler
 	switch mode {
 	case "serve", "api":
-		authSvc := auth.New(d, cfg.TokenSecret)
+		authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge)
 		if err := authSvc.Listen(ctx, cfg.DatabaseURL); err != nil {
 			return fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 		}
-		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring, Metrics: m, MetricsHandler: metricsHandler}, api.Deps{
+		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring, Metrics: m, MetricsHandler: metricsHandler,
+			BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey}, api.Deps{
 			DB: d, Redis: rc, Auth: authSvc,
 			Imports:    imports.New(d),
 			Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
@@ -218,7 +218,10 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	if mln != nil {
 		serveMetrics(gctx, g, mln, m.Handler(), cfg.ShutdownTimeout)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would bound whole requests,
+	// which E5's wait and the streamed lists outlast. The API bounds body
+	// reads and each streamed write itself (api.Config).
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout}
 	slog.Info("listening", "addr", ln.Addr().String(), "mode", mode)
 	if onListen != nil {
 		onListen(ln.Addr().String())

@@ -485,6 +485,8 @@ func TestConfig_ErrorNamesTheVariable(t *testing.T) {
 		{"bad limit", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "PROCESS_CONCURRENCY_LIMIT": "-1"}, "PROCESS_CONCURRENCY_LIMIT:"},
 		{"bad duration", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "PROCESS_WAIT_TIMEOUT": "soon"}, "PROCESS_WAIT_TIMEOUT:"},
 		{"bad address", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "HTTP_ADDR": "8080"}, "HTTP_ADDR:"},
+		{"example token secret", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": "local-only-token-secret-change-me-0123456789"}, "TOKEN_SECRET: is a published example"},
+		{"example dashboard password", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "MONITORING_USER": "admin", "MONITORING_PASSWORD": "admin"}, "MONITORING_PASSWORD: is a published example"},
 		{"half monitoring", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "MONITORING_USER": "a"}, "MONITORING_PASSWORD:"},
 	}
 	for _, tc := range cases {

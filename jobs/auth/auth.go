@@ -73,12 +73,14 @@ type Service struct {
 	now    func() time.Time
 	cache  *principalCache
 	tokens *verifiedTokens
+	// sessionMaxAge caps a chain of refreshes from its first issue.
+	sessionMaxAge time.Duration
 }
 
 // New returns a Service that signs tokens with secret (HS256).
 func New(d *sqlx.DB, secret []byte) *Service {
 	return &Service{db: d, secret: secret, now: time.Now, cache: &principalCache{m: map[int64]cachedPrincipal{}},
-		tokens: newVerifiedTokens()}
+		tokens: newVerifiedTokens(), sessionMaxAge: DefaultSessionMaxAge}
 }
 
 // WithClock returns a copy of s that reads the time from now, for tests of expiry.
@@ -242,15 +244,18 @@ type claims struct {
 	OrigIat int64  `json:"origIat"`
 }
 
-func (s *Service) issue(keyID int64, name string, origIat time.Time) (TokenPair, error) {
+// issue signs an access token and the refresh token refreshID, which
+// expires at refreshExp, as recorded by startSession or rotate.
+func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID string, refreshExp time.Time) (TokenPair, error) {
 	now := s.now().UTC().Truncate(time.Second)
-	mk := func(kind string, ttl time.Duration) (string, claims, error) {
+	mk := func(kind, id string, exp time.Time) (string, claims, error) {
 		c := claims{
 			RegisteredClaims: jwt.RegisteredClaims{
 				Issuer:    issuer,
 				Subject:   strconv.FormatInt(keyID, 10),
+				ID:        id,
 				IssuedAt:  jwt.NewNumericDate(now),
-				ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+				ExpiresAt: jwt.NewNumericDate(exp),
 			},
 			Kind:    kind,
 			OrigIat: origIat.Unix(),
@@ -258,11 +263,11 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time) (TokenPair,
 		t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
 		return t, c, err
 	}
-	access, ac, err := mk("access", AccessTTL)
+	access, ac, err := mk("access", "", now.Add(AccessTTL))
 	if err != nil {
 		return TokenPair{}, fmt.Errorf("sign token: %w", err)
 	}
-	refresh, rc, err := mk("refresh", RefreshTTL)
+	refresh, rc, err := mk("refresh", refreshID, refreshExp)
 	if err != nil {
 		return TokenPair{}, fmt.Errorf("sign token: %w", err)
 	}
@@ -288,24 +293,40 @@ func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, erro
 	if !ok || r.RevokedAt.Valid {
 		return TokenPair{}, errBadKey
 	}
-	return s.issue(r.ID, r.Name, s.now())
+	now := s.now().UTC().Truncate(time.Second)
+	id, exp, err := s.startSession(ctx, r.ID, now)
+	if err != nil {
+		return TokenPair{}, err
+	}
+	return s.issue(r.ID, r.Name, now, id, exp)
 }
 
-// TokenFromRefresh exchanges a refresh token for a new pair. The original
-// issue time is carried over, so a chain of refreshes stays traceable.
+// TokenFromRefresh exchanges a refresh token for a new pair. Each refresh
+// token is exchanged once (rotate): a reused one revokes its session, and a
+// session ends sessionMaxAge after the key obtained its first pair, whose
+// time is carried over as origIat. Every refusal is invalid_refresh_token.
 func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
+	refused := problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
 	c, err := s.parse(refresh, "refresh")
 	if err != nil {
-		return TokenPair{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
+		return TokenPair{}, refused
 	}
 	r, err := s.activeKey(ctx, c)
 	if err != nil {
 		if _, ok := problem.As(err); ok {
-			return TokenPair{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
+			return TokenPair{}, refused
 		}
 		return TokenPair{}, err
 	}
-	return s.issue(r.ID, r.Name, time.Unix(c.OrigIat, 0))
+	now := s.now().UTC().Truncate(time.Second)
+	next, exp, started, err := s.rotate(ctx, r.ID, c.ID, now)
+	if errors.Is(err, errRefreshRefused) {
+		return TokenPair{}, refused
+	}
+	if err != nil {
+		return TokenPair{}, err
+	}
+	return s.issue(r.ID, r.Name, started, next, exp)
 }
 
 func (s *Service) parse(token, kind string) (*claims, error) {

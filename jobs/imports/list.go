@@ -39,6 +39,11 @@ const MaxPageLimit = 10000
 // memory: the list is never held whole, whatever its length.
 const fetchSize = 1000
 
+// listIdleTimeout is the longest the listing's transaction may stay idle
+// between statements: well above the API's per-write deadline, so that it
+// only ends a session whose caller is stuck.
+const listIdleTimeout = "2min"
+
 // datetimeLayout is the spec's datetime form.
 const datetimeLayout = "2006-01-02T15:04:05Z"
 
@@ -67,6 +72,14 @@ func (s *Service) List(ctx context.Context, supplier string, which Which, page P
 		return fmt.Errorf("list: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only; closing the cursor is all it does
+	// The transaction is idle while rows are written to the client. The API
+	// bounds each write, but should a caller ever block between FETCHes for
+	// longer, PostgreSQL ends the session rather than leave a pooled
+	// connection idle in transaction (a client that stopped reading once held
+	// every connection of the pool this way).
+	if _, err := tx.ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '"+listIdleTimeout+"'"); err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
 	_, err = tx.ExecContext(ctx, `DECLARE processes NO SCROLL CURSOR FOR
 		SELECT external_account_number, service_account_number, account_created_at
 		FROM import_processes
