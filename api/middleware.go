@@ -22,6 +22,7 @@ import (
 const (
 	requestIDKey = "request_id"
 	principalKey = "principal"
+	loggerKey    = "logger"
 )
 
 func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
@@ -50,6 +51,19 @@ func withRequestID(c *gin.Context) {
 	c.Next()
 }
 
+// withLogger makes log available to the middleware and to writeError, which
+// are plain functions shared by every engine of this package.
+func withLogger(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Set(loggerKey, log)
+		c.Next()
+	}
+}
+
+// logger returns the logger that withLogger stored. Every engine this
+// package builds runs withLogger before any handler that logs.
+func logger(c *gin.Context) *slog.Logger { return c.MustGet(loggerKey).(*slog.Logger) }
+
 // logRequests writes one line per request. It logs the route pattern, never
 // the raw path, because paths carry account numbers (personal data).
 func logRequests(c *gin.Context) {
@@ -59,7 +73,7 @@ func logRequests(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	slog.InfoContext(c.Request.Context(), "request",
+	logger(c).InfoContext(c.Request.Context(), "request",
 		"request_id", requestID(c), "method", c.Request.Method, "route", route,
 		"status", c.Writer.Status(), "duration_ms", float64(time.Since(start).Microseconds())/1000,
 		"bytes", c.Writer.Size())
@@ -73,7 +87,7 @@ func recoverPanics(c *gin.Context) {
 			if err, ok := r.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(r)
 			}
-			slog.ErrorContext(c.Request.Context(), "panic", "request_id", requestID(c), "route", c.FullPath(), "panic", r)
+			logger(c).ErrorContext(c.Request.Context(), "panic", "request_id", requestID(c), "route", c.FullPath(), "panic", r)
 			writeError(c, problem.New(problem.Internal, problem.CodeInternal, "panic"))
 		}
 	}()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -134,12 +135,12 @@ func benchE5Direct(b *testing.B, workers int) {
 	opt, _ := redis.ParseURL(s.env["REDIS_URL"])
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	docs, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"])
+	docs, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"], slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer docs.Close()
-	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), docs)
+	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), docs, slog.New(slog.DiscardHandler))
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, func(i int) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{

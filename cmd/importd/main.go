@@ -67,8 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if err != nil {
 				return err
 			}
-			setupLogging(stderr, cfg.LogLevel)
-			return serve(cmd.Context(), cfg, mode, migrateFirst, onListen)
+			return serve(cmd.Context(), cfg, mode, migrateFirst, newLogger(stderr, cfg.LogLevel), onListen)
 		}
 	}
 	serveCmd := &cobra.Command{Use: "serve", Short: "Run the API, the worker and the dashboard in one process", Args: cobra.NoArgs,
@@ -104,12 +103,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return root.ExecuteContext(ctx)
 }
 
-func setupLogging(w io.Writer, level slog.Level) {
-	slog.SetDefault(slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+// newLogger returns the service's logger: JSON lines on w from level up. It
+// is passed to every part of the service; slog's default logger is left
+// alone, so that several services in one test binary keep their logs apart.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // serve runs the parts of the service that mode names until ctx is done.
-func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onListen func(string)) error {
+func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log *slog.Logger, onListen func(string)) error {
 	var d *sqlx.DB
 	if mode != "dashboard" {
 		var err error
@@ -139,7 +141,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	m := newMetrics(rc)
 	var metricsHandler http.Handler // nil: METRICS_ADDR serves /metrics apart
 	if cfg.MetricsAddr == "" {
-		metricsHandler = m.Handler()
+		metricsHandler = m.Handler(log)
 	}
 
 	var monitoring http.Handler
@@ -158,7 +160,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	var docs *documents.Store
 	if cfg.DocumentsURL != "" && mode != "dashboard" {
 		var err error
-		if docs, err = documents.Open(ctx, cfg.DocumentsURL); err != nil {
+		if docs, err = documents.Open(ctx, cfg.DocumentsURL, log); err != nil {
 			return fmt.Errorf("DOCUMENTS_URL: %w", err)
 		}
 		defer docs.Close()
@@ -167,24 +169,25 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 	switch mode {
 	case "serve", "api":
 		authSvc := auth.New(d, cfg.TokenSecret)
-		if err := authSvc.Listen(ctx, cfg.DatabaseURL); err != nil {
+		if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 			return fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 		}
 		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring, Metrics: m, MetricsHandler: metricsHandler}, api.Deps{
 			DB: d, Redis: rc, Auth: authSvc,
 			Imports:    imports.New(d),
-			Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
+			Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log}),
 			PostImport: postimport.New(d, docs),
 			Business:   business.New(d, nil),
-			Payment:    payment.New(d, rc, payment.Config{}),
+			Payment:    payment.New(d, rc, payment.Config{Log: log}),
+			Log:        log,
 		}).Handler()
 	case "worker":
-		handler = withMetricsRoute(api.Probes(d, rc), metricsHandler)
+		handler = withMetricsRoute(api.Probes(d, rc, log), metricsHandler)
 	case "dashboard":
 		if monitoring == nil {
 			return errors.New("MONITORING_USER: required by `importd dashboard`")
 		}
-		handler = withMetricsRoute(api.Dashboard(rc, monitoring), metricsHandler)
+		handler = withMetricsRoute(api.Dashboard(rc, monitoring, log), metricsHandler)
 	}
 
 	var w *worker.Worker
@@ -199,7 +202,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		w, err = worker.New(worker.Config{
 			AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
 			ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
-		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog, Documents: docs, Metrics: m})
+		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog, Documents: docs, Metrics: m, Log: log})
 		if err != nil {
 			return err
 		}
@@ -216,10 +219,10 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		return err
 	}
 	if mln != nil {
-		serveMetrics(gctx, g, mln, m.Handler(), cfg.ShutdownTimeout)
+		serveMetrics(gctx, g, mln, m.Handler(log), cfg.ShutdownTimeout, log)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	slog.Info("listening", "addr", ln.Addr().String(), "mode", mode)
+	log.Info("listening", "addr", ln.Addr().String(), "mode", mode)
 	if onListen != nil {
 		onListen(ln.Addr().String())
 	}
@@ -240,6 +243,6 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		g.Go(func() error { return w.Run(gctx) })
 	}
 	err = g.Wait()
-	slog.Info("stopped", "mode", mode)
+	log.Info("stopped", "mode", mode)
 	return err
 }

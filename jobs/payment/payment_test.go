@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -281,7 +282,7 @@ func TestCreateForAccount_NoWorkerAnswersUnfinishedAndRemovesTheTask(t *testing.
 	if _, err := b.db.Exec(`UPDATE payment_vendors SET timeout_ms = 10, attempts = 1 WHERE name = $1`, vendorOK); err != nil {
 		t.Fatal(err)
 	}
-	b.svc = New(b.db, b.rdb, Config{TaskMargin: 100 * time.Millisecond, QueueWait: 50 * time.Millisecond})
+	b.svc = New(b.db, b.rdb, Config{TaskMargin: 100 * time.Millisecond, QueueWait: 50 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	start := time.Now()
 	_, err := b.svc.CreateForAccount(context.Background(), raw(t, accountBody("ACC-1", vendorOK, "CARD-11", TypeCard)), visible)
 	p := asProblem(t, err)
