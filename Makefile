@@ -81,7 +81,7 @@ $(STATICCHECK_STAMP):
 	rm -f "$(LOCAL_BIN)"/.staticcheck-*
 	touch "$@"
 
-bench: stack-up ## Run the issues' benchmarks, each beside its baseline in the same run (BENCHCOUNT=2)
+bench: stack-up ## Run the performance benchmarks (README, Performance), each beside its baseline in the same run (BENCHCOUNT=2)
 	eval "$$($(STACK) env)"
 	# E3 and E4 over HTTP at concurrency 16, against a bare Gin handler and a
 	# plain SQL upsert of the same 4 KB payloads.

@@ -20,8 +20,9 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
-// benchConcurrency is the concurrency; benchLevels adds 1, where
-// latencies show what the queue itself adds rather than contention.
+// benchConcurrency is the concurrency of the E5 targets (README.md,
+// "Performance"); benchLevels adds 1, where latencies show what the queue
+// itself adds rather than contention.
 const benchConcurrency = 16
 
 var benchLevels = []int{1, benchConcurrency}

@@ -118,7 +118,8 @@ func TestPaymentInstruction_OverHTTP(t *testing.T) {
 	t.Run("business", func(t *testing.T) { t.Parallel(); paymentBusinessCases(t, e) })
 }
 
-// paymentAccountCases are the cases for E9.
+// paymentAccountCases are the E9 cases of the payment-instruction
+// requirements.
 func paymentAccountCases(t *testing.T, e *paymentEnv) {
 	tests := []struct {
 		name     string

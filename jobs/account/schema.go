@@ -19,7 +19,7 @@ const (
 	maxEmail      = 254 // RFC 5321 path limit
 	maxPostcode   = 16
 	maxReading    = 32
-	maxAccountRef = 128 // set by the issue
+	maxAccountRef = 128 // the reference API's maxLength of external_account_number
 )
 
 // Blank strings: a field that carries a format or an identifier (codes,

@@ -36,7 +36,7 @@ import (
 const CodeInvalidPath = "invalid_document_path"
 
 // CodeNotFound is the problem code of a document path that names nothing in
-// the store. The issue that specified documents names this code; other
+// the store. The requirements for document references name this code; other
 // platforms call the same problem path_does_not_exist_in_file_store, which
 // RULES.md mentions so that teams moving between platforms find it.
 const CodeNotFound = "document_not_found"

@@ -23,7 +23,8 @@ func accountBody(ext, vendor, ref, typ string) map[string]any {
 	return map[string]any{"import_supplier": "DEMO", "external_account_number": ext, "vendor": vendor, "reference": ref, "type": typ}
 }
 
-// The cases for E9, each against its own simulated vendor.
+// The E9 cases of the payment-instruction requirements, each against its
+// own simulated vendor.
 func TestCreateForAccount_VendorOutcomes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)
