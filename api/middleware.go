@@ -42,7 +42,7 @@ func withRequestID(c *gin.Context) {
 	id := c.GetHeader("X-Request-Id")
 	if id == "" || len(id) > 64 || strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' }) {
 		b := make([]byte, 8)
-		_, _ = rand.Read(b)
+		rand.Read(b)
 		id = hex.EncodeToString(b)
 	}
 	c.Set(requestIDKey, id)
