@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -61,8 +62,17 @@ func withLogger(log *slog.Logger) gin.HandlerFunc {
 }
 
 // logger returns the logger that withLogger stored. Every engine this
-// package builds runs withLogger before any handler that logs.
-func logger(c *gin.Context) *slog.Logger { return c.MustGet(loggerKey).(*slog.Logger) }
+// package builds runs withLogger before any handler that logs; a context
+// without it (a handler exercised on its own in a test) logs to stderr
+// rather than nowhere.
+func logger(c *gin.Context) *slog.Logger {
+	if l, ok := c.Get(loggerKey); ok {
+		return l.(*slog.Logger)
+	}
+	return stderrLogger
+}
+
+var stderrLogger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
 // logRequests writes one line per request. It logs the route pattern, never
 // the raw path, because paths carry account numbers (personal data).
