@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -74,7 +73,7 @@ func errorBody(p *problem.Error) gin.H {
 func writeError(c *gin.Context, err error) {
 	p, ok := problem.As(err)
 	if !ok || p.Kind == problem.Internal {
-		slog.ErrorContext(c.Request.Context(), "internal error",
+		logger(c).ErrorContext(c.Request.Context(), "internal error",
 			"request_id", requestID(c), "route", c.FullPath(), "error", err.Error())
 		p = problem.New(problem.Internal, problem.CodeInternal,
 			"An unexpected error occurred. Quote request id "+requestID(c)+" when reporting it.")

@@ -59,7 +59,10 @@ func (e gqlError) Extensions() map[string]any {
 	return map[string]any{"errorCode": e.code, "errorType": e.typ, "errorDescription": e.desc}
 }
 
-type tokenResolver struct{ auth *auth.Service }
+type tokenResolver struct {
+	auth *auth.Service
+	log  *slog.Logger
+}
 
 func (*tokenResolver) Ping() string { return "pong" }
 
@@ -92,14 +95,14 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 		return nil, gqlError{p.Code, "AUTHORIZATION", p.Detail}
 	}
 	if err != nil {
-		slog.ErrorContext(ctx, "obtainServiceToken failed", "request_id", requestIDFrom(ctx), "error", err.Error())
+		r.log.ErrorContext(ctx, "obtainServiceToken failed", "request_id", requestIDFrom(ctx), "error", err.Error())
 		return nil, gqlError{problem.CodeInternal, "INTERNAL", "An unexpected error occurred."}
 	}
 	return &tokenOutput{pair}, nil
 }
 
 func (s *Server) graphql() gin.HandlerFunc {
-	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth})
+	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth, s.log})
 	return func(c *gin.Context) {
 		body, err := s.readJSON(c)
 		if err != nil {

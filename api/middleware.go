@@ -25,6 +25,7 @@ import (
 const (
 	requestIDKey = "request_id"
 	principalKey = "principal"
+	loggerKey    = "logger"
 )
 
 func requestID(c *gin.Context) string { return c.GetString(requestIDKey) }
@@ -44,7 +45,7 @@ func withRequestID(c *gin.Context) {
 	id := c.GetHeader("X-Request-Id")
 	if id == "" || len(id) > 64 || strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' }) {
 		b := make([]byte, 8)
-		_, _ = rand.Read(b)
+		rand.Read(b)
 		id = hex.EncodeToString(b)
 	}
 	c.Set(requestIDKey, id)
@@ -52,6 +53,28 @@ func withRequestID(c *gin.Context) {
 	c.Header("X-Request-Id", id)
 	c.Next()
 }
+
+// withLogger makes log available to the middleware and to writeError, which
+// are plain functions shared by every engine of this package.
+func withLogger(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Set(loggerKey, log)
+		c.Next()
+	}
+}
+
+// logger returns the logger that withLogger stored. Every engine this
+// package builds runs withLogger before any handler that logs; a context
+// without it (a handler exercised on its own in a test) logs to stderr
+// rather than nowhere.
+func logger(c *gin.Context) *slog.Logger {
+	if l, ok := c.Get(loggerKey); ok {
+		return l.(*slog.Logger)
+	}
+	return stderrLogger
+}
+
+var stderrLogger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 
 // logRequests writes one line per request. It logs the route pattern, never
 // the raw path, because paths carry account numbers (personal data).
@@ -62,7 +85,7 @@ func logRequests(c *gin.Context) {
 	if route == "" {
 		route = "unmatched"
 	}
-	slog.InfoContext(c.Request.Context(), "request",
+	logger(c).InfoContext(c.Request.Context(), "request",
 		"request_id", requestID(c), "method", c.Request.Method, "route", route,
 		"status", c.Writer.Status(), "duration_ms", float64(time.Since(start).Microseconds())/1000,
 		"bytes", c.Writer.Size())
@@ -76,7 +99,7 @@ func recoverPanics(c *gin.Context) {
 			if err, ok := r.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(r)
 			}
-			slog.ErrorContext(c.Request.Context(), "panic", "request_id", requestID(c), "route", c.FullPath(), "panic", r)
+			logger(c).ErrorContext(c.Request.Context(), "panic", "request_id", requestID(c), "route", c.FullPath(), "panic", r)
 			writeError(c, problem.New(problem.Internal, problem.CodeInternal, "panic"))
 		}
 	}()

@@ -60,6 +60,9 @@ type Deps struct {
 	Business *business.Service
 	// Payment serves E2 and E9.
 	Payment *payment.Service
+	// Log receives one line per request and the causes of 500s; it must
+	// not be nil.
+	Log *slog.Logger
 }
 
 // Server is the HTTP API.
@@ -71,6 +74,7 @@ type Server struct {
 	imports *imports.Service
 	process *process.Service
 	router  *gin.Engine
+	log     *slog.Logger
 
 	postImport *postimport.Service
 	business   *business.Service
@@ -93,7 +97,10 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxInFlightPerKey <= 0 {
 		cfg.MaxInFlightPerKey = 64
 	}
-	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process}
+	if deps.Log == nil {
+		panic("api.New: nil Deps.Log")
+	}
+	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process, log: deps.Log}
 	s.postImport = deps.PostImport
 	s.business, s.payment = deps.Business, deps.Payment
 	r := gin.New()
@@ -103,7 +110,7 @@ func New(cfg Config, deps Deps) *Server {
 	// path so that it stays inside its path segment.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(withRequestID, observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
+	r.Use(withRequestID, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
 	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))
@@ -170,7 +177,7 @@ func Ready(ctx context.Context, d *sqlx.DB, r redis.UniversalClient) error {
 
 func (s *Server) readyz(c *gin.Context) {
 	if err := Ready(c.Request.Context(), s.db, s.redis); err != nil {
-		slog.WarnContext(c.Request.Context(), "not ready", "error", err)
+		s.log.WarnContext(c.Request.Context(), "not ready", "error", err)
 		writeError(c, err)
 		return
 	}
@@ -189,13 +196,18 @@ func (s *Server) whoami(c *gin.Context) {
 }
 
 // Probes returns a handler with only /healthz and /readyz, for processes that
-// serve no API (the worker).
-func Probes(d *sqlx.DB, r redis.UniversalClient) http.Handler { return probes(d, r) }
+// serve no API (the worker). log must not be nil.
+func Probes(d *sqlx.DB, r redis.UniversalClient, log *slog.Logger) http.Handler {
+	return probes(d, r, log)
+}
 
-func probes(d *sqlx.DB, r redis.UniversalClient) *gin.Engine {
-	s := &Server{db: d, redis: r}
+func probes(d *sqlx.DB, r redis.UniversalClient, log *slog.Logger) *gin.Engine {
+	if log == nil {
+		panic("api: nil *slog.Logger")
+	}
+	s := &Server{db: d, redis: r, log: log}
 	e := gin.New()
-	e.Use(withRequestID, recoverPanics)
+	e.Use(withRequestID, withLogger(log), recoverPanics)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.NoRoute(notFound)
@@ -205,8 +217,9 @@ func probes(d *sqlx.DB, r redis.UniversalClient) *gin.Engine {
 // Dashboard returns the handler of `importd dashboard`: the probes of a
 // process without a database (its /readyz checks Redis alone, the only
 // store the dashboard reads) and the Asynqmon dashboard at MonitoringRoot.
-func Dashboard(r redis.UniversalClient, monitoring http.Handler) http.Handler {
-	e := probes(nil, r)
+// log must not be nil.
+func Dashboard(r redis.UniversalClient, monitoring http.Handler, log *slog.Logger) http.Handler {
+	e := probes(nil, r, log)
 	e.Any(MonitoringRoot+"/*any", gin.WrapH(monitoring))
 	return e
 }

@@ -17,7 +17,7 @@ type paymentHandler struct {
 }
 
 func newPaymentHandler(deps Deps) paymentHandler {
-	return paymentHandler{payment.NewVerifier(deps.DB, deps.RedisCli).WithMetrics(deps.Metrics)}
+	return paymentHandler{payment.NewVerifier(deps.DB, deps.RedisCli, deps.Log).WithMetrics(deps.Metrics)}
 }
 
 func (h paymentHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {

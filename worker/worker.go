@@ -47,6 +47,8 @@ type Deps struct {
 	// Metrics counts tasks, accounts created and vendor calls; nil counts
 	// nothing.
 	Metrics *metrics.Metrics
+	// Log receives the handlers' logs and asynq's own; it must not be nil.
+	Log *slog.Logger
 }
 
 // Worker processes queued tasks with two Asynq servers: one for the accounts
@@ -75,6 +77,9 @@ func retryDelay(n int, _ error, _ *asynq.Task) time.Duration {
 
 // New returns a worker with every task handler registered.
 func New(cfg Config, deps Deps) (*Worker, error) {
+	if deps.Log == nil {
+		panic("worker.New: nil Deps.Log")
+	}
 	if cfg.AccountConcurrency <= 0 {
 		cfg.AccountConcurrency = 10
 	}
@@ -88,7 +93,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	common := asynq.Config{
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		RetryDelayFunc:  retryDelay,
-		Logger:          slogAdapter{},
+		Logger:          slogAdapter{deps.Log},
 		LogLevel:        asynq.WarnLevel,
 	}
 	ac := common
@@ -106,7 +111,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.accountsMux.Use(observeJobs(deps.Metrics))
 	w.otherMux.Use(observeJobs(deps.Metrics))
-	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents)})
+	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log)})
 	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
 	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))
 	return w, nil
@@ -130,10 +135,10 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // slogAdapter routes asynq's own logs through log/slog.
-type slogAdapter struct{}
+type slogAdapter struct{ log *slog.Logger }
 
-func (slogAdapter) Debug(args ...any) { slog.Debug(fmt.Sprint(args...), "component", "asynq") }
-func (slogAdapter) Info(args ...any)  { slog.Info(fmt.Sprint(args...), "component", "asynq") }
-func (slogAdapter) Warn(args ...any)  { slog.Warn(fmt.Sprint(args...), "component", "asynq") }
-func (slogAdapter) Error(args ...any) { slog.Error(fmt.Sprint(args...), "component", "asynq") }
-func (slogAdapter) Fatal(args ...any) { slog.Error(fmt.Sprint(args...), "component", "asynq") }
+func (a slogAdapter) Debug(args ...any) { a.log.Debug(fmt.Sprint(args...), "component", "asynq") }
+func (a slogAdapter) Info(args ...any)  { a.log.Info(fmt.Sprint(args...), "component", "asynq") }
+func (a slogAdapter) Warn(args ...any)  { a.log.Warn(fmt.Sprint(args...), "component", "asynq") }
+func (a slogAdapter) Error(args ...any) { a.log.Error(fmt.Sprint(args...), "component", "asynq") }
+func (a slogAdapter) Fatal(args ...any) { a.log.Error(fmt.Sprint(args...), "component", "asynq") }

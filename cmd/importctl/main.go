@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -37,7 +38,7 @@ func main() {
 
 // run executes one command and returns the exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	c := &cli{getenv: getenv, out: stdout}
+	c := &cli{getenv: getenv, out: stdout, log: slog.New(slog.NewTextHandler(stderr, nil))}
 	root := c.commands()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -68,6 +69,9 @@ type cli struct {
 	out    io.Writer
 	asJSON bool
 	db     *sqlx.DB
+	// log is handed to the packages that log (the document store); their
+	// lines go to stderr.
+	log *slog.Logger
 }
 
 func (c *cli) open(ctx context.Context) (*sqlx.DB, error) {
@@ -340,7 +344,7 @@ func (c *cli) documentCmd() *cobra.Command {
 				defer f.Close()
 				r = f
 			}
-			store, err := documents.Open(ctx, u)
+			store, err := documents.Open(ctx, u, c.log)
 			if err != nil {
 				return fmt.Errorf("DOCUMENTS_URL: %w", err)
 			}

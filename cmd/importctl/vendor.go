@@ -16,7 +16,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
 )
 
-// vendorCmd configures payment vendors (issue 6; PROTOCOL.md in jobs/payment).
+// vendorCmd configures payment vendors (their protocol: jobs/payment/PROTOCOL.md).
 func (c *cli) vendorCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "vendor", Short: "Manage payment vendors that verify payment instructions"}
 	var v payment.Vendor

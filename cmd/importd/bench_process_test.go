@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -19,8 +20,9 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
-// benchConcurrency is the concurrency; benchLevels adds 1, where
-// latencies show what the queue itself adds rather than contention.
+// benchConcurrency is the concurrency of the E5 targets (README.md,
+// "Performance"); benchLevels adds 1, where latencies show what the queue
+// itself adds rather than contention.
 const benchConcurrency = 16
 
 var benchLevels = []int{1, benchConcurrency}
@@ -134,12 +136,12 @@ func benchE5Direct(b *testing.B, workers int) {
 	opt, _ := redis.ParseURL(s.env["REDIS_URL"])
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	docs, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"])
+	docs, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"], slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer docs.Close()
-	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), docs)
+	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), docs, slog.New(slog.DiscardHandler))
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, func(i int) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{

@@ -21,7 +21,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
-// End-to-end tests of E3, E4 and E10 to E13 (issue 3): the real service,
+// End-to-end tests of E3, E4 and E10 to E13: the real service,
 // started by run() on port 0, against PostgreSQL and Redis of the test's own.
 
 const (

@@ -30,6 +30,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/business"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/payment"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/process"
@@ -66,8 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if err != nil {
 				return err
 			}
-			setupLogging(stderr, cfg.LogLevel)
-			return serve(cmd.Context(), cfg, mode, migrateFirst, onListen)
+			return serve(cmd.Context(), cfg, mode, migrateFirst, newLogger(stderr, cfg.LogLevel), onListen)
 		}
 	}
 	serveCmd := &cobra.Command{Use: "serve", Short: "Run the API, the worker and the dashboard in one process", Args: cobra.NoArgs,
@@ -103,108 +103,181 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return root.ExecuteContext(ctx)
 }
 
-func setupLogging(w io.Writer, level slog.Level) {
-	slog.SetDefault(slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+// newLogger returns the service's logger: JSON lines on w from level up. It
+// is passed to every part of the service; slog's default logger is left
+// alone, so that several services in one test binary keep their logs apart.
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
-// serve runs the parts of the service that mode names until ctx is done.
-func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onListen func(string)) error {
-	var d *sqlx.DB
-	if mode != "dashboard" {
-		var err error
-		d, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
-		if err != nil {
-			return err
-		}
+// serve runs the parts of the service that mode names until ctx is done:
+// it opens the stores, builds the HTTP handler and the worker that mode
+// needs, and runs them.
+func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log *slog.Logger, onListen func(string)) error {
+	d, err := openDatabase(ctx, cfg, mode, migrateFirst)
+	if err != nil {
+		return err
+	}
+	if d != nil {
 		defer d.Close()
-		if migrateFirst {
-			if _, err := db.Migrate(ctx, d.DB); err != nil {
-				return err
-			}
-		} else if mode != "worker" {
-			if err := db.CheckSchema(ctx, d.DB); err != nil {
-				if errors.Is(err, db.ErrSchemaOutdated) {
-					return fmt.Errorf("%w; run `importd migrate` first, or start with --migrate", err)
-				}
-				return err
-			}
-		}
 	}
 	rc, ok := cfg.Redis.MakeRedisClient().(redis.UniversalClient)
 	if !ok {
 		return errors.New("REDIS_URL: unsupported Redis connection type")
 	}
 	defer rc.Close()
-	m := newMetrics(rc)
-	var metricsHandler http.Handler // nil: METRICS_ADDR serves /metrics apart
-	if cfg.MetricsAddr == "" {
-		metricsHandler = m.Handler()
+	docs, err := openDocuments(ctx, cfg, mode, log)
+	if err != nil {
+		return err
 	}
-
-	var monitoring http.Handler
-	if cfg.MonitoringUser != "" {
-		monitoring = api.Monitoring(api.MonitoringConfig{Redis: cfg.Redis, User: cfg.MonitoringUser, Password: cfg.MonitoringPassword, ReadOnly: cfg.MonitoringReadOnly})
-	}
-
-	var catalog account.Catalog
-	if d != nil {
-		catalog = account.NewCatalog(d, nil)
-	}
-	// Without DOCUMENTS_URL the service still starts: only E6 and E8
-	// requests, and E5 accounts whose notes name a document, are refused
-	// (document_store_not_configured). A URL that does not open stops the
-	// start, naming the variable.
-	var docs *documents.Store
-	if cfg.DocumentsURL != "" && mode != "dashboard" {
-		var err error
-		if docs, err = documents.Open(ctx, cfg.DocumentsURL); err != nil {
-			return fmt.Errorf("DOCUMENTS_URL: %w", err)
-		}
+	if docs != nil {
 		defer docs.Close()
 	}
-	var handler http.Handler
-	switch mode {
+	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc)}
+	handler, err := p.handler(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := p.newWorker()
+	if err != nil {
+		return err
+	}
+	return p.run(ctx, handler, w, onListen)
+}
+
+// openDatabase opens PostgreSQL for every mode but the dashboard (which
+// returns nil), then migrates it (--migrate) or, for the modes that serve
+// the API, refuses a schema that is not up to date.
+func openDatabase(ctx context.Context, cfg *Config, mode string, migrateFirst bool) (*sqlx.DB, error) {
+	if mode == "dashboard" {
+		return nil, nil
+	}
+	d, err := db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	if err != nil {
+		return nil, err
+	}
+	if migrateFirst {
+		_, err = db.Migrate(ctx, d.DB)
+	} else if mode != "worker" {
+		if err = db.CheckSchema(ctx, d.DB); errors.Is(err, db.ErrSchemaOutdated) {
+			err = fmt.Errorf("%w; run `importd migrate` first, or start with --migrate", err)
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// openDocuments opens DOCUMENTS_URL, or returns nil when it is unset or mode
+// is the dashboard. Without it the service still starts: only E6 and E8
+// requests, and E5 accounts whose notes name a document, are refused
+// (document_store_not_configured). A URL that does not open stops the
+// start, naming the variable.
+func openDocuments(ctx context.Context, cfg *Config, mode string, log *slog.Logger) (*documents.Store, error) {
+	if cfg.DocumentsURL == "" || mode == "dashboard" {
+		return nil, nil
+	}
+	docs, err := documents.Open(ctx, cfg.DocumentsURL, log)
+	if err != nil {
+		return nil, fmt.Errorf("DOCUMENTS_URL: %w", err)
+	}
+	return docs, nil
+}
+
+// instance is what serve has opened, shared by the steps that build and run
+// the parts of one importd process. db is nil in the dashboard, docs when
+// DOCUMENTS_URL is unset.
+type instance struct {
+	cfg     *Config
+	mode    string
+	log     *slog.Logger
+	db      *sqlx.DB
+	redis   redis.UniversalClient
+	docs    *documents.Store
+	metrics *metrics.Metrics
+}
+
+// metricsHandler is what serves GET /metrics on HTTP_ADDR, or nil when
+// METRICS_ADDR serves it apart.
+func (p *instance) metricsHandler() http.Handler {
+	if p.cfg.MetricsAddr != "" {
+		return nil
+	}
+	return p.metrics.Handler(p.log)
+}
+
+// monitoring is the Asynqmon dashboard behind basic auth, or nil when
+// MONITORING_USER is unset.
+func (p *instance) monitoring() http.Handler {
+	if p.cfg.MonitoringUser == "" {
+		return nil
+	}
+	return api.Monitoring(api.MonitoringConfig{Redis: p.cfg.Redis, User: p.cfg.MonitoringUser, Password: p.cfg.MonitoringPassword, ReadOnly: p.cfg.MonitoringReadOnly})
+}
+
+// handler builds the HTTP handler of the mode: the API (which starts
+// listening for API key changes), the worker's probes or the dashboard.
+func (p *instance) handler(ctx context.Context) (http.Handler, error) {
+	switch p.mode {
 	case "serve", "api":
-		authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge)
-		if err := authSvc.Listen(ctx, cfg.DatabaseURL); err != nil {
-			return fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
-		}
-		handler = api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: monitoring, Metrics: m, MetricsHandler: metricsHandler,
-			BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey}, api.Deps{
-			DB: d, Redis: rc, Auth: authSvc,
-			Imports:    imports.New(d),
-			Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout}),
-			PostImport: postimport.New(d, docs),
-			Business:   business.New(d, nil),
-			Payment:    payment.New(d, rc, payment.Config{}),
-		}).Handler()
+		return p.apiHandler(ctx)
 	case "worker":
-		handler = withMetricsRoute(api.Probes(d, rc), metricsHandler)
+		return withMetricsRoute(api.Probes(p.db, p.redis, p.log), p.metricsHandler()), nil
 	case "dashboard":
+		monitoring := p.monitoring()
 		if monitoring == nil {
-			return errors.New("MONITORING_USER: required by `importd dashboard`")
+			return nil, errors.New("MONITORING_USER: required by `importd dashboard`")
 		}
-		handler = withMetricsRoute(api.Dashboard(rc, monitoring), metricsHandler)
+		return withMetricsRoute(api.Dashboard(p.redis, monitoring, p.log), p.metricsHandler()), nil
 	}
+	return nil, fmt.Errorf("unknown mode %q", p.mode)
+}
 
-	var w *worker.Worker
-	var err error
-	if mode == "serve" || mode == "worker" {
-		accounts := cfg.WorkerConcurrency
-		if cfg.ProcessConcurrencyLimit > 0 {
-			// The E5 limit is the accounts queue's concurrency: with one
-			// worker, never more than the limit run at once.
-			accounts = cfg.ProcessConcurrencyLimit
-		}
-		w, err = worker.New(worker.Config{
-			AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
-			ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
-		}, worker.Deps{DB: d, Redis: cfg.Redis, RedisCli: rc, Catalog: catalog, Documents: docs, Metrics: m})
-		if err != nil {
-			return err
-		}
+// apiHandler builds the REST API with its services.
+func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
+	cfg, d, rc, log := p.cfg, p.db, p.redis, p.log
+	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge)
+	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}
+	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(), Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
+		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey}, api.Deps{
+		DB: d, Redis: rc, Auth: authSvc,
+		Imports:    imports.New(d),
+		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log}),
+		PostImport: postimport.New(d, p.docs),
+		Business:   business.New(d, nil),
+		Payment:    payment.New(d, rc, payment.Config{Log: log}),
+		Log:        log,
+	}).Handler(), nil
+}
 
+// newWorker builds the Asynq worker in the modes that run one ("serve" and
+// "worker"), and returns nil in the others.
+func (p *instance) newWorker() (*worker.Worker, error) {
+	if p.mode != "serve" && p.mode != "worker" {
+		return nil, nil
+	}
+	cfg := p.cfg
+	accounts := cfg.WorkerConcurrency
+	if cfg.ProcessConcurrencyLimit > 0 {
+		// The E5 limit is the accounts queue's concurrency: with one
+		// worker, never more than the limit run at once.
+		accounts = cfg.ProcessConcurrencyLimit
+	}
+	return worker.New(worker.Config{
+		AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
+		ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
+	}, worker.Deps{DB: p.db, Redis: cfg.Redis, RedisCli: p.redis, Catalog: account.NewCatalog(p.db, nil), Documents: p.docs, Metrics: p.metrics, Log: p.log})
+}
+
+// run listens on HTTP_ADDR (and METRICS_ADDR when set), serves handler and
+// runs w (when not nil) until ctx is done, then shuts both down within
+// SHUTDOWN_TIMEOUT.
+func (p *instance) run(ctx context.Context, handler http.Handler, w *worker.Worker, onListen func(string)) error {
+	cfg := p.cfg
 	g, gctx := errgroup.WithContext(ctx)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -216,13 +289,13 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		return err
 	}
 	if mln != nil {
-		serveMetrics(gctx, g, mln, m.Handler(), cfg.ShutdownTimeout)
+		serveMetrics(gctx, g, mln, p.metrics.Handler(p.log), cfg.ShutdownTimeout, p.log)
 	}
 	// No ReadTimeout or WriteTimeout: they would bound whole requests,
 	// which E5's wait and the streamed lists outlast. The API bounds body
 	// reads and each streamed write itself (api.Config).
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: cfg.ReadHeaderTimeout, IdleTimeout: cfg.IdleTimeout}
-	slog.Info("listening", "addr", ln.Addr().String(), "mode", mode)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: p.cfg.ReadHeaderTimeout, IdleTimeout: p.cfg.IdleTimeout}
+	p.log.Info("listening", "addr", ln.Addr().String(), "mode", p.mode)
 	if onListen != nil {
 		onListen(ln.Addr().String())
 	}
@@ -243,6 +316,6 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, onL
 		g.Go(func() error { return w.Run(gctx) })
 	}
 	err = g.Wait()
-	slog.Info("stopped", "mode", mode)
+	p.log.Info("stopped", "mode", p.mode)
 	return err
 }

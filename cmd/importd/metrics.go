@@ -54,11 +54,11 @@ func listenMetrics(addr string) (net.Listener, error) {
 }
 
 // serveMetrics serves only GET /metrics on ln until ctx is done.
-func serveMetrics(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, shutdownTimeout time.Duration) {
+func serveMetrics(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, shutdownTimeout time.Duration, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	slog.Info("serving metrics", "addr", ln.Addr().String())
+	log.Info("serving metrics", "addr", ln.Addr().String())
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("METRICS_ADDR: %w", err)

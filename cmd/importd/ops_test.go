@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"mime"
 	"mime/quotedprintable"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
 
 	"github.com/bulkimport/bulkimport/jobs"
@@ -123,19 +123,16 @@ func (l *lockedBuffer) String() string {
 // Every request writes one JSON log line with its request id, route, status
 // and duration, and no credential (API key, access or refresh token,
 // Authorization value) ever reaches the logs, even at LOG_LEVEL=debug.
-//
-// Not parallel: run() installs the service's logger as slog's process-wide
-// default, so a service started by a parallel test would take the log lines
-// away from this one. Sequential top-level tests run while the parallel ones
-// wait, so this test still sees only its own service's lines.
+// Each service writes only to its own log: another service started beside
+// it in the same process (as parallel tests do) keeps its lines apart.
 func TestLogs_OneLinePerRequestAndNoCredentials(t *testing.T) {
-	prev := slog.Default()
-	t.Cleanup(func() { slog.SetDefault(prev) }) // after the service has stopped
-	var logs lockedBuffer
+	t.Parallel()
+	var logs, otherLogs lockedBuffer
 	s := startServiceLogging(t, "api", map[string]string{"LOG_LEVEL": "debug"}, &logs)
+	other := startServiceLogging(t, "api", map[string]string{"LOG_LEVEL": "debug"}, &otherLogs)
 	key := s.newKey(t, "logged")
 
-	send := func(id, method, path, authz string, body any) response {
+	send := func(s *service, id, method, path, authz string, body any) response {
 		t.Helper()
 		var rd *bytes.Reader
 		if body != nil {
@@ -154,7 +151,7 @@ func TestLogs_OneLinePerRequestAndNoCredentials(t *testing.T) {
 		}
 		return doReq(t, req)
 	}
-	r := send("ops-log-gql", "POST", "/v1/graphql/", "", map[string]any{
+	r := send(s, "ops-log-gql", "POST", "/v1/graphql/", "", map[string]any{
 		"query":     `mutation($input: ObtainJSONWebTokenInput!) { obtainServiceToken(input: $input) { token refreshToken } }`,
 		"variables": map[string]any{"input": map[string]any{"APIKey": key}},
 	})
@@ -165,12 +162,15 @@ func TestLogs_OneLinePerRequestAndNoCredentials(t *testing.T) {
 	if r.Status != 200 || tok == "" || refresh == "" {
 		t.Fatalf("obtainServiceToken: %d %s", r.Status, r.Raw)
 	}
-	if r := send("ops-log-ok", "GET", "/v1/data-import/whoami/", "Token "+tok, nil); r.Status != 200 {
+	if r := send(s, "ops-log-ok", "GET", "/v1/data-import/whoami/", "Token "+tok, nil); r.Status != 200 {
 		t.Fatalf("whoami: %d %s", r.Status, r.Raw)
 	}
 	forged := tok + "x"
-	if r := send("ops-log-401", "GET", "/v1/data-import/whoami/", "Token "+forged, nil); r.Status != 401 {
+	if r := send(s, "ops-log-401", "GET", "/v1/data-import/whoami/", "Token "+forged, nil); r.Status != 401 {
 		t.Fatalf("whoami with a forged token: %d %s", r.Status, r.Raw)
+	}
+	if r := send(other, "ops-log-other", "GET", "/healthz", "", nil); r.Status != 200 {
+		t.Fatalf("healthz of the other service: %d %s", r.Status, r.Raw)
 	}
 
 	want := map[string]struct {
@@ -183,20 +183,12 @@ func TestLogs_OneLinePerRequestAndNoCredentials(t *testing.T) {
 	}
 	// The line is written once the handler returns, which may be just after
 	// the client has read the answer.
-	var lines map[string][]map[string]any
+	var lines, otherLines map[string][]map[string]any
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		lines = map[string][]map[string]any{}
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		for sc.Scan() {
-			var l map[string]any
-			if json.Unmarshal(sc.Bytes(), &l) != nil || l["msg"] != "request" {
-				continue
-			}
-			id, _ := l["request_id"].(string)
-			lines[id] = append(lines[id], l)
-		}
-		if len(lines["ops-log-gql"]) > 0 && len(lines["ops-log-ok"]) > 0 && len(lines["ops-log-401"]) > 0 {
+		lines, otherLines = requestLogLines(logs.String()), requestLogLines(otherLogs.String())
+		if len(lines["ops-log-gql"]) > 0 && len(lines["ops-log-ok"]) > 0 && len(lines["ops-log-401"]) > 0 &&
+			len(otherLines["ops-log-other"]) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -220,6 +212,20 @@ func TestLogs_OneLinePerRequestAndNoCredentials(t *testing.T) {
 			t.Errorf("request %s: level %v, time %v", id, l["level"], l["time"])
 		}
 	}
+	var ids, otherIDs []string
+	for id := range lines {
+		ids = append(ids, id)
+	}
+	for id := range otherLines {
+		otherIDs = append(otherIDs, id)
+	}
+	sort.Strings(ids)
+	if diff := cmp.Diff([]string{"ops-log-401", "ops-log-gql", "ops-log-ok"}, ids); diff != "" {
+		t.Errorf("request ids in the service's log (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ops-log-other"}, otherIDs); diff != "" {
+		t.Errorf("request ids in the other service's log (-want +got):\n%s", diff)
+	}
 	all := logs.String()
 	sig := tok[strings.LastIndex(tok, ".")+1:]
 	for what, secret := range map[string]string{
@@ -230,6 +236,22 @@ func TestLogs_OneLinePerRequestAndNoCredentials(t *testing.T) {
 			t.Errorf("the %s appears in the logs", what)
 		}
 	}
+}
+
+// requestLogLines returns the "request" lines of a service's JSON log by
+// request id.
+func requestLogLines(logs string) map[string][]map[string]any {
+	lines := map[string][]map[string]any{}
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	for sc.Scan() {
+		var l map[string]any
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l["msg"] != "request" {
+			continue
+		}
+		id, _ := l["request_id"].(string)
+		lines[id] = append(lines[id], l)
+	}
+	return lines
 }
 
 // smtpMessage is one message the fake SMTP server accepted.

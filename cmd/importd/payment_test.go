@@ -120,7 +120,8 @@ func TestPaymentInstruction_OverHTTP(t *testing.T) {
 	t.Run("concurrent duplicates", func(t *testing.T) { t.Parallel(); paymentConcurrentDuplicateCases(t, e) })
 }
 
-// paymentAccountCases are the cases for E9.
+// paymentAccountCases are the E9 cases of the payment-instruction
+// requirements.
 func paymentAccountCases(t *testing.T, e *paymentEnv) {
 	tests := []struct {
 		name     string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func newPostImportEnv(t *testing.T) *postImportEnv {
 		t.Fatal(err)
 	}
 	// The same directory, opened as the service opened it.
-	docs, err := documents.Open(ctx, "file://"+dir)
+	docs, err := documents.Open(ctx, "file://"+dir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

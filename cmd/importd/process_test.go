@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -79,7 +80,7 @@ func seedDemo(t testing.TB, s *service, supplier admin.Supplier) {
 // document store.
 func (s *service) putDocument(t testing.TB, root, path string) {
 	t.Helper()
-	store, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"])
+	store, err := documents.Open(context.Background(), s.env["DOCUMENTS_URL"], slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

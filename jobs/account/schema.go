@@ -20,7 +20,7 @@ const (
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
 	maxReading    = 32
-	maxAccountRef = 128 // set by the issue
+	maxAccountRef = 128 // the reference API's maxLength of external_account_number
 )
 
 // Blank strings: a field that carries an identifier (codes, serial numbers)

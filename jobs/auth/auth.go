@@ -91,12 +91,10 @@ func (s *Service) WithClock(now func() time.Time) *Service {
 }
 
 // GenerateKey returns a new API key: at least 32 random bytes, URL-safe.
-func GenerateKey() (string, error) {
+func GenerateKey() string {
 	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate key: %w", err)
-	}
-	return keyPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+	rand.Read(b)
+	return keyPrefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
 // hashKey is SHA-256: keys carry 256 bits of entropy, so a slow password hash
@@ -116,11 +114,8 @@ func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, suppl
 	if organisation == "" {
 		organisation = name
 	}
-	key, err := GenerateKey()
-	if err != nil {
-		return "", err
-	}
-	err = db.InTx(ctx, d, func(tx *sqlx.Tx) error {
+	key := GenerateKey()
+	err := db.InTx(ctx, d, func(tx *sqlx.Tx) error {
 		var id int64
 		err := tx.GetContext(ctx, &id, `INSERT INTO api_keys (name, organisation, prefix, secret_hash) VALUES ($1, $2, $3, $4) RETURNING id`,
 			name, organisation, key[:lookupLength], hashKey(key))

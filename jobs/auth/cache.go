@@ -87,8 +87,12 @@ func (c *principalCache) reset(live bool) {
 
 // Listen turns on the principal cache and keeps it in step with revocations
 // made anywhere (another replica, importctl) by listening for their
-// NOTIFY on a connection of its own, until ctx is done.
-func (s *Service) Listen(ctx context.Context, databaseURL string) error {
+// NOTIFY on a connection of its own, until ctx is done. log reports the
+// listener's disconnections; it must not be nil.
+func (s *Service) Listen(ctx context.Context, databaseURL string, log *slog.Logger) error {
+	if log == nil {
+		panic("auth.Listen: nil *slog.Logger")
+	}
 	l := pq.NewListener(databaseURL, 100*time.Millisecond, 5*time.Second, func(ev pq.ListenerEventType, err error) {
 		switch ev {
 		case pq.ListenerEventConnected, pq.ListenerEventReconnected:
@@ -97,7 +101,7 @@ func (s *Service) Listen(ctx context.Context, databaseURL string) error {
 		default:
 			s.cache.reset(false)
 			if err != nil {
-				slog.Warn("api key listener disconnected; reading keys on every request", "error", err)
+				log.Warn("api key listener disconnected; reading keys on every request", "error", err)
 			}
 		}
 	})

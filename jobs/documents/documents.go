@@ -36,7 +36,7 @@ import (
 const CodeInvalidPath = "invalid_document_path"
 
 // CodeNotFound is the problem code of a document path that names nothing in
-// the store. The issue that specified documents names this code; other
+// the store. The requirements for document references name this code; other
 // platforms call the same problem path_does_not_exist_in_file_store, which
 // RULES.md mentions so that teams moving between platforms find it.
 const CodeNotFound = "document_not_found"
@@ -103,13 +103,18 @@ type Store struct {
 	// local is true for a file:// bucket, whose keys are file names and can
 	// fail in ways an object store cannot (see Exists).
 	local bool
+	// log reports a store that did not answer (Check).
+	log *slog.Logger
 }
 
 // Open opens the bucket at rawURL (a gocloud.dev/blob URL such as
 // file:///var/lib/importd/documents or s3://bucket?region=eu-west-2). The
 // scheme's driver must be registered by a blank import. Close the store when
-// done.
-func Open(ctx context.Context, rawURL string) (*Store, error) {
+// done. log reports a store that did not answer; it must not be nil.
+func Open(ctx context.Context, rawURL string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		panic("documents.Open: nil *slog.Logger")
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("documents: %w", err)
@@ -118,7 +123,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("documents: open %s bucket: %w", u.Scheme, err)
 	}
-	return &Store{bucket: b, local: u.Scheme == "file"}, nil
+	return &Store{bucket: b, local: u.Scheme == "file", log: log}, nil
 }
 
 // Close releases the bucket.
@@ -258,7 +263,7 @@ func Check(ctx context.Context, s *Store, root string, refs []Ref, errs *problem
 	if err != nil {
 		// The HTTP layer logs only internal errors; this cause is what an
 		// operator needs to fix the store, so it is logged here.
-		slog.WarnContext(ctx, "document store did not answer", "error", err.Error())
+		s.log.WarnContext(ctx, "document store did not answer", "error", err.Error())
 		return &problem.Error{Kind: problem.Unavailable, Code: CodeStoreUnavailable,
 			Detail: "The document store did not answer; retry later.", Cause: err}
 	}

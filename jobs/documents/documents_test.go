@@ -2,6 +2,7 @@ package documents_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 func newStore(t *testing.T) (*documents.Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := documents.Open(context.Background(), "file://"+dir)
+	s, err := documents.Open(context.Background(), "file://"+dir, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@
 package metrics
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -116,11 +117,14 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 // Handler serves the registry in the Prometheus text format (or
 // OpenMetrics when the scraper asks for it). A collector that fails (Redis
 // down for the queue sizes) is reported in the log and left out, and the
-// other series are still served.
-func (m *Metrics) Handler() http.Handler {
+// other series are still served. log must not be nil.
+func (m *Metrics) Handler(log *slog.Logger) http.Handler {
+	if log == nil {
+		panic("metrics.Handler: nil *slog.Logger")
+	}
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
 		ErrorHandling:     promhttp.ContinueOnError,
-		ErrorLog:          slogErrorLog{},
+		ErrorLog:          slogErrorLog{log},
 		EnableOpenMetrics: true,
 	})
 }

@@ -65,8 +65,8 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // slogErrorLog routes promhttp's error log through log/slog.
-type slogErrorLog struct{}
+type slogErrorLog struct{ log *slog.Logger }
 
-func (slogErrorLog) Println(v ...any) {
-	slog.Warn(fmt.Sprint(v...), "component", "metrics")
+func (l slogErrorLog) Println(v ...any) {
+	l.log.Warn(fmt.Sprint(v...), "component", "metrics")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -22,7 +23,8 @@ func accountBody(ext, vendor, ref, typ string) map[string]any {
 	return map[string]any{"import_supplier": "DEMO", "external_account_number": ext, "vendor": vendor, "reference": ref, "type": typ}
 }
 
-// The issue's cases for E9, each against its own simulated vendor.
+// The E9 cases of the payment-instruction requirements, each against its
+// own simulated vendor.
 func TestCreateForAccount_VendorOutcomes(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)
@@ -285,7 +287,7 @@ func TestCreateForAccount_NoWorkerAnswersUnfinishedAndRemovesTheTask(t *testing.
 	if _, err := b.db.Exec(`UPDATE payment_vendors SET timeout_ms = 10, attempts = 1 WHERE name = $1`, vendorOK); err != nil {
 		t.Fatal(err)
 	}
-	b.svc = New(b.db, b.rdb, Config{TaskMargin: 100 * time.Millisecond, QueueWait: 50 * time.Millisecond})
+	b.svc = New(b.db, b.rdb, Config{TaskMargin: 100 * time.Millisecond, QueueWait: 50 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	start := time.Now()
 	_, err := b.svc.CreateForAccount(context.Background(), raw(t, accountBody("ACC-1", vendorOK, "CARD-11", TypeCard)), visible)
 	p := asProblem(t, err)

@@ -30,6 +30,8 @@ type Config struct {
 	// QueueWait is how long a request waits, beyond the longest a task can
 	// run, for the task to leave the queue. Zero means 10 s.
 	QueueWait time.Duration
+	// Log reports outcome messages that do not decode; it must not be nil.
+	Log *slog.Logger
 }
 
 // Service is the API side of E2 and E9.
@@ -43,6 +45,9 @@ type Service struct {
 
 // New returns the API side of E2 and E9.
 func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
+	if cfg.Log == nil {
+		panic("payment.New: nil Config.Log")
+	}
 	if cfg.TaskMargin <= 0 {
 		cfg.TaskMargin = 10 * time.Second
 	}
@@ -328,7 +333,7 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	if ok {
 		var o outcome
 		if err := json.Unmarshal(msg, &o); err != nil {
-			slog.WarnContext(ctx, "bad payment outcome message", "task_id", taskID, "error", err)
+			s.cfg.Log.WarnContext(ctx, "bad payment outcome message", "task_id", taskID, "error", err)
 		} else if err := o.err(); err != nil {
 			return err
 		}

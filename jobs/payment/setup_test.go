@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
@@ -121,7 +122,7 @@ func setup(t *testing.T, worker bool) *bundle {
 		srv := asynq.NewServer(ropt, asynq.Config{Concurrency: 20, Queues: map[string]int{jobs.QueueVendors: 1},
 			TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.FatalLevel})
 		mux := asynq.NewServeMux()
-		verifier := NewVerifier(d, rdb)
+		verifier := NewVerifier(d, rdb, slog.New(slog.DiscardHandler))
 		mux.HandleFunc(jobs.TypePaymentInstructionVerify, func(ctx context.Context, task *asynq.Task) error {
 			var p jobs.PaymentInstructionVerifyPayload
 			if err := json.Unmarshal(task.Payload(), &p); err != nil {
@@ -134,7 +135,7 @@ func setup(t *testing.T, worker bool) *bundle {
 		}
 		t.Cleanup(srv.Shutdown)
 	}
-	b.svc = New(d, rdb, Config{QueueWait: time.Second})
+	b.svc = New(d, rdb, Config{QueueWait: time.Second, Log: slog.New(slog.DiscardHandler)})
 	return b
 }
 

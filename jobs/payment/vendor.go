@@ -17,8 +17,9 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
-// Vendor defaults and limits. The timeout default is the issue's; three
-// attempts ride out a blip without keeping a caller waiting for minutes.
+// Vendor defaults and limits. The timeout default is the one the
+// payment-instruction requirements set; three attempts ride out a blip
+// without keeping a caller waiting for minutes.
 const (
 	DefaultTimeout  = 5 * time.Second
 	DefaultAttempts = 3

@@ -31,7 +31,7 @@ func TestVendor_BudgetCoversEveryAttemptAndBackoff(t *testing.T) {
 		budget   time.Duration
 	}{
 		{"one attempt", Vendor{Timeout: time.Second, Attempts: 1, Backoff: time.Second}, nil, time.Second},
-		{"issue default", Vendor{Timeout: 5 * time.Second, Attempts: 3, Backoff: 200 * time.Millisecond},
+		{"documented default", Vendor{Timeout: 5 * time.Second, Attempts: 3, Backoff: 200 * time.Millisecond},
 			[]time.Duration{200 * time.Millisecond, 400 * time.Millisecond}, 15*time.Second + 600*time.Millisecond},
 		{"no backoff", Vendor{Timeout: time.Second, Attempts: 3}, []time.Duration{0, 0}, 3 * time.Second},
 		{"waits are capped at 30s", Vendor{Timeout: time.Second, Attempts: 4, Backoff: 20 * time.Second},

@@ -28,15 +28,20 @@ type Verifier struct {
 	client *http.Client
 	// metrics counts vendor calls (metrics.go); nil counts nothing.
 	metrics *metrics.Metrics
+	log     *slog.Logger
 }
 
-// NewVerifier returns the worker side of E2 and E9.
-func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient) *Verifier {
+// NewVerifier returns the worker side of E2 and E9. log reports failed
+// verifications and vendor attempts; it must not be nil.
+func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient, log *slog.Logger) *Verifier {
+	if log == nil {
+		panic("payment.NewVerifier: nil *slog.Logger")
+	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	// Every verification of a busy migration goes to the same few vendors.
 	t.MaxIdleConnsPerHost = 32
 	// No client timeout: each attempt's context carries the vendor's.
-	return &Verifier{db: d, rdb: rdb, client: &http.Client{Transport: t}}
+	return &Verifier{db: d, rdb: rdb, client: &http.Client{Transport: t}, log: log}
 }
 
 // Run verifies and stores the instruction of one task, and announces the
@@ -57,12 +62,12 @@ func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		return fmt.Errorf("verify payment instruction %s: %w", p.Reference, ctx.Err())
 	}
 	if err != nil {
-		slog.ErrorContext(ctx, "verify payment instruction", "task_id", taskID, "error", err)
+		v.log.ErrorContext(ctx, "verify payment instruction", "task_id", taskID, "error", err)
 		rec := problem.Wrap(err, "verify").ToRecord()
 		o = outcome{Kind: kindInternal, Error: &rec}
 	}
 	if perr := taskwait.Publish(ctx, v.rdb, taskID, o); perr != nil {
-		slog.WarnContext(ctx, "publish payment outcome", "task_id", taskID, "error", perr)
+		v.log.WarnContext(ctx, "publish payment outcome", "task_id", taskID, "error", perr)
 	}
 	if o.Error != nil {
 		return fmt.Errorf("payment instruction %s: %s: %s: %w", p.Reference, o.Error.Code, o.Error.Detail, asynq.SkipRetry)
@@ -91,7 +96,7 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		return outcome{}, err
 	}
 	adapter = counted{adapter, vendor.Name, v.metrics}
-	in, err := fetch(ctx, adapter, vendor, p.Reference)
+	in, err := v.fetch(ctx, adapter, vendor, p.Reference)
 	var ie *IntermittentError
 	var pe *ProtocolError
 	var re *RefusedError
@@ -102,17 +107,17 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		return refused(kindInvalid, problem.Invalidf(CodeNotFoundAtVendor, "reference",
 			"Payment vendor %s has no payment instruction %q.", vendor.Name, p.Reference)), nil
 	case errors.As(err, &re):
-		slog.WarnContext(ctx, "payment vendor refused the request", "vendor", vendor.Name, "status", re.Status)
+		v.log.WarnContext(ctx, "payment vendor refused the request", "vendor", vendor.Name, "status", re.Status)
 		return refused(kindInvalid, problem.Invalidf(CodeVendorRefused, "reference",
 			"Payment vendor %s refused to look up payment instruction %q (it answered %s) and will refuse it the same way again. Nothing was stored; do not retry in this form.",
 			vendor.Name, p.Reference, re.Status)), nil
 	case errors.As(err, &ie):
-		slog.WarnContext(ctx, "payment vendor unavailable", "vendor", vendor.Name, "attempts", vendor.Attempts, "error", err)
+		v.log.WarnContext(ctx, "payment vendor unavailable", "vendor", vendor.Name, "attempts", vendor.Attempts, "error", err)
 		return refused(kindRetryable, problem.New(problem.RetryableUpstream, CodeVendorUnavailable, fmt.Sprintf(
 			"Payment vendor %s could not verify the instruction: it %s, after %d attempt(s). Nothing was stored; retry as is.",
 			vendor.Name, ie.Reason, vendor.Attempts))), nil
 	case errors.As(err, &pe):
-		slog.ErrorContext(ctx, "payment vendor broke the protocol", "vendor", vendor.Name, "reference", p.Reference, "error", err)
+		v.log.ErrorContext(ctx, "payment vendor broke the protocol", "vendor", vendor.Name, "reference", p.Reference, "error", err)
 		return refused(kindRetryable, problem.New(problem.RetryableUpstream, CodeVendorProtocolError, fmt.Sprintf(
 			"Payment vendor %s gave an answer the service does not understand; the operator can see it in the logs. Nothing was stored.",
 			vendor.Name))), nil
@@ -205,7 +210,7 @@ func store(ctx context.Context, tx *sqlx.Tx, p jobs.PaymentInstructionVerifyPayl
 // fetch asks the vendor, each attempt bounded by the vendor's timeout,
 // retrying intermittent failures up to the vendor's attempts with
 // exponential backoff between them.
-func fetch(ctx context.Context, a Adapter, vendor Vendor, reference string) (VendorInstruction, error) {
+func (v *Verifier) fetch(ctx context.Context, a Adapter, vendor Vendor, reference string) (VendorInstruction, error) {
 	for n := 1; ; n++ {
 		actx, cancel := context.WithTimeout(ctx, vendor.Timeout)
 		in, err := a.Fetch(actx, reference)
@@ -228,7 +233,7 @@ func fetch(ctx context.Context, a Adapter, vendor Vendor, reference string) (Ven
 		if !IsIntermittent(err) || n >= vendor.Attempts {
 			return in, err
 		}
-		slog.InfoContext(ctx, "payment vendor attempt failed; retrying", "vendor", vendor.Name, "attempt", n, "error", err)
+		v.log.InfoContext(ctx, "payment vendor attempt failed; retrying", "vendor", vendor.Name, "attempt", n, "error", err)
 		t := time.NewTimer(vendor.BackoffBefore(n + 1))
 		select {
 		case <-t.C:

@@ -19,9 +19,6 @@ type Money struct{ d decimal.Decimal }
 // business bill comes near it.
 var maxMoney = decimal.New(1, 10)
 
-// MoneyOf returns d as Money; d must have at most two decimal places.
-func MoneyOf(d decimal.Decimal) Money { return Money{d} }
-
 // Decimal returns the amount for arithmetic.
 func (m Money) Decimal() decimal.Decimal { return m.d }
 

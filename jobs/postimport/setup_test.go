@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -57,7 +58,7 @@ func setup(t testing.TB) *bundle {
 			t.Fatalf("setup: %v\n%s", err, q)
 		}
 	}
-	docs, err := documents.Open(ctx, "file://"+t.TempDir())
+	docs, err := documents.Open(ctx, "file://"+t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

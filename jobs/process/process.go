@@ -57,6 +57,8 @@ type Config struct {
 	// Wait is how long a request waits for its task before answering that
 	// the account is still being processed.
 	Wait time.Duration
+	// Log reports outcome messages that do not decode; it must not be nil.
+	Log *slog.Logger
 }
 
 // Service is the API side of E5.
@@ -71,6 +73,9 @@ type Service struct {
 
 // New returns the API side of E5.
 func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
+	if cfg.Log == nil {
+		panic("process.New: nil Config.Log")
+	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = defaultWait
 	}
@@ -246,7 +251,7 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 		}
 		var o outcome
 		if err := json.Unmarshal(payload, &o); err != nil {
-			slog.WarnContext(ctx, "bad outcome message", "error", err)
+			s.cfg.Log.WarnContext(ctx, "bad outcome message", "error", err)
 			continue
 		}
 		switch o.Outcome {

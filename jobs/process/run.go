@@ -31,15 +31,20 @@ type Creator struct {
 	catalog account.Catalog
 	docs    *documents.Store
 	now     func() time.Time
+	log     *slog.Logger
 }
 
 // NewCreator returns the worker side of E5. catalog is unscoped: the API
 // already checked what the caller may see. docs is the document store that
 // the payload's notes refer to; nil (no DOCUMENTS_URL) fails every account
 // whose notes name a document (document_store_not_configured), because they
-// cannot be checked.
-func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store) *Creator {
-	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs, now: time.Now}
+// cannot be checked. log reports what fails after the outcome is decided
+// (recording it, publishing it, enqueueing e-mails); it must not be nil.
+func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, log *slog.Logger) *Creator {
+	if log == nil {
+		panic("process.NewCreator: nil *slog.Logger")
+	}
+	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs, now: time.Now, log: log}
 }
 
 // errRestaged makes the task retry when its staged data changed under it.
@@ -189,7 +194,7 @@ func (c *Creator) recordFailure(ctx context.Context, processID int64, rec proble
 	b, _ := json.Marshal(rec)
 	if _, err := c.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
 		WHERE id = $1 AND service_account_number IS NULL`, processID, b); err != nil {
-		slog.ErrorContext(ctx, "record failure", "process_id", processID, "error", err)
+		c.log.ErrorContext(ctx, "record failure", "process_id", processID, "error", err)
 	}
 }
 
@@ -199,10 +204,10 @@ func (c *Creator) recordFailure(ctx context.Context, processID int64, rec proble
 func (c *Creator) finish(ctx context.Context, taskID string, o outcome) {
 	ctx = context.WithoutCancel(ctx)
 	if err := Release(ctx, c.rdb, taskID); err != nil {
-		slog.WarnContext(ctx, "release slot", "task_id", taskID, "error", err)
+		c.log.WarnContext(ctx, "release slot", "task_id", taskID, "error", err)
 	}
 	if err := taskwait.Publish(ctx, c.rdb, taskID, o); err != nil {
-		slog.WarnContext(ctx, "publish outcome", "task_id", taskID, "error", err)
+		c.log.WarnContext(ctx, "publish outcome", "task_id", taskID, "error", err)
 	}
 }
 
@@ -215,6 +220,6 @@ func (c *Creator) enqueueEmail(ctx context.Context, outboxID int64) {
 		_, err = c.client.EnqueueContext(context.WithoutCancel(ctx), task)
 	}
 	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		slog.ErrorContext(ctx, "enqueue e-mail", "outbox_id", outboxID, "error", err)
+		c.log.ErrorContext(ctx, "enqueue e-mail", "outbox_id", outboxID, "error", err)
 	}
 }
