@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -94,5 +95,24 @@ func TestProcess_NoteDocumentsAreLookedUpOnlyWhenTheSupplierRequiresThem(t *test
 	if n := s.count(t, `SELECT count(*) FROM note_documents d JOIN notes n ON n.id = d.note_id JOIN accounts a ON a.id = n.account_id
 		WHERE a.external_account_number = 'ACC-SLASH' AND d.document_path = $1`, fixtureDocument); n != 1 {
 		t.Errorf("%d stored paths %s without the slash, want 1", n, fixtureDocument)
+	}
+}
+
+// The reference's E6 example, as the reference sends it, is created over
+// HTTP for a supplier with the default setting.
+func TestNotes_ReferenceExampleOverE6(t *testing.T) {
+	t.Parallel()
+	e := newPostImportEnv(t)
+	e.account(t, "OTHER", "EXTERNAL-1234", "")
+	body := map[string]any{"import_supplier": "OTHER", "external_account_number": "EXTERNAL-1234", "notes": referenceNotes()}
+	r := e.do(t, "POST", pathNotes, e.tok, body)
+	var got []map[string]any
+	if err := json.Unmarshal(r.Raw, &got); r.Status != 201 || err != nil || len(got) != 2 {
+		t.Fatalf("E6: %d %s", r.Status, r.Raw)
+	}
+	for i, n := range got {
+		if n["status"] != "NOTE_CREATION_SUCCESS" {
+			t.Errorf("note %d: %v", i, n)
+		}
 	}
 }
