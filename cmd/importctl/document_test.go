@@ -41,7 +41,14 @@ func TestDocumentPut(t *testing.T) {
 	}
 
 	c.fails("not a normalised relative path", "document", "put", "ACME", "../escape.pdf", src)
-	c.fails("not a normalised relative path", "document", "put", "ACME", "/abs.pdf", src)
+	c.fails("not a normalised relative path", "document", "put", "ACME", "/../escape.pdf", src)
+	// A leading slash is still relative to the root (spec 2.8).
+	if err := json.Unmarshal([]byte(c.ok("document", "put", "ACME", "/abs.pdf", src, "--json")), &out); err != nil {
+		t.Fatal(err)
+	}
+	if out["key"] != "imports/acme/abs.pdf" {
+		t.Errorf("put /abs.pdf: key %v, want imports/acme/abs.pdf", out["key"])
+	}
 	c.fails("does not exist", "document", "put", "NOPE", "a.pdf", src)
 	c.fails("no such file", "document", "put", "ACME", "a.pdf", filepath.Join(t.TempDir(), "missing.pdf"))
 	c.fails("accepts 3 arg", "document", "put", "ACME", "a.pdf")

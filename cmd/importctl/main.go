@@ -154,12 +154,32 @@ func (c *cli) supplierCmd() *cobra.Command {
 	create.Flags().StringVar(&s.DocumentRoot, "document-root", "", "prefix of the supplier's documents in object storage")
 	create.Flags().StringVar(&s.Country, "country", "GB", "ISO 3166-1 alpha-2 region whose phone and postcode rules apply")
 	create.Flags().BoolVar(&s.MigrationEmails, "migration-emails", false, "e-mail customers when their account is created")
+	create.Flags().BoolVar(&s.RequireDocuments, admin.OptionRequireDocuments, false,
+		"refuse document paths that name nothing in the document store (E5, E6, E8)")
 	setStatus := &cobra.Command{Use: "set-status CODE STATUS", Short: "Set a supplier's status", Args: cobra.ExactArgs(2),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
 			if err := admin.SetSupplierStatus(ctx, d, args[0], args[1]); err != nil {
 				return err
 			}
 			return c.done(map[string]string{"code": args[0], "status": args[1]}, fmt.Sprintf("supplier %s is now %s", args[0], args[1]))
+		})}
+	setOption := &cobra.Command{Use: "set-option CODE " + admin.OptionRequireDocuments + " on|off", Short: "Turn a supplier's option on or off",
+		Long: admin.OptionRequireDocuments + ": whether the documents that notes (E5, E6) and historical statements (E8) name must be\n" +
+			"in the document store (path_does_not_exist_in_file_store). Off by default; when off, the store is not read.",
+		Args: cobra.ExactArgs(3),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			var on bool
+			switch args[2] {
+			case "on":
+				on = true
+			case "off":
+			default:
+				return fmt.Errorf("%q is not on or off", args[2])
+			}
+			if err := admin.SetSupplierOption(ctx, d, args[0], args[1], on); err != nil {
+				return err
+			}
+			return c.done(map[string]any{"code": args[0], "option": args[1], "on": on}, fmt.Sprintf("supplier %s: %s is now %s", args[0], args[1], args[2]))
 		})}
 	list := &cobra.Command{Use: "list", Short: "List import suppliers", Args: cobra.NoArgs,
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
@@ -169,11 +189,11 @@ func (c *cli) supplierCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(ss))
 			for i, s := range ss {
-				rows[i] = []string{s.Code, s.Status, s.Country, s.DocumentRoot, fmt.Sprint(s.MigrationEmails)}
+				rows[i] = []string{s.Code, s.Status, s.Country, s.DocumentRoot, fmt.Sprint(s.MigrationEmails), fmt.Sprint(s.RequireDocuments)}
 			}
-			return c.print(ss, []string{"CODE", "STATUS", "COUNTRY", "DOCUMENT ROOT", "MIGRATION E-MAILS"}, rows)
+			return c.print(ss, []string{"CODE", "STATUS", "COUNTRY", "DOCUMENT ROOT", "MIGRATION E-MAILS", "REQUIRE DOCUMENTS"}, rows)
 		})}
-	cmd.AddCommand(create, setStatus, list)
+	cmd.AddCommand(create, setStatus, setOption, list)
 	return cmd
 }
 

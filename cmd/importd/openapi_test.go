@@ -182,7 +182,7 @@ func want(t testing.TB, what string, r response, status int, code string) {
 func openAPIEnv(t *testing.T, c *checked) {
 	t.Helper()
 	ctx := context.Background()
-	seedDemo(t, c.service, admin.Supplier{})
+	seedDemo(t, c.service, admin.Supplier{RequireDocuments: true}) // so that E6 can answer path_does_not_exist_in_file_store
 	var list []map[string]any
 	for i := range 10 {
 		list = append(list, map[string]any{"reference": fmt.Sprintf("CARD-%d", i), "type": "CARD", "status": "ACTIVE"})
@@ -247,7 +247,7 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 	// limited has no worker (E5 never finishes there) and no document store
 	// (E6 naming a document is refused with 500).
 	limited := newChecked(t, startService(t, "api", map[string]string{"PROCESS_CONCURRENCY_LIMIT": "1", "PROCESS_WAIT_TIMEOUT": "200ms", "DOCUMENTS_URL": ""}))
-	seedDemo(t, limited.service, admin.Supplier{})
+	seedDemo(t, limited.service, admin.Supplier{RequireDocuments: true})
 	insertImportedAccount(t, limited.service, "PI-NS", "A-0B000000", "", "")
 
 	t.Run("operations", func(t *testing.T) {

@@ -24,7 +24,8 @@ const (
 )
 
 // postImportEnv is a running API with a file:// document store, supplier
-// PI (document root pi/docs) and OTHER, and a token that may use both.
+// PI (document root pi/docs, requiring documents) and OTHER, and a token
+// that may use both.
 type postImportEnv struct {
 	*service
 	docs *documents.Store
@@ -36,7 +37,7 @@ func newPostImportEnv(t *testing.T) *postImportEnv {
 	dir := t.TempDir()
 	s := startService(t, "api", map[string]string{"DOCUMENTS_URL": "file://" + dir})
 	ctx := context.Background()
-	for _, sup := range []admin.Supplier{{Code: "PI", DocumentRoot: "pi/docs"}, {Code: "OTHER"}} {
+	for _, sup := range []admin.Supplier{{Code: "PI", DocumentRoot: "pi/docs", RequireDocuments: true}, {Code: "OTHER"}} {
 		if _, err := admin.CreateSupplier(ctx, s.db, sup); err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestPostImport_NotesStatementsAndTransactionsOverHTTP(t *testing.T) {
 		"notes": []any{map[string]any{"document_paths": []any{map[string]any{"document_path": "letters/missing.pdf"}}}}})
 	if r.Status != 400 || r.Body["code"] != "notes_failed_validation" ||
 		!strings.Contains(string(r.Raw), `"attr":"notes.0.document_paths.0.document_path"`) ||
-		!strings.Contains(string(r.Raw), `"code":"document_not_found"`) {
+		!strings.Contains(string(r.Raw), `"code":"path_does_not_exist_in_file_store"`) {
 		t.Errorf("missing document: %d %s", r.Status, r.Raw)
 	}
 

@@ -379,13 +379,13 @@ func TestProcess_InvalidStagedDataIsNotRetriedAndE10SaysWhy(t *testing.T) {
 	}
 }
 
-// A note in the payload may name a document only if the store holds it
-// under the supplier's document root, as for E6. E3 and E4 do not look; E5
-// does, before it creates anything.
+// For a supplier that requires documents, a note in the payload may name a
+// document only if the store holds it under the supplier's document root,
+// as for E6. E3 and E4 do not look; E5 does, before it creates anything.
 func TestProcess_NoteDocumentsMustExistUnderTheSuppliersRoot(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "serve", nil)
-	seedDemo(t, s, admin.Supplier{DocumentRoot: "demo/docs"}) // places the fixture's document under the root
+	seedDemo(t, s, admin.Supplier{DocumentRoot: "demo/docs", RequireDocuments: true}) // places the fixture's document under the root
 	tok := s.accessToken(t, s.newKey(t, "k"))
 
 	s.stage(t, tok, fixture(t, "ACC-DOC"))
@@ -405,7 +405,7 @@ func TestProcess_NoteDocumentsMustExistUnderTheSuppliersRoot(t *testing.T) {
 		s.stage(t, tok, acc) // staging does not look in the store
 		r := s.do(t, "POST", processPath, tok, processBody(ean, false))
 		errs, _ := r.Body["errors"].([]any)
-		want := map[string]any{"attr": "notes.1.document_paths.0.document_path", "code": "document_not_found"}
+		want := map[string]any{"attr": "notes.1.document_paths.0.document_path", "code": "path_does_not_exist_in_file_store"}
 		if r.Status != 400 || r.Body["code"] != "account_failed_validation" || len(errs) != 1 ||
 			errs[0].(map[string]any)["attr"] != want["attr"] || errs[0].(map[string]any)["code"] != want["code"] {
 			t.Errorf("E5 naming %s: %d %s, want 400 with one %v", path, r.Status, r.Raw, want)
@@ -414,20 +414,20 @@ func TestProcess_NoteDocumentsMustExistUnderTheSuppliersRoot(t *testing.T) {
 			t.Errorf("%s: %d accounts created", path, n)
 		}
 		st := s.status(t, tok, ean)
-		if last, _ := st["last_error"].(map[string]any); !strings.Contains(fmt.Sprint(last["errors"]), "document_not_found") {
-			t.Errorf("%s: E10 = %v, want last_error naming document_not_found", path, st)
+		if last, _ := st["last_error"].(map[string]any); !strings.Contains(fmt.Sprint(last["errors"]), "path_does_not_exist_in_file_store") {
+			t.Errorf("%s: E10 = %v, want last_error naming path_does_not_exist_in_file_store", path, st)
 		}
 	}
 }
 
 // A worker without a document store cannot check the documents a note
-// names. Its configuration will not change between retries, so the account
-// fails at once, saying why; an account whose notes name no document is
-// created as usual.
+// names for a supplier that requires documents. Its configuration will not
+// change between retries, so the account fails at once, saying why; an
+// account whose notes name no document is created as usual.
 func TestProcess_WorkerWithoutDocumentStoreRefusesNotesWithDocuments(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "serve", map[string]string{"DOCUMENTS_URL": ""})
-	seedDemo(t, s, admin.Supplier{})
+	seedDemo(t, s, admin.Supplier{RequireDocuments: true})
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-NOSTORE"))
 	r := s.do(t, "POST", processPath, tok, processBody("ACC-NOSTORE", false))

@@ -15,7 +15,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -31,7 +31,7 @@ type Account struct {
 	SupplyAddresses       []SupplyAddress   `json:"supply_addresses,omitzero"`
 	Ledgers               []json.RawMessage `json:"ledgers,omitzero"`
 	Statements            []json.RawMessage `json:"statements,omitzero"`
-	Notes                 []Note            `json:"notes,omitzero"`
+	Notes                 []note.Note       `json:"notes,omitzero"`
 	UnknownOccupier       *bool             `json:"unknown_occupier,omitzero"`
 	Business              *Business         `json:"business,omitzero"`
 
@@ -262,34 +262,6 @@ type Register struct {
 	DecimalDigits *int64            `json:"decimal_digits,omitzero"`
 	ActiveFrom    *validate.Date    `json:"active_from,omitzero"`
 	Multiplier    *validate.Decimal `json:"multiplier,omitzero"`
-}
-
-// Note is a note to create on the account, in the element shape of spec
-// section 2.5.
-type Note struct {
-	Body          *string            `json:"body,omitzero"`
-	DocumentPaths []DocumentPath     `json:"document_paths,omitzero"`
-	CreatedAt     *validate.Datetime `json:"created_at,omitzero"`
-	IsPinned      *bool              `json:"is_pinned,omitzero"`
-	UnpinAt       *validate.Datetime `json:"unpin_at,omitzero"`
-}
-
-// DocumentRefs lists the documents that the account's notes name, each at
-// its attr, for the existence check that E5 makes before creating the
-// account.
-func (a *Account) DocumentRefs() []documents.Ref {
-	var refs []documents.Ref
-	for i, n := range a.Notes {
-		for k, d := range n.DocumentPaths {
-			refs = append(refs, documents.Ref{Attr: validate.Attr("notes", i, "document_paths", k, "document_path"), Path: d.DocumentPath})
-		}
-	}
-	return refs
-}
-
-// DocumentPath names a document under the supplier's document root.
-type DocumentPath struct {
-	DocumentPath string `json:"document_path"`
 }
 
 // Business links the account to a business contract created with E1.

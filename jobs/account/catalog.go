@@ -18,6 +18,9 @@ type Supplier struct {
 	Country         string // ISO 3166-1 alpha-2; national phone numbers and supply postcodes are read in it
 	DocumentRoot    string
 	MigrationEmails bool
+	// RequireDocuments: the documents that notes name must be in the store
+	// (checked by E5's worker, never by E3 or E4).
+	RequireDocuments bool
 }
 
 // Catalog answers what validation needs to know from outside the payload.
@@ -78,6 +81,7 @@ type supplierRow struct {
 	Country         sql.NullString `db:"country"`
 	DocumentRoot    sql.NullString `db:"document_root"`
 	MigrationEmails sql.NullBool   `db:"migration_emails"`
+	RequireDocs     sql.NullBool   `db:"require_documents"`
 }
 
 func (r supplierRow) toSupplier() (Supplier, bool) {
@@ -85,7 +89,7 @@ func (r supplierRow) toSupplier() (Supplier, bool) {
 		return Supplier{}, false
 	}
 	return Supplier{ID: r.ID.Int64, Code: r.Code.String, Status: r.Status.String, Country: r.Country.String,
-		DocumentRoot: r.DocumentRoot.String, MigrationEmails: r.MigrationEmails.Bool}, true
+		DocumentRoot: r.DocumentRoot.String, MigrationEmails: r.MigrationEmails.Bool, RequireDocuments: r.RequireDocs.Bool}, true
 }
 
 func (c *pgCatalog) isVisible(code string) bool { return c.visible == nil || c.visible(code) }
@@ -95,7 +99,7 @@ func (c *pgCatalog) Supplier(ctx context.Context, code string) (Supplier, bool, 
 		return Supplier{}, false, nil
 	}
 	var r supplierRow
-	err := c.db.GetContext(ctx, &r, `SELECT id, code, status, country, document_root, migration_emails
+	err := c.db.GetContext(ctx, &r, `SELECT id, code, status, country, document_root, migration_emails, require_documents
 		FROM import_suppliers WHERE code = $1`, code)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Supplier{}, false, nil
@@ -140,7 +144,7 @@ func (c *pgCatalog) ContractExists(ctx context.Context, supplierID int64, identi
 // one-row select makes sure a row comes back even when the supplier does not
 // exist; an invisible supplier is asked for as ”, which no code matches
 // (the table's CHECK allows only [A-Z0-9_]+).
-const lookupSQL = `SELECT s.id, s.code, s.status, s.country, s.document_root, s.migration_emails,
+const lookupSQL = `SELECT s.id, s.code, s.status, s.country, s.document_root, s.migration_emails, s.require_documents,
 	ARRAY(SELECT c FROM unnest($2::text[]) WITH ORDINALITY AS u(c, n)
 		WHERE NOT EXISTS (SELECT 1 FROM tariffs t WHERE t.code = u.c) ORDER BY n) AS missing,
 	COALESCE($3 <> '' AND EXISTS (SELECT 1 FROM business_contracts b
@@ -156,7 +160,7 @@ func (c *pgCatalog) Lookup(ctx context.Context, supplierCode string, tariffCodes
 	var missing pq.StringArray
 	var contract bool
 	err := c.db.QueryRowContext(ctx, lookupSQL, supplierCode, pq.Array(tariffCodes), contractIdentifier).Scan(
-		&r.ID, &r.Code, &r.Status, &r.Country, &r.DocumentRoot, &r.MigrationEmails, &missing, &contract)
+		&r.ID, &r.Code, &r.Status, &r.Country, &r.DocumentRoot, &r.MigrationEmails, &r.RequireDocs, &missing, &contract)
 	if err != nil {
 		return Lookup{}, fmt.Errorf("catalogue lookup: %w", err)
 	}

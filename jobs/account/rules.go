@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -36,10 +36,6 @@ const (
 	CodeDuplicateRegisterType     = "duplicate_register_type"
 	CodeDuplicateSupplyIdentifier = "duplicate_supply_point_identifier"
 	CodeContractNotFound          = "business_contract_not_found"
-	CodeNoteEmpty                 = "note_body_or_document_path_not_found"
-	CodeNoteUnpinBeforeCreation   = "note_unpin_at_earlier_than_creation_date"
-	CodeNoteUnpinWithoutPin       = "note_unpin_at_without_is_pinned"
-	CodeInvalidDocumentPath       = documents.CodeInvalidPath
 )
 
 // rule is one row of the semantic part of RULES.md.
@@ -53,7 +49,7 @@ type rule struct {
 // express. TestRules_EverySemanticCodeIsTested fails when a code here has no
 // test case, and the reverse mistake (a code reported but not listed) fails
 // TestValidate_ReportedCodesAreDocumented.
-var semanticRules = []rule{
+var semanticRules = append([]rule{
 	{CodeCustomerWithUnknown, "`customers`", "`unknown_occupier: true` means nobody is known at the account, so `customers` must be omitted or empty. Source: reference 6.1 (`customer_with_unknown_occupier`)."},
 	{CodeSupplierNotFound, "`import_supplier`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one. While the supplier is unknown, rules that need its country are skipped for national-format phone numbers and supply postcodes (international numbers are still checked), and the business contract is not looked up: an error there could be wrong, and the caller will hear about it once the supplier code is fixed. Source: spec 2.1 and reference 6.1 (`import_supplier` is one of the tenant's supplier codes)."},
 	{CodeInvalidPhoneNumber, "`customers[].mobile`, `customers[].landline`, `customers[].alternative_phone_numbers[].phone_number`", "A valid phone number, of any type (a landline number is accepted as `mobile`): national numbers are read in the supplier's country, numbers with a leading + may be of any country. An empty string is accepted, and null for `mobile` and `landline`. Numbers with an extension are refused, since E.164 cannot carry one. Valid numbers are normalised to E.164 (`+447700900123`). Source: spec 2.2.2 and reference 6.3 (\"conforms to the norms of the region from which the migration is taking place\"; detail `<value> is not a valid phone number`)."},
@@ -69,11 +65,17 @@ var semanticRules = []rule{
 	{CodeDuplicateRegisterType, "`supply_addresses[].supply_points[].meters[].registers[].register_type`", "A register type appears once per meter (reported at the second occurrence). Source: reference 6.4 (`meter_with_duplicate_register_ids`; the register type identifies a register here)."},
 	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A plain decimal number written as a string (`\"12345.6\"`, `\"-3\"`), at most 40 characters, no exponent. Source: reference 6.4 (`reading_value` is a decimal string)."},
 	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence). Source: reference 6.1."},
-	{CodeNoteEmpty, "`notes[]`", "A note has a non-blank `body`, or at least one document path, or both."},
-	{CodeNoteUnpinWithoutPin, "`notes[].unpin_at`", "Only sent with `is_pinned: true`: it says when a pinned note stops being pinned. E6 applies the same rule."},
-	{CodeNoteUnpinBeforeCreation, "`notes[].unpin_at`", "Not before `created_at`, or before now when `created_at` is omitted (the note is then created now)."},
-	{CodeInvalidDocumentPath, "`notes[].document_paths[].document_path`", "Relative to the supplier's document root and normalised: no leading slash, no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes in UTF-8 (a non-ASCII path can reach that within 1024 characters). E3 and E4 do not look in the document store. E5 does, before it creates the account: a document that is not there fails the account with `document_not_found` at this attr, as E6 and E8 do."},
 	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier. Source: spec 2.2."},
+}, noteRules()...)
+
+// noteRules are the note rules of jobs/note, in the same words as in
+// jobs/postimport/RULES.md.
+func noteRules() []rule {
+	out := make([]rule, len(note.Rules))
+	for i, r := range note.Rules {
+		out[i] = rule{r.Code, r.At, r.Row()}
+	}
+	return out
 }
 
 // Reference returns RULES.md: the field table generated from the schema,

@@ -3,7 +3,7 @@ package account
 import (
 	"encoding/json"
 
-	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -16,7 +16,6 @@ const (
 	maxShortText  = 255  // names, makes and models (reference 6.3: names ≤255)
 	maxAddress    = 512  // address lines and parts, postcodes (reference 6.2: ≤512)
 	maxLongText   = 2000 // descriptions, product notes, street addresses
-	maxNoteBody   = 20000
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
 	maxReading    = 32
@@ -201,21 +200,6 @@ var supplyAddressSchema = v.NewObject(
 	v.List("supply_points", supplyPointSchema, func(a *SupplyAddress) *[]SupplyPoint { return &a.SupplyPoints }),
 )
 
-var documentPathSchema = v.NewObject(
-	v.Req("document_path", v.StringValue, func(d *DocumentPath) *string { return &d.DocumentPath }, v.MaxLength(documents.MaxPathLength),
-		v.Codes(CodeInvalidDocumentPath)),
-)
-
-var noteSchema = v.NewObject(
-	v.Opt("body", v.StringValue, func(n *Note) **string { return &n.Body }, v.MaxLength(maxNoteBody), v.AllowBlank(), v.Codes(CodeNoteEmpty),
-		v.Note("At least one of body or document_paths.")),
-	v.List("document_paths", documentPathSchema, func(n *Note) *[]DocumentPath { return &n.DocumentPaths }, v.Codes(CodeNoteEmpty)),
-	v.Opt("created_at", v.DatetimeValue, func(n *Note) **v.Datetime { return &n.CreatedAt }, v.Note("Omitted: the note is created at the current time.")),
-	v.Opt("is_pinned", v.BooleanValue, func(n *Note) **bool { return &n.IsPinned }),
-	v.Opt("unpin_at", v.DatetimeValue, func(n *Note) **v.Datetime { return &n.UnpinAt },
-		v.Codes(CodeNoteUnpinWithoutPin, CodeNoteUnpinBeforeCreation), v.Note("Only with is_pinned true.")),
-)
-
 var businessSchema = v.NewObject(
 	v.Req("business_contract_identifier", v.StringValue, func(b *Business) *string { return &b.BusinessContractIdentifier },
 		v.MaxLength(maxCode), v.Codes(CodeContractNotFound)),
@@ -238,7 +222,7 @@ var accountSchema = v.NewObject(
 		v.Note("The element shape is not specified: only [] is accepted. "+notSupportedDetail)),
 	v.EmptyList("statements", func(a *Account) *[]json.RawMessage { return &a.Statements }, notSupportedDetail,
 		v.Note("The element shape is not specified: only [] is accepted. "+notSupportedDetail)),
-	v.List("notes", noteSchema, func(a *Account) *[]Note { return &a.Notes }),
+	v.List("notes", note.Schema, func(a *Account) *[]note.Note { return &a.Notes }),
 	v.Opt("unknown_occupier", v.BooleanValue, func(a *Account) **bool { return &a.UnknownOccupier },
 		v.Codes(CodeCustomerWithUnknown), v.Note("true: nobody is known at the account, and customers must be omitted or empty.")),
 	v.Obj("business", businessSchema, func(a *Account) **Business { return &a.Business }),

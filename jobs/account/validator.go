@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -69,7 +68,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	c.checkBillingAddress()
 	c.checkSupplyAddresses()
 	c.checkMetadata()
-	c.checkNotes()
+	note.Check(&c.w, "notes", c.a.Notes)
 	c.checkBusiness()
 	if len(c.w.Errors) > 0 {
 		return nil, c.w.Errors.Err(CodeFailedValidation, detailFailed)
@@ -318,41 +317,6 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 func (c *checker) checkMetadata() {
 	for _, i := range validate.Repeats(c.a.Metadata, func(m *Metadata) string { return m.Key }) {
 		c.w.AddAt(validate.Attr("metadata", i, "key"), CodeMetadataDuplicateKeys, "Metadata key %q appears more than once.", c.a.Metadata[i].Key)
-	}
-}
-
-func (c *checker) checkNotes() {
-	for i := range c.a.Notes {
-		n := &c.a.Notes[i]
-		hasBody := n.Body != nil && strings.TrimSpace(*n.Body) != ""
-		if !hasBody && len(n.DocumentPaths) == 0 &&
-			!c.w.HasErrorAt(validate.Attr("notes", i, "body")) && !c.w.HasErrorAt(validate.Attr("notes", i, "document_paths")) {
-			c.w.AddAt(validate.Attr("notes", i), CodeNoteEmpty, "A note needs a body, at least one document path, or both.")
-		}
-		if n.UnpinAt != nil {
-			if n.IsPinned == nil || !*n.IsPinned {
-				c.w.AddAt(validate.Attr("notes", i, "unpin_at"), CodeNoteUnpinWithoutPin,
-					"unpin_at says when a pinned note stops being pinned; send is_pinned: true with it, or omit it.")
-			}
-			created := validate.DatetimeOf(c.now)
-			if n.CreatedAt != nil {
-				created = *n.CreatedAt
-			}
-			if *n.UnpinAt < created {
-				c.w.AddAt(validate.Attr("notes", i, "unpin_at"), CodeNoteUnpinBeforeCreation,
-					"unpin_at (%s) is earlier than the note's creation time (%s).", *n.UnpinAt, created)
-			}
-		}
-		for k, d := range n.DocumentPaths {
-			// A path the schema refused (blank, too many characters) is
-			// left empty, so it is reported once.
-			if d.DocumentPath == "" {
-				continue
-			}
-			if msg := documents.PathProblem(d.DocumentPath); msg != "" {
-				c.w.AddAt(validate.Attr("notes", i, "document_paths", k, "document_path"), CodeInvalidDocumentPath, "%s", msg)
-			}
-		}
 	}
 }
 

@@ -38,6 +38,10 @@ type Supplier struct {
 	Country         string    `db:"country" json:"country"`
 	MigrationEmails bool      `db:"migration_emails" json:"migration_emails"`
 	CreatedAt       time.Time `db:"created_at" json:"created_at"`
+	// RequireDocuments makes E5, E6 and E8 refuse a document path that
+	// names nothing in the store (path_does_not_exist_in_file_store). Off
+	// by default, as on the reference platform; the store is then not read.
+	RequireDocuments bool `db:"require_documents" json:"require_documents"`
 }
 
 func checkStatus(s string) error {
@@ -68,8 +72,8 @@ func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, erro
 	}
 	s.DocumentRoot = strings.Trim(s.DocumentRoot, "/")
 	err := d.GetContext(ctx, &s, `
-		INSERT INTO import_suppliers (code, status, document_root, country, migration_emails)
-		VALUES ($1, $2, $3, $4, $5) RETURNING *`, s.Code, s.Status, s.DocumentRoot, s.Country, s.MigrationEmails)
+		INSERT INTO import_suppliers (code, status, document_root, country, migration_emails, require_documents)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`, s.Code, s.Status, s.DocumentRoot, s.Country, s.MigrationEmails, s.RequireDocuments)
 	if db.IsUniqueViolation(err, "") {
 		return s, problem.Invalidf("already_exists", "code", "Supplier %s already exists.", s.Code)
 	}
@@ -87,6 +91,27 @@ func SetSupplierStatus(ctx context.Context, d *sqlx.DB, code, status string) err
 	res, err := d.ExecContext(ctx, `UPDATE import_suppliers SET status = $2 WHERE code = $1`, code, status)
 	if err != nil {
 		return fmt.Errorf("set supplier status: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)
+	}
+	return nil
+}
+
+// OptionRequireDocuments is the supplier option that SetSupplierOption sets
+// for Supplier.RequireDocuments.
+const OptionRequireDocuments = "require-documents"
+
+// SetSupplierOption turns a supplier's option on or off. The only option is
+// OptionRequireDocuments; it holds from the next request on (E5's worker
+// reads the supplier without a cache; E3 and E4 do not use it).
+func SetSupplierOption(ctx context.Context, d *sqlx.DB, code, option string, on bool) error {
+	if option != OptionRequireDocuments {
+		return problem.Invalidf("invalid_choice", "option", "Option %q is not one of %s.", option, OptionRequireDocuments)
+	}
+	res, err := d.ExecContext(ctx, `UPDATE import_suppliers SET require_documents = $2 WHERE code = $1`, code, on)
+	if err != nil {
+		return fmt.Errorf("set supplier option: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)

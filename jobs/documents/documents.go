@@ -4,7 +4,12 @@
 // the import endpoints only check that a referenced document exists.
 //
 // A document's key is the import supplier's document root, a slash, then the
-// path the caller gave; with an empty root the key is the path alone.
+// path the caller gave without its leading slash, if any; with an empty root
+// the key is the path alone.
+//
+// Whether a referenced document must exist is a per-supplier setting
+// (import_suppliers.require_documents), off by default as on the reference
+// platform; callers run Check only when it is on.
 //
 // The store is a gocloud.dev/blob bucket opened from a URL, so the same code
 // runs on a directory (file://) locally and on S3 (s3://) in production. The
@@ -36,10 +41,8 @@ import (
 const CodeInvalidPath = "invalid_document_path"
 
 // CodeNotFound is the problem code of a document path that names nothing in
-// the store. The requirements for document references name this code; other
-// platforms call the same problem path_does_not_exist_in_file_store, which
-// RULES.md mentions so that teams moving between platforms find it.
-const CodeNotFound = "document_not_found"
+// the store, the reference platform's code for it.
+const CodeNotFound = "path_does_not_exist_in_file_store"
 
 // CodeStoreNotConfigured (500) means DOCUMENTS_URL is not set, so a document
 // reference cannot be checked.
@@ -53,11 +56,17 @@ const CodeStoreUnavailable = "document_store_unavailable"
 const MaxPathLength = 1024
 
 // ValidPath reports whether p is a normalised path relative to a supplier's
-// document root: not empty, no leading slash, no backslash, no control
-// character, and no empty, "." or ".." segment, so that it can never leave
-// the root or name the same object in two spellings.
+// document root: not empty, no backslash, no control character, and no
+// empty, "." or ".." segment, so that it can never leave the root. One
+// leading slash is allowed and changes nothing: the path is relative to the
+// root either way (spec 2.8), so "/a/b.pdf" and "a/b.pdf" name the same
+// document (see Clean).
 func ValidPath(p string) bool {
-	if p == "" || len(p) > MaxPathLength || p[0] == '/' {
+	if len(p) > MaxPathLength {
+		return false
+	}
+	p = Clean(p)
+	if p == "" {
 		return false
 	}
 	for i := 0; i < len(p); i++ {
@@ -84,12 +93,18 @@ func PathProblem(p string) string {
 	case len(p) > MaxPathLength:
 		return fmt.Sprintf("The path is %d bytes long in UTF-8; a document path has at most %d bytes.", len(p), MaxPathLength)
 	}
-	return fmt.Sprintf("%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no control character, no empty, . or .. segment).", p)
+	return fmt.Sprintf("%q is not a normalised path relative to the supplier's document root (no \\, no control character, no empty, . or .. segment).", p)
 }
 
+// Clean returns p without its leading slash: the spelling of a valid path
+// that is stored and used as the key's tail.
+func Clean(p string) string { return strings.TrimPrefix(p, "/") }
+
 // Key returns the object key of path under root. Slashes around root are
-// ignored, so that "acme/" and "acme" are the same root.
+// ignored, so that "acme/" and "acme" are the same root, and so is a leading
+// slash of path.
 func Key(root, path string) string {
+	path = Clean(path)
 	root = strings.Trim(root, "/")
 	if root == "" {
 		return path
@@ -163,7 +178,7 @@ func unholdableLocalKey(key string, err error) bool {
 func (s *Store) Put(ctx context.Context, root, path string, r io.Reader) (key string, err error) {
 	if !ValidPath(path) {
 		return "", problem.Invalidf(CodeInvalidPath, "path",
-			"%q is not a normalised path relative to the supplier's document root (no leading /, no \\, no empty, . or .. segment).", path)
+			"%q is not a normalised path relative to the supplier's document root (no \\, no empty, . or .. segment).", path)
 	}
 	key = Key(root, path)
 	w, err := s.bucket.NewWriter(ctx, key, nil)
@@ -187,11 +202,12 @@ func (s *Store) Put(ctx context.Context, root, path string, r io.Reader) (key st
 const checkParallelism = 8
 
 // Missing returns those of paths (under root) that do not exist, in the order
-// given, each once. The paths must be valid.
+// given, each once and in its Clean spelling. The paths must be valid.
 func (s *Store) Missing(ctx context.Context, root string, paths []string) ([]string, error) {
 	var unique []string
 	seen := make(map[string]bool, len(paths))
 	for _, p := range paths {
+		p = Clean(p)
 		if !seen[p] {
 			seen[p] = true
 			unique = append(unique, p)
@@ -240,7 +256,8 @@ type Ref struct {
 }
 
 // Check adds a CodeNotFound problem to errs for each of refs whose document
-// does not exist under root; the paths must be valid. s may be nil (no
+// does not exist under root; the paths must be valid. Callers run it only
+// for a supplier that requires documents. s may be nil (no
 // DOCUMENTS_URL): with references to check, that is a *problem.Error of Kind
 // Unavailable, as is a store that cannot answer. Neither is a verdict on the
 // caller's data.
@@ -272,7 +289,7 @@ func Check(ctx context.Context, s *Store, root string, refs []Ref, errs *problem
 		gone[p] = true
 	}
 	for _, r := range refs {
-		if gone[r.Path] {
+		if gone[Clean(r.Path)] {
 			errs.Add(r.Attr, CodeNotFound,
 				"No document %q exists in the import supplier's document store; upload it first (importctl document put).", r.Path)
 		}

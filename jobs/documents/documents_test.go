@@ -39,7 +39,10 @@ func TestValidPath(t *testing.T) {
 		{"unicode", "notes/réclamation.pdf", true},
 		{"dots inside a name", "a..b/c.d", true},
 		{"empty", "", false},
-		{"leading slash", "/etc/passwd", false},
+		{"leading slash: still relative to the root", "/letters/a.pdf", true},
+		{"leading slash alone", "/", false},
+		{"two leading slashes", "//a.pdf", false},
+		{"leading slash then parent segment", "/../b.pdf", false},
 		{"parent segment", "../other/statement.pdf", false},
 		{"parent segment inside", "a/../../b.pdf", false},
 		{"dot segment", "a/./b.pdf", false},
@@ -68,6 +71,8 @@ func TestKey_IsRootSlashPath(t *testing.T) {
 		{"acme", "a.pdf", "acme/a.pdf"},
 		{"acme/", "x/a.pdf", "acme/x/a.pdf"},
 		{"/imports/acme/", "a.pdf", "imports/acme/a.pdf"},
+		{"acme", "/x/a.pdf", "acme/x/a.pdf"},
+		{"", "/a.pdf", "a.pdf"},
 	}
 	for _, tt := range tests {
 		if got := documents.Key(tt.root, tt.path); got != tt.want {
@@ -147,11 +152,33 @@ func TestMissing_ListsEachMissingPathOnceInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.Missing(ctx, "root", []string{"d.pdf", "a.pdf", "b.pdf", "d.pdf", "c.pdf"})
+	got, err := s.Missing(ctx, "root", []string{"d.pdf", "/a.pdf", "b.pdf", "/d.pdf", "c.pdf"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"d.pdf", "b.pdf"}, got); diff != "" {
 		t.Errorf("missing (-want +got):\n%s", diff)
+	}
+}
+
+// "/a/b.pdf" and "a/b.pdf" name the same document under the root.
+func TestExists_LeadingSlashNamesTheSameDocument(t *testing.T) {
+	t.Parallel()
+	s, dir := newStore(t)
+	ctx := context.Background()
+	key, err := s.Put(ctx, "root", "/letters/a.pdf", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "root/letters/a.pdf" {
+		t.Errorf("key %q, want root/letters/a.pdf", key)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "root", "letters", "a.pdf")); err != nil {
+		t.Errorf("not stored under the root: %v", err)
+	}
+	for _, p := range []string{"letters/a.pdf", "/letters/a.pdf"} {
+		if ok, err := s.Exists(ctx, "root", p); !ok || err != nil {
+			t.Errorf("Exists(%q) = %v, %v; want true", p, ok, err)
+		}
 	}
 }

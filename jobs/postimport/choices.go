@@ -19,11 +19,8 @@ const (
 	TypeSupplyCharge = "SUPPLY_CHARGE"
 )
 
-// Status values of the answers (spec 2.5 and 2.7).
+// Status values of the answers (spec 2.7; notes' are in jobs/note).
 const (
-	NoteCreated       = "NOTE_CREATION_SUCCESS"
-	NoteAlreadyExists = "NOTE_ALREADY_EXISTS"
-
 	TransactionAdded         = "TRANSACTION_ADDED_TO_ACCOUNT"
 	TransactionAlreadyExists = "TRANSACTION_ALREADY_EXISTS"
 	TransactionImportError   = "TRANSACTION_IMPORT_ERROR"
@@ -45,5 +42,4 @@ const (
 	maxAccountRef = 128
 	maxShortText  = 255
 	maxLongText   = 2000 // display notes and internal notes
-	maxNoteBody   = 20000
 )

@@ -50,7 +50,7 @@ func FuzzParseNotes(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := ParseNotes(data, testNow)
+		r, err := ParseNotes(data)
 		if checkRefusal(t, err) == nil {
 			if _, err := json.Marshal(r); err != nil {
 				t.Fatalf("accepted request does not encode: %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -26,17 +27,11 @@ type noteRuleCase struct {
 }
 
 var noteRuleCases = []noteRuleCase{
-	{name: "neither body nor documents", notes: []obj{{"is_pinned": true}}, want: []want{{CodeNoteEmpty, "notes.0"}}},
-	{name: "blank body without documents", notes: []obj{{"body": "  \n"}}, want: []want{{CodeNoteEmpty, "notes.0"}}},
-	{name: "empty document list and no body", notes: []obj{{"document_paths": []obj{}}}, want: []want{{CodeNoteEmpty, "notes.0"}}},
-	{name: "unpin_at on a note that is not pinned", notes: []obj{{"body": "b", "unpin_at": "2025-07-01T00:00:00Z"}},
-		want: []want{{CodeNoteUnpinWithoutPin, "notes.0.unpin_at"}}},
-	{name: "unpin_at with is_pinned false", notes: []obj{{"body": "b", "is_pinned": false, "unpin_at": "2025-07-01T00:00:00Z"}},
-		want: []want{{CodeNoteUnpinWithoutPin, "notes.0.unpin_at"}}},
+	{name: "neither body nor documents", notes: []obj{{"is_pinned": true}}, want: []want{{note.CodeEmpty, "notes.0"}}},
+	{name: "blank body without documents", notes: []obj{{"body": "  \n"}}, want: []want{{note.CodeEmpty, "notes.0"}}},
+	{name: "empty document list and no body", notes: []obj{{"document_paths": []obj{}}}, want: []want{{note.CodeEmpty, "notes.0"}}},
 	{name: "unpinned before it was created", notes: []obj{{"body": "b", "is_pinned": true, "created_at": "2024-05-01T10:00:00Z", "unpin_at": "2024-05-01T09:59:59Z"}},
-		want: []want{{CodeNoteUnpinBeforeCreation, "notes.0.unpin_at"}}},
-	{name: "unpinned before now when created now", notes: []obj{{"body": "b", "is_pinned": true, "unpin_at": "2025-06-15T12:30:44Z"}},
-		want: []want{{CodeNoteUnpinBeforeCreation, "notes.0.unpin_at"}}},
+		want: []want{{note.CodeUnpinBeforeCreation, "notes.0.unpin_at"}}},
 	{name: "document path leaving the root", notes: []obj{{"document_paths": []obj{{"document_path": "a/../../b.pdf"}}}},
 		want: []want{{CodeInvalidDocumentPath, "notes.0.document_paths.0.document_path"}}},
 	{name: "document path within 1024 characters but over 1024 bytes", notes: []obj{{"document_paths": []obj{{"document_path": "a/" + strings.Repeat("é", 600)}}}},
@@ -46,7 +41,7 @@ var noteRuleCases = []noteRuleCase{
 	{name: "document path with a backslash", notes: []obj{{"body": "b", "document_paths": []obj{{"document_path": `a\b.pdf`}}}},
 		want: []want{{CodeInvalidDocumentPath, "notes.0.document_paths.0.document_path"}}},
 	{name: "document not in the store", notes: []obj{{"body": "b"}, {"document_paths": []obj{{"document_path": "letters/there.pdf"}, {"document_path": "letters/gone.pdf"}}}},
-		want: []want{{CodeDocumentNotFound, "notes.1.document_paths.1.document_path"}}},
+		want: []want{{note.CodeDocumentNotFound, "notes.1.document_paths.1.document_path"}}},
 	{name: "wrong types and unknown fields", notes: []obj{{"body": 5, "created_at": "2025-06-01", "is_pinned": "yes", "colour": "red"}},
 		want: []want{{"invalid", "notes.0.body"}, {"invalid_datetime", "notes.0.created_at"}, {"invalid", "notes.0.is_pinned"},
 			{"unknown_field", "notes.0.colour"}}},
@@ -103,11 +98,11 @@ func TestNotes_CreatedWithDocumentsPinAndDefaultTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []NoteResult{
-		{CreatedAt: "2024-03-01T08:00:00Z", Body: "Customer prefers letters.", Status: NoteCreated},
-		{CreatedAt: "2025-06-15T12:30:45Z", Body: "", Status: NoteCreated,
-			DocumentPaths: []DocumentPath{{"letters/welcome.pdf"}, {"letters/terms.pdf"}}},
-		{CreatedAt: "2025-06-15T12:30:45Z", Body: "Both", Status: NoteCreated, DocumentPaths: []DocumentPath{{"letters/terms.pdf"}}},
+	want := []note.Result{
+		{CreatedAt: "2024-03-01T08:00:00Z", Body: "Customer prefers letters.", Status: note.StatusCreated},
+		{CreatedAt: "2025-06-15T12:30:45Z", Body: "", Status: note.StatusCreated,
+			DocumentPaths: []note.DocumentPath{{DocumentPath: "letters/welcome.pdf"}, {DocumentPath: "letters/terms.pdf"}}},
+		{CreatedAt: "2025-06-15T12:30:45Z", Body: "Both", Status: note.StatusCreated, DocumentPaths: []note.DocumentPath{{DocumentPath: "letters/terms.pdf"}}},
 	}
 	if diff := cmp.Diff(want, res); diff != "" {
 		t.Errorf("answer (-want +got):\n%s", diff)
@@ -152,15 +147,15 @@ func TestNotes_DedupeByBodyAndCreatedAt(t *testing.T) {
 		posted []obj
 		want   []string
 	}{
-		{"same body without created_at", []obj{{"body": "Called about a refund."}}, []string{NoteAlreadyExists}},
-		{"same body and created_at", []obj{{"body": "Called about a refund.", "created_at": "2024-01-02T03:04:05Z"}}, []string{NoteAlreadyExists}},
-		{"same body, other created_at", []obj{{"body": "Called about a refund.", "created_at": "2024-01-02T03:04:06Z"}}, []string{NoteCreated}},
-		{"same body with documents", []obj{{"body": "Called about a refund.", "document_paths": docs("b.pdf")}}, []string{NoteAlreadyExists}},
-		{"other body", []obj{{"body": "Called about a refund!"}}, []string{NoteCreated}},
-		{"document-only note with the same documents", []obj{{"document_paths": docs("a.pdf")}}, []string{NoteAlreadyExists}},
-		{"document-only note with other documents", []obj{{"document_paths": docs("a.pdf", "b.pdf")}}, []string{NoteCreated}},
+		{"same body without created_at", []obj{{"body": "Called about a refund."}}, []string{note.StatusAlreadyExists}},
+		{"same body and created_at", []obj{{"body": "Called about a refund.", "created_at": "2024-01-02T03:04:05Z"}}, []string{note.StatusAlreadyExists}},
+		{"same body, other created_at", []obj{{"body": "Called about a refund.", "created_at": "2024-01-02T03:04:06Z"}}, []string{note.StatusCreated}},
+		{"same body with documents", []obj{{"body": "Called about a refund.", "document_paths": docs("b.pdf")}}, []string{note.StatusAlreadyExists}},
+		{"other body", []obj{{"body": "Called about a refund!"}}, []string{note.StatusCreated}},
+		{"document-only note with the same documents", []obj{{"document_paths": docs("a.pdf")}}, []string{note.StatusAlreadyExists}},
+		{"document-only note with other documents", []obj{{"document_paths": docs("a.pdf", "b.pdf")}}, []string{note.StatusCreated}},
 		{"repeated within one request", []obj{{"body": "New"}, {"body": "New"}, {"body": "New", "created_at": "2020-01-01T00:00:00Z"}},
-			[]string{NoteCreated, NoteAlreadyExists, NoteCreated}},
+			[]string{note.StatusCreated, note.StatusAlreadyExists, note.StatusCreated}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,7 +173,7 @@ func TestNotes_DedupeByBodyAndCreatedAt(t *testing.T) {
 			created := 0
 			for _, r := range res {
 				got = append(got, r.Status)
-				if r.Status == NoteCreated {
+				if r.Status == note.StatusCreated {
 					created++
 				}
 			}
@@ -207,7 +202,7 @@ func TestNotes_DedupeSeesPayloadNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Status != NoteAlreadyExists || res[0].CreatedAt != "2025-01-10T09:00:00Z" {
+	if res[0].Status != note.StatusAlreadyExists || res[0].CreatedAt != "2025-01-10T09:00:00Z" {
 		t.Errorf("result %+v", res[0])
 	}
 }
@@ -275,7 +270,7 @@ func TestNotes_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ean := b.newAccount(t, acct{})
-	var res []NoteResult
+	var res []note.Result
 	err := b.whileHeld(t, ean, func(tx *sqlx.Tx, id int64) {
 		if _, err := tx.Exec(`INSERT INTO notes (account_id, body, created_at) VALUES ($1, 'Same', now())`, id); err != nil {
 			t.Fatal(err)
@@ -287,7 +282,7 @@ func TestNotes_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Status != NoteAlreadyExists || b.count(t, `SELECT count(*) FROM notes`) != 1 {
+	if res[0].Status != note.StatusAlreadyExists || b.count(t, `SELECT count(*) FROM notes`) != 1 {
 		t.Errorf("status %s with %d notes, want NOTE_ALREADY_EXISTS and 1", res[0].Status, b.count(t, `SELECT count(*) FROM notes`))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -30,9 +31,6 @@ const (
 	CodeTooManyItems             = "too_many_items"
 	CodeInvalidDocumentPath      = documents.CodeInvalidPath
 	CodeDocumentNotFound         = documents.CodeNotFound
-	CodeNoteEmpty                = "note_body_or_document_path_not_found"
-	CodeNoteUnpinBeforeCreation  = "note_unpin_at_earlier_than_creation_date"
-	CodeNoteUnpinWithoutPin      = "note_unpin_at_without_is_pinned"
 	CodeAmountPrecision          = "invalid_amount_precision"
 	CodeAmountOutOfRange         = "amount_out_of_range"
 	CodeAmountNotPositive        = "amount_must_be_positive"
@@ -60,15 +58,10 @@ type rule struct {
 // The rules beyond the field tables, per endpoint.
 // TestRules_EveryRuleIsTested fails when one of these codes has no test case.
 var (
-	noteRules = []rule{
-		{CodeAccountNotFound, "`external_account_number` (404)", "The account was created (E5) for this import supplier, and the caller's key may use the supplier. An account that is only staged, an unknown one, and one of a supplier the key may not see get the same answer."},
-		{CodeNoteEmpty, "`notes.N`", "A note has a non-blank `body`, at least one document path, or both."},
-		{CodeNoteUnpinWithoutPin, "`notes.N.unpin_at`", "`unpin_at` is only sent with `is_pinned: true`: it says when a pinned note stops being pinned."},
-		{CodeNoteUnpinBeforeCreation, "`notes.N.unpin_at`", "Not before `created_at`, or before now when `created_at` is omitted (the note is then created now)."},
-		{CodeInvalidDocumentPath, "`notes.N.document_paths.K.document_path`", pathRule},
-		{CodeDocumentNotFound, "`notes.N.document_paths.K.document_path`", existsRule},
-		{CodeTooManyItems, "`notes`", fmt.Sprintf("At most %d notes per request.", MaxNotes)},
-	}
+	noteRules = append([]rule{
+		{CodeAccountNotFound, "`external_account_number` (404)", "The account was created (E5) for this import supplier, and the caller's key may use the supplier. An account that is only staged, an unknown one, and one of a supplier the key may not see get the same answer. Source: spec E6 (404)."},
+		{CodeTooManyItems, "`notes`", fmt.Sprintf("At most %d notes per request. Source: a limit of this service (spec 8.2 sets none): one request is one database transaction.", MaxNotes)},
+	}, sharedNoteRules()...)
 	transactionRules = []rule{
 		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: spec E7 (404)."},
 		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`duplicate_transaction_ids`)."},
@@ -92,15 +85,25 @@ var (
 		{CodeStatementInFuture, "`statements.N.bill_period_to_date`", "Not after today (UTC): a historical statement covers a past period. Source: reference 9 (`historical_statement_period_end_in_future`)."},
 		{CodeAmountOutOfRange, "`statements.N.gross_amount`", "Fits a 64-bit integer. Source: reference 3.5 (`gross_amount` is an integer)."},
 		{CodeInvalidDocumentPath, "`statements.N.statement_path`", pathRule + " Source: spec 2.8 (a path relative to the supplier's root)."},
-		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule + " Source: reference 3.5 (`path_does_not_exist_in_file_store`)."},
+		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule},
 		{CodeTooManyItems, "`statements`", fmt.Sprintf("At most %d statements per request. Source: spec 8 leaves array lengths to the service.", MaxStatements)},
 	}
 )
 
 const (
-	pathRule   = "Relative to the import supplier's document root and normalised: no leading slash, no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes."
-	existsRule = "The document is in the store: the key is the supplier's document root, `/`, then the path. Upload with `importctl document put SUPPLIER PATH FILE`. Each distinct path is checked once. (Other platforms call this `path_does_not_exist_in_file_store`.)"
+	pathRule   = "A path relative to the import supplier's document root: no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes. One leading `/` is allowed: `/a/b.pdf` and `a/b.pdf` name the same document. Source: spec 2.8."
+	existsRule = "Only for an import supplier that requires documents (`importctl supplier set-option CODE require-documents on`; off by default, and then the store is not read): the document is in the store under the supplier's root. Each distinct path is checked once. Source: reference section 9 (`path_does_not_exist_in_file_store`)."
 )
+
+// sharedNoteRules are the note rules of jobs/note, in the same words as in
+// jobs/account/RULES.md.
+func sharedNoteRules() []rule {
+	out := make([]rule, len(note.Rules))
+	for i, r := range note.Rules {
+		out[i] = rule{r.Code, r.At, r.Row()}
+	}
+	return out
+}
 
 // unitsType is how the reference shows the type of line_items[].units,
 // which the schema DSL has no type for.
@@ -128,9 +131,10 @@ and only a request without problems writes anything, in one database transaction
 All three answer 404 ` + "`account_not_found`" + ` when the account does not exist as an imported account of a supplier the
 caller's key may use (only staged, unknown, or not visible: the same answer). When the request is also invalid, the 404
 comes first, unless ` + "`import_supplier`" + ` or ` + "`external_account_number`" + ` themselves are invalid (400). A body that is not
-JSON, or not a JSON object, gets 400 ` + "`parse_error`" + ` with the byte offset in the detail. A request that references a
-document while the service has no document store (` + "`DOCUMENTS_URL`" + ` unset) gets 500 ` + "`document_store_not_configured`" + `;
-a store that does not answer, 500 ` + "`document_store_unavailable`" + `; both with ` + "`Retry-After`" + `.
+JSON, or not a JSON object, gets 400 ` + "`parse_error`" + ` with the byte offset in the detail. When the import supplier
+requires documents (below), a request that references a document while the service has no document store
+(` + "`DOCUMENTS_URL`" + ` unset) gets 500 ` + "`document_store_not_configured`" + `; a store that does not answer, 500
+` + "`document_store_unavailable`" + `; both with ` + "`Retry-After`" + `.
 
 The field tables' own codes follow the spec: ` + "`unknown_field`" + ` (section 1, rule 6: only documented fields),
 ` + "`required`" + `, ` + "`invalid`" + `, ` + "`blank`" + `, ` + "`invalid_date`" + ` and ` + "`invalid_datetime`" + ` (the types of section 2 and the date
@@ -248,9 +252,13 @@ stored and answered exactly as sent. The 201 answer is the validated request: wh
 
 Documents live in the object store named by ` + "`DOCUMENTS_URL`" + ` (a gocloud.dev/blob URL: ` + "`file:///path`" + ` locally,
 ` + "`s3://bucket?region=...`" + ` in production, with the bucket's options in the URL). A document's key is the import
-supplier's document root (` + "`importctl supplier create --document-root`" + `), ` + "`/`" + `, then the path given; with an
-empty root, the path alone. The service only checks that referenced documents exist; migration teams upload them with
-` + "`importctl document put SUPPLIER PATH FILE`" + ` (reads ` + "`DATABASE_URL`" + ` and ` + "`DOCUMENTS_URL`" + `).
+supplier's document root (` + "`importctl supplier create --document-root`" + `), ` + "`/`" + `, then the path given without
+its leading ` + "`/`" + `; with an empty root, the path alone. The service never stores files. Whether a referenced document
+must exist is a setting of the import supplier, off by default as on the reference platform:
+` + "`importctl supplier set-option CODE require-documents on`" + ` (or ` + "`off`" + `). When it is on, E5 (the account's notes), E6 and E8
+refuse a path that names nothing (` + "`path_does_not_exist_in_file_store`" + `); when it is off, the store is not read.
+Migration teams upload documents with ` + "`importctl document put SUPPLIER PATH FILE`" + ` (reads ` + "`DATABASE_URL`" + ` and
+` + "`DOCUMENTS_URL`" + `).
 `)
 	return b.String()
 }

@@ -48,6 +48,9 @@ func New(d *sqlx.DB, docs *documents.Store) *Service {
 type account struct {
 	ID           int64  `db:"id"`
 	DocumentRoot string `db:"document_root"`
+	// RequireDocuments is the supplier's setting: whether the documents a
+	// request names must be in the store.
+	RequireDocuments bool `db:"require_documents"`
 }
 
 // accountNotFound is the answer for an account that does not exist, exists
@@ -59,7 +62,7 @@ func accountNotFound(supplier, ean string) *problem.Error {
 		Errors: []problem.FieldError{{Detail: d, Code: CodeAccountNotFound, Attr: "external_account_number"}}}
 }
 
-const findAccountSQL = `SELECT a.id, s.document_root FROM accounts a
+const findAccountSQL = `SELECT a.id, s.document_root, s.require_documents FROM accounts a
 	JOIN import_suppliers s ON s.id = a.supplier_id
 	WHERE s.code = $1 AND a.external_account_number = $2`
 
@@ -106,10 +109,14 @@ func lockAccount(ctx context.Context, tx *sqlx.Tx, supplier, ean string, visible
 }
 
 // checkDocuments adds a problem for each reference to a document that is
-// not in the store under root. A store that is missing or cannot answer is a
-// 500, not a validation problem.
-func (s *Service) checkDocuments(ctx context.Context, root string, refs []documents.Ref, errs *problem.List) error {
-	return documents.Check(ctx, s.docs, root, refs, errs)
+// not in the store under the account's root, when its supplier requires
+// documents; otherwise it does not read the store. A store that is missing
+// or cannot answer is a 500, not a validation problem.
+func (s *Service) checkDocuments(ctx context.Context, acc account, refs []documents.Ref, errs *problem.List) error {
+	if !acc.RequireDocuments {
+		return nil
+	}
+	return documents.Check(ctx, s.docs, acc.DocumentRoot, refs, errs)
 }
 
 // hasErrorAt reports whether errs has a problem at one of attrs.

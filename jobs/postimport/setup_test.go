@@ -27,6 +27,7 @@ var testNow = time.Date(2025, 6, 15, 12, 30, 45, 0, time.UTC)
 const (
 	supplierCode = "ACME"
 	hiddenCode   = "HIDDEN" // exists, but the test callers may not see it
+	laxCode      = "LAX"    // does not require documents
 	docRoot      = "imports/acme"
 	productCode  = "ELEC-STD"
 )
@@ -41,16 +42,18 @@ type bundle struct {
 	svc  *Service
 }
 
-// setup returns a fresh database with suppliers ACME and HIDDEN, team ops
-// and product ELEC-STD, a file:// document store in a temporary directory,
-// and a Service whose clock is testNow. Subtests share one bundle and make
+// setup returns a fresh database with suppliers ACME (which requires
+// documents), LAX (which does not, the default) and HIDDEN, team ops and
+// product ELEC-STD, a file:// document store in a temporary directory, and
+// a Service whose clock is testNow. Subtests share one bundle and make
 // accounts of their own.
 func setup(t testing.TB) *bundle {
 	t.Helper()
 	d := dbtest.New(t)
 	ctx := context.Background()
 	for _, q := range []string{
-		`INSERT INTO import_suppliers (code, document_root) VALUES ('ACME', 'imports/acme'), ('HIDDEN', '')`,
+		`INSERT INTO import_suppliers (code, document_root, require_documents) VALUES ('ACME', 'imports/acme', true), ('HIDDEN', '', false)`,
+		`INSERT INTO import_suppliers (code, document_root) VALUES ('LAX', 'imports/lax')`,
 		`INSERT INTO operations_teams (name) VALUES ('ops')`,
 		`INSERT INTO products (code) VALUES ('ELEC-STD')`,
 	} {

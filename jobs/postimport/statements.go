@@ -53,7 +53,7 @@ var statementSchema = v.NewObject(
 	grossAmountField,
 	v.Opt("statement_path", v.StringValue, func(s *Statement) **string { return &s.StatementPath },
 		v.MaxLength(documents.MaxPathLength), v.Codes(CodeInvalidDocumentPath, CodeDocumentNotFound),
-		v.Note("Document path of the PDF, relative to the import supplier's document root; the document must be in the store.")),
+		v.Note("Document path of the PDF, relative to the import supplier's document root.")),
 )
 
 var statementsSchema = v.NewObject(
@@ -176,7 +176,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 			refs = append(refs, documents.Ref{Attr: v.Attr("statements", i, "statement_path"), Path: *st.StatementPath})
 		}
 	}
-	if err := s.checkDocuments(ctx, acc.DocumentRoot, refs, &errs); err != nil {
+	if err := s.checkDocuments(ctx, acc, refs, &errs); err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {

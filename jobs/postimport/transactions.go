@@ -16,6 +16,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -673,9 +674,8 @@ func pinMoveNote(ctx context.Context, tx *sqlx.Tx, accountID int64, period Perio
 	}
 	body := fmt.Sprintf("Migration: %d imported transaction(s) dated before the open statement period were moved to its first day, %s, because force_add_to_current_statement was set: %s%s.",
 		len(moved), period.From, strings.Join(listed, ", "), more)
-	_, err := tx.ExecContext(ctx, `INSERT INTO notes (account_id, body, created_at, is_pinned) VALUES ($1, $2, $3, true)`,
-		accountID, body, now.Truncate(time.Second))
-	if err != nil {
+	pinned := true
+	if err := note.Insert(ctx, tx, accountID, []note.Note{{Body: &body, IsPinned: &pinned}}, now.Truncate(time.Second)); err != nil {
 		return fmt.Errorf("add transactions: pin note: %w", err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -139,24 +140,9 @@ func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt C
 	for _, m := range acc.Metadata {
 		w.exec(`INSERT INTO account_metadata (account_id, key, value) VALUES ($1, $2, $3)`, c.AccountID, m.Key, []byte(m.Value))
 	}
-	for _, n := range acc.Notes {
-		created := opt.Now.UTC()
-		if n.CreatedAt != nil {
-			created = n.CreatedAt.Time()
-		}
-		var unpin *time.Time
-		if n.UnpinAt != nil {
-			t := n.UnpinAt.Time()
-			unpin = &t
-		}
-		body := ""
-		if n.Body != nil {
-			body = *n.Body
-		}
-		noteID := w.id(`INSERT INTO notes (account_id, body, created_at, is_pinned, unpin_at) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-			c.AccountID, body, created, n.IsPinned != nil && *n.IsPinned, unpin)
-		for j, d := range n.DocumentPaths {
-			w.exec(`INSERT INTO note_documents (note_id, position, document_path) VALUES ($1, $2, $3)`, noteID, j, d.DocumentPath)
+	if w.err == nil {
+		if err := note.Insert(ctx, tx, c.AccountID, acc.Notes, opt.Now); err != nil {
+			w.err = fmt.Errorf("create account: %w", err)
 		}
 	}
 	if acc.Supplier.MigrationEmails {

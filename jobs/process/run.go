@@ -19,6 +19,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
@@ -37,9 +38,10 @@ type Creator struct {
 // NewCreator returns the worker side of E5. catalog is unscoped: the API
 // already checked what the caller may see. docs is the document store that
 // the payload's notes refer to; nil (no DOCUMENTS_URL) fails every account
-// whose notes name a document (document_store_not_configured), because they
-// cannot be checked. log reports what fails after the outcome is decided
-// (recording it, publishing it, enqueueing e-mails); it must not be nil.
+// of a supplier that requires documents whose notes name a document
+// (document_store_not_configured), because they cannot be checked. log
+// reports what fails after the outcome is decided (recording it, publishing
+// it, enqueueing e-mails); it must not be nil.
 func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, log *slog.Logger) *Creator {
 	if log == nil {
 		panic("process.NewCreator: nil *slog.Logger")
@@ -89,13 +91,13 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 			return c.failed(ctx, p, taskID, final, err)
 		}
 	}
-	if acc != nil && invalid == nil {
-		// The documents the notes name must exist, as for E6. The check
-		// reads the store, so it runs before the transaction, like
-		// validation; a document deleted in between is not caught, as it
-		// would not be after the commit either.
+	if acc != nil && invalid == nil && acc.Supplier.RequireDocuments {
+		// For a supplier that requires documents, the documents the notes
+		// name must exist, as for E6. The check reads the store, so it runs
+		// before the transaction, like validation; a document deleted in
+		// between is not caught, as it would not be after the commit either.
 		var errs problem.List
-		err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, acc.DocumentRefs(), &errs)
+		err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, note.DocumentRefs("notes", acc.Notes), &errs)
 		if pe, ok := problem.As(err); ok && pe.Code == documents.CodeStoreNotConfigured {
 			// A worker's configuration does not change between retries:
 			// the account fails at once (500, like the same code from E6),

@@ -1,0 +1,179 @@
+package note
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	v "github.com/bulkimport/bulkimport/jobs/validate"
+)
+
+// Status values of E6's answer (spec 2.5).
+const (
+	StatusCreated       = "NOTE_CREATION_SUCCESS"
+	StatusAlreadyExists = "NOTE_ALREADY_EXISTS"
+)
+
+// Result is E6's answer for one posted note, in the order posted. For a note
+// that already existed, CreatedAt is the existing note's.
+type Result struct {
+	CreatedAt     v.Datetime     `json:"created_at"`
+	Body          string         `json:"body"`
+	DocumentPaths []DocumentPath `json:"document_paths,omitzero"`
+	Status        string         `json:"status"`
+}
+
+// Insert writes notes, with their documents, onto the account inside tx. A
+// note without created_at is created at now. Account creation (E5), E6 and
+// E7's pinned note all write through it.
+func Insert(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now time.Time) error {
+	if len(notes) == 0 {
+		return nil
+	}
+	// Ids are drawn first so that each note's documents can name it; the
+	// order of RETURNING rows is not something to rely on.
+	var ids []int64
+	if err := tx.SelectContext(ctx, &ids, `SELECT nextval('notes_id_seq') FROM generate_series(1, $1)`, len(notes)); err != nil {
+		return fmt.Errorf("insert notes: ids: %w", err)
+	}
+	var (
+		bodies, createdAts []string
+		unpins             []*string
+		pinned             []bool
+		docNotes           []int64
+		docPositions       []int
+		docPaths           []string
+	)
+	for j, n := range notes {
+		body := ""
+		if n.Body != nil {
+			body = *n.Body
+		}
+		created := now.UTC().Format(time.RFC3339Nano)
+		if n.CreatedAt != nil {
+			created = string(*n.CreatedAt)
+		}
+		var unpin *string
+		if n.UnpinAt != nil {
+			s := string(*n.UnpinAt)
+			unpin = &s
+		}
+		bodies = append(bodies, body)
+		createdAts = append(createdAts, created)
+		pinned = append(pinned, n.IsPinned != nil && *n.IsPinned)
+		unpins = append(unpins, unpin)
+		for k, d := range n.DocumentPaths {
+			docNotes = append(docNotes, ids[j])
+			docPositions = append(docPositions, k)
+			docPaths = append(docPaths, d.DocumentPath)
+		}
+	}
+	_, err := tx.ExecContext(ctx, `
+		WITH n AS (
+			INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
+			SELECT u.id, $1, u.body, u.created_at, u.is_pinned, u.unpin_at
+			FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::timestamptz[])
+				AS u (id, body, created_at, is_pinned, unpin_at)
+			RETURNING id)
+		INSERT INTO note_documents (note_id, position, document_path)
+		SELECT d.note_id, d.position, d.path FROM unnest($7::bigint[], $8::int[], $9::text[]) AS d (note_id, position, path)
+		JOIN n ON n.id = d.note_id`,
+		accountID, pq.Array(ids), pq.Array(bodies), pq.Array(createdAts), pq.Array(pinned), pq.Array(unpins),
+		pq.Array(docNotes), pq.Array(docPositions), pq.Array(docPaths))
+	if err != nil {
+		return fmt.Errorf("insert notes: %w", err)
+	}
+	return nil
+}
+
+// identity is what makes two notes the same: the body, or for a note
+// without one, its document paths. The prefix byte keeps the two kinds
+// apart.
+func identity(body string, paths []string) string {
+	if strings.TrimSpace(body) != "" {
+		return "b" + body
+	}
+	return "d" + strings.Join(paths, "\x00")
+}
+
+// existing is a stored note as Create needs it.
+type existing struct {
+	Body      string         `db:"body"`
+	CreatedAt time.Time      `db:"created_at"`
+	Paths     pq.StringArray `db:"paths"`
+}
+
+// Create is E6's write: it inserts the notes that the account, which the
+// caller has locked in tx, does not have yet, and answers one Result per
+// note. A note is the same as an existing one when it has the same body (or,
+// for a note without a body, the same document paths) and, when created_at
+// is given, the same creation time. Notes of one call that repeat each other
+// are created once. now should be whole seconds: answers carry seconds, and
+// a re-sent note must compare equal to what was stored.
+func Create(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now time.Time) ([]Result, error) {
+	// Only notes whose body is one of the posted bodies can match; the
+	// expression index on (account_id, md5(body)) finds them.
+	var hashes []string
+	for _, n := range notes {
+		body := ""
+		if n.Body != nil {
+			body = *n.Body
+		}
+		sum := md5.Sum([]byte(body))
+		hashes = append(hashes, hex.EncodeToString(sum[:]))
+	}
+	var rows []existing
+	err := tx.SelectContext(ctx, &rows, `
+		SELECT n.body, n.created_at,
+			ARRAY(SELECT d.document_path FROM note_documents d WHERE d.note_id = n.id ORDER BY d.position) AS paths
+		FROM notes n WHERE n.account_id = $1 AND md5(n.body) = ANY($2::text[])`, accountID, pq.Array(hashes))
+	if err != nil {
+		return nil, fmt.Errorf("create notes: read existing: %w", err)
+	}
+	seen := make(map[string][]time.Time, len(rows))
+	for _, e := range rows {
+		id := identity(e.Body, e.Paths)
+		seen[id] = append(seen[id], e.CreatedAt)
+	}
+
+	out := make([]Result, len(notes))
+	var add []Note
+	for i, n := range notes {
+		body := ""
+		if n.Body != nil {
+			body = *n.Body
+		}
+		paths := make([]string, len(n.DocumentPaths))
+		for k, d := range n.DocumentPaths {
+			paths[k] = d.DocumentPath
+		}
+		created := now
+		if n.CreatedAt != nil {
+			created = n.CreatedAt.Time()
+		}
+		id := identity(body, paths)
+		res := Result{CreatedAt: v.DatetimeOf(created), Body: body, DocumentPaths: n.DocumentPaths, Status: StatusCreated}
+		matched := false
+		for _, at := range seen[id] {
+			if n.CreatedAt == nil || at.Equal(created) {
+				res.CreatedAt, res.Status, matched = v.DatetimeOf(at), StatusAlreadyExists, true
+				break
+			}
+		}
+		if !matched {
+			add = append(add, n)
+			seen[id] = append(seen[id], created)
+		}
+		out[i] = res
+	}
+	if err := Insert(ctx, tx, accountID, add, now); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
