@@ -46,21 +46,55 @@ type Created struct {
 // since validation (a tariff or contract disappeared).
 func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) (Created, error) {
 	c := Created{CreatedAt: opt.Now.UTC().Truncate(time.Microsecond)}
-	var contractID *int64
-	if acc.Business != nil {
-		var id int64
-		err := tx.GetContext(ctx, &id, `SELECT id FROM business_contracts WHERE supplier_id = $1 AND identifier = $2`,
-			acc.Supplier.ID, acc.Business.BusinessContractIdentifier)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return c, problem.Invalidf("business_contract_not_found", "business.business_contract_identifier",
-				"Business contract %q does not exist.", acc.Business.BusinessContractIdentifier)
-		case err != nil:
-			// Not a verdict on the data: the task is retried.
-			return c, fmt.Errorf("create: business contract: %w", err)
-		}
-		contractID = &id
+	contractID, err := businessContractID(ctx, tx, acc)
+	if err != nil {
+		return c, err
 	}
+	if c.AccountID, c.ServiceAccountNumber, err = insertAccount(ctx, tx, acc, opt, contractID, c.CreatedAt); err != nil {
+		return c, err
+	}
+	w := writer{ctx: ctx, tx: tx, accountID: c.AccountID}
+	w.exec(`INSERT INTO ledgers (account_id) VALUES ($1)`, c.AccountID)
+	customerIDs := w.customers(acc.Customers)
+	w.supplyAddresses(acc.SupplyAddresses)
+	w.metadata(acc.Metadata)
+	if w.err == nil {
+		if err := note.Insert(ctx, tx, c.AccountID, acc.Notes, opt.Now); err != nil {
+			w.err = fmt.Errorf("create account: %w", err)
+		}
+	}
+	if acc.Supplier.MigrationEmails {
+		c.Outbox = w.migrationEmails(acc.Customers, customerIDs, c.ServiceAccountNumber)
+	}
+	if w.err != nil {
+		return c, w.err
+	}
+	return c, nil
+}
+
+// businessContractID looks up the business contract the account names, or
+// returns nil when it names none.
+func businessContractID(ctx context.Context, tx *sqlx.Tx, acc *account.Account) (*int64, error) {
+	if acc.Business == nil {
+		return nil, nil
+	}
+	var id int64
+	err := tx.GetContext(ctx, &id, `SELECT id FROM business_contracts WHERE supplier_id = $1 AND identifier = $2`,
+		acc.Supplier.ID, acc.Business.BusinessContractIdentifier)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, problem.Invalidf("business_contract_not_found", "business.business_contract_identifier",
+			"Business contract %q does not exist.", acc.Business.BusinessContractIdentifier)
+	case err != nil:
+		// Not a verdict on the data: the task is retried.
+		return nil, fmt.Errorf("create: business contract: %w", err)
+	}
+	return &id, nil
+}
+
+// lastBilledToDate is the latest last_billed_to_date of the account's
+// supply points, or nil when none has one.
+func lastBilledToDate(acc *account.Account) *string {
 	var lastBilled *string
 	for _, sa := range acc.SupplyAddresses {
 		for _, sp := range sa.SupplyPoints {
@@ -70,20 +104,23 @@ func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt C
 			}
 		}
 	}
+	return lastBilled
+}
+
+// insertAccount writes the accounts row under a fresh service account
+// number and returns its id and number.
+//
+// Service account numbers are random, so a clash is possible but rare; ON
+// CONFLICT on the number alone lets us draw again without aborting the
+// transaction. A clash on (supplier, external account number) is not caught:
+// it means the account exists, and the error must surface.
+func insertAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt CreateOptions, contractID *int64, createdAt time.Time) (int64, string, error) {
 	ba := acc.EffectiveBillingAddress()
-	// Service account numbers are random, so a clash is possible but rare;
-	// ON CONFLICT on the number alone lets us draw again without aborting the
-	// transaction. A clash on (supplier, external account number) is not
-	// caught: it means the account exists, and the error must surface.
-	for attempt := 0; c.AccountID == 0; attempt++ {
-		if attempt == 5 {
-			return c, fmt.Errorf("create account: no free service account number after 5 draws")
-		}
-		number, err := newServiceAccountNumber()
-		if err != nil {
-			return c, err
-		}
-		rows, err := tx.QueryContext(ctx, `
+	lastBilled := lastBilledToDate(acc)
+	for attempt := 0; attempt < 5; attempt++ {
+		number := newServiceAccountNumber()
+		var id int64
+		err := tx.GetContext(ctx, &id, `
 			INSERT INTO accounts (service_account_number, supplier_id, external_account_number, import_process_id,
 				operations_team_id, business_contract_id, unknown_occupier, billing_street_address, billing_locality,
 				billing_administrative_area, billing_country, billing_postal_code, last_billed_to_date, created_at)
@@ -91,82 +128,84 @@ func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt C
 			ON CONFLICT (service_account_number) DO NOTHING RETURNING id`,
 			number, acc.Supplier.ID, acc.ExternalAccountNumber, opt.ProcessID, opt.OperationsTeamID, contractID,
 			acc.UnknownOccupier != nil && *acc.UnknownOccupier, ba.StreetAddress, ba.Locality, ba.AdministrativeArea,
-			ba.Country, ba.PostalCode, lastBilled, c.CreatedAt)
-		if err != nil {
-			return c, fmt.Errorf("create account: %w", err)
+			ba.Country, ba.PostalCode, lastBilled, createdAt)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			continue // the number was taken: draw again
+		case err != nil:
+			return 0, "", fmt.Errorf("create account: %w", err)
 		}
-		if rows.Next() {
-			if err := rows.Scan(&c.AccountID); err != nil {
-				rows.Close()
-				return c, err
-			}
-			c.ServiceAccountNumber = number
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return c, err
-		}
+		return id, number, nil
 	}
-	w := writer{ctx: ctx, tx: tx, accountID: c.AccountID}
-	w.exec(`INSERT INTO ledgers (account_id) VALUES ($1)`, c.AccountID)
-	customerIDs := make([]int64, len(acc.Customers))
-	for i, cu := range acc.Customers {
+	return 0, "", fmt.Errorf("create account: no free service account number after 5 draws")
+}
+
+// customers writes the customers with their phone numbers and user
+// details, and returns their ids in payload order.
+func (w *writer) customers(customers []account.Customer) []int64 {
+	ids := make([]int64, len(customers))
+	for i, cu := range customers {
 		var prefs account.CustomerPreferences
 		if cu.CustomerPreferences != nil {
 			prefs = *cu.CustomerPreferences
 		}
-		customerIDs[i] = w.id(`INSERT INTO customers (account_id, position, given_name, family_name, email, mobile, landline,
+		ids[i] = w.id(`INSERT INTO customers (account_id, position, given_name, family_name, email, mobile, landline,
 			date_of_birth, opted_into_updates, opted_into_offers, opted_into_sms)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
-			c.AccountID, i, cu.GivenName, cu.FamilyName, cu.Email, cu.Mobile, cu.Landline, datePtr(cu.DateOfBirth),
+			w.accountID, i, cu.GivenName, cu.FamilyName, cu.Email, cu.Mobile, cu.Landline, datePtr(cu.DateOfBirth),
 			prefs.OptedIntoUpdates, prefs.OptedIntoOffers, prefs.OptedIntoSMS)
 		for j, p := range cu.AlternativePhoneNumbers {
-			w.exec(`INSERT INTO customer_phone_numbers (customer_id, position, phone_number) VALUES ($1, $2, $3)`, customerIDs[i], j, p.PhoneNumber)
+			w.exec(`INSERT INTO customer_phone_numbers (customer_id, position, phone_number) VALUES ($1, $2, $3)`, ids[i], j, p.PhoneNumber)
 		}
 		for j, d := range cu.UserDetails {
-			w.exec(`INSERT INTO customer_user_details (customer_id, position, namespace, value) VALUES ($1, $2, $3, $4)`, customerIDs[i], j, d.Namespace, d.Value)
+			w.exec(`INSERT INTO customer_user_details (customer_id, position, namespace, value) VALUES ($1, $2, $3, $4)`, ids[i], j, d.Namespace, d.Value)
 		}
 	}
-	for i, sa := range acc.SupplyAddresses {
+	return ids
+}
+
+// supplyAddresses writes the supply addresses and their supply points.
+func (w *writer) supplyAddresses(addresses []account.SupplyAddress) {
+	for i, sa := range addresses {
 		addrID := w.id(`INSERT INTO supply_addresses (account_id, position, supply_address1, supply_address2, supply_address3,
 			supply_address4, supply_postcode, customer_at_supply_address_from_date)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-			c.AccountID, i, sa.SupplyAddress1, sa.SupplyAddress2, sa.SupplyAddress3, sa.SupplyAddress4, sa.SupplyPostcode,
+			w.accountID, i, sa.SupplyAddress1, sa.SupplyAddress2, sa.SupplyAddress3, sa.SupplyAddress4, sa.SupplyPostcode,
 			string(sa.CustomerAtSupplyAddressFromDate))
 		for j, sp := range sa.SupplyPoints {
 			w.supplyPoint(addrID, j, sp)
 		}
 	}
-	for _, m := range acc.Metadata {
-		w.exec(`INSERT INTO account_metadata (account_id, key, value) VALUES ($1, $2, $3)`, c.AccountID, m.Key, []byte(m.Value))
-	}
-	if w.err == nil {
-		if err := note.Insert(ctx, tx, c.AccountID, acc.Notes, opt.Now); err != nil {
-			w.err = fmt.Errorf("create account: %w", err)
-		}
-	}
-	if acc.Supplier.MigrationEmails {
-		for i, cu := range acc.Customers {
-			if cu.Email == nil || *cu.Email == "" {
-				continue
-			}
-			subject, body := migrationEmail(cu, c.ServiceAccountNumber)
-			c.Outbox = append(c.Outbox, w.id(`INSERT INTO email_outbox (account_id, customer_id, to_address, subject, body)
-				VALUES ($1, $2, $3, $4, $5) RETURNING id`, c.AccountID, customerIDs[i], *cu.Email, subject, body))
-		}
-	}
-	if w.err != nil {
-		return c, w.err
-	}
-	return c, nil
 }
 
-func newServiceAccountNumber() (string, error) {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("service account number: %w", err)
+// metadata writes the account's metadata entries.
+func (w *writer) metadata(entries []account.Metadata) {
+	for _, m := range entries {
+		w.exec(`INSERT INTO account_metadata (account_id, key, value) VALUES ($1, $2, $3)`, w.accountID, m.Key, []byte(m.Value))
 	}
-	return "A-" + strings.ToUpper(hex.EncodeToString(b)), nil
+}
+
+// migrationEmails queues a migration e-mail in the outbox for every customer
+// with an address, and returns the outbox rows to send after the commit.
+func (w *writer) migrationEmails(customers []account.Customer, customerIDs []int64, number string) []int64 {
+	var outbox []int64
+	for i, cu := range customers {
+		if cu.Email == nil || *cu.Email == "" {
+			continue
+		}
+		subject, body := migrationEmail(cu, number)
+		outbox = append(outbox, w.id(`INSERT INTO email_outbox (account_id, customer_id, to_address, subject, body)
+			VALUES ($1, $2, $3, $4, $5) RETURNING id`, w.accountID, customerIDs[i], *cu.Email, subject, body))
+	}
+	return outbox
+}
+
+// newServiceAccountNumber draws a random number of the form A-1A2B3C4D.
+// crypto/rand.Read never fails (Go 1.24 and later).
+func newServiceAccountNumber() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "A-" + strings.ToUpper(hex.EncodeToString(b))
 }
 
 func migrationEmail(cu account.Customer, number string) (subject, body string) {
