@@ -60,6 +60,41 @@ func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok 
 	}
 }
 
+// WaitOrCheck is Wait that also asks done every interval whether the outcome
+// is already in PostgreSQL, so that an announcement lost (published while
+// the subscription was reconnecting, or never published because the worker
+// died after writing its outcome) costs at most one interval instead of the
+// whole wait. It returns ok false as soon as done reports true, like a wait
+// that ended without a message: the caller then reads PostgreSQL. An error
+// from done is treated as "not yet", since the next tick or the end of the
+// wait reads PostgreSQL again.
+func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
+	if done == nil || interval <= 0 {
+		return w.Wait(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case msg, open := <-w.sub.Channel():
+			if !open {
+				return nil, false, nil
+			}
+			return []byte(msg.Payload), true, nil
+		case <-ticker.C:
+			if finished, err := done(ctx); err == nil && finished {
+				return nil, false, nil
+			}
+		case <-timer.C:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
 // Publish announces the end of taskID with v encoded as JSON. It is best
 // effort: a waiter that hears nothing reads the outcome from PostgreSQL when
 // its wait ends. It never uses ctx's cancellation, because the outcome must
