@@ -32,6 +32,7 @@ const (
 	CodeQueueUnavailable   = "queue_unavailable"
 	CodeStillInProgress    = "account_processing_in_progress"
 	CodeDryRunSucceeded    = "dry_run_rolled_back"
+	CodeAbandoned          = "account_processing_abandoned"
 	DetailDryRunSucceeded  = "Account would successfully import. Rolled back due to dry run."
 	limitRetryAfter        = 5 * time.Second
 	slotTTL                = 10 * time.Minute
@@ -341,6 +342,7 @@ var serviceFailures = map[string]bool{
 	problem.CodeInternal:             true,
 	documents.CodeStoreNotConfigured: true,
 	documents.CodeStoreUnavailable:   true,
+	CodeAbandoned:                    true,
 }
 
 // recordedError is the answer of E5 for a failure recorded by the worker
