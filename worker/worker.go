@@ -57,6 +57,9 @@ type Deps struct {
 type Worker struct {
 	accounts, other       *asynq.Server
 	accountsMux, otherMux *asynq.ServeMux
+	inspector             *asynq.Inspector
+	creator               *process.Creator
+	log                   *slog.Logger
 }
 
 // accountsCheckInterval replaces asynq's 1 s idle sleep on the accounts
@@ -108,10 +111,13 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w := &Worker{
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
+		inspector: asynq.NewInspector(deps.Redis),
+		creator:   process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log),
+		log:       deps.Log,
 	}
 	w.accountsMux.Use(observeJobs(deps.Metrics))
 	w.otherMux.Use(observeJobs(deps.Metrics))
-	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log)})
+	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{w.creator})
 	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
 	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))
 	return w, nil
@@ -127,7 +133,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.accounts.Shutdown()
 		return fmt.Errorf("start worker: %w", err)
 	}
+	swept := make(chan struct{})
+	go func() { defer close(swept); w.sweep(ctx) }()
 	<-ctx.Done()
+	<-swept
+	defer w.inspector.Close()
 	var g errgroup.Group
 	g.Go(func() error { w.accounts.Shutdown(); return nil })
 	g.Go(func() error { w.other.Shutdown(); return nil })

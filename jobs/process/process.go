@@ -32,6 +32,7 @@ const (
 	CodeQueueUnavailable   = "queue_unavailable"
 	CodeStillInProgress    = "account_processing_in_progress"
 	CodeDryRunSucceeded    = "dry_run_rolled_back"
+	CodeAbandoned          = "account_processing_abandoned"
 	DetailDryRunSucceeded  = "Account would successfully import. Rolled back due to dry run."
 	limitRetryAfter        = 5 * time.Second
 	slotTTL                = 10 * time.Minute
@@ -239,7 +240,11 @@ func (s *Service) release(taskID string) {
 func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, processID int64) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Wait)
 	for {
-		payload, ok, err := waiter.Wait(ctx, time.Until(deadline))
+		var done func(context.Context) (bool, error)
+		if !req.DryRun { // a dry run leaves no outcome in PostgreSQL to look at
+			done = func(ctx context.Context) (bool, error) { return s.processEnded(ctx, processID) }
+		}
+		payload, ok, err := waiter.WaitOrCheck(ctx, time.Until(deadline), outcomePollInterval, done)
 		if err != nil {
 			return Result{}, err
 		}
@@ -268,6 +273,19 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 		// PostgreSQL is the truth; the message only woke us.
 		return s.fromDatabase(ctx, req, processID)
 	}
+}
+
+// outcomePollInterval is how often a waiting E5 looks at PostgreSQL for an
+// outcome whose announcement it did not hear.
+const outcomePollInterval = time.Second
+
+// processEnded reports whether the process row has left IN_PROGRESS.
+func (s *Service) processEnded(ctx context.Context, processID int64) (bool, error) {
+	var status string
+	if err := s.db.GetContext(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
+		return false, err
+	}
+	return status != imports.StatusInProgress, nil
 }
 
 // stillInProgress is the answer when no outcome came within the wait. It is
@@ -329,6 +347,7 @@ var serviceFailures = map[string]bool{
 	problem.CodeInternal:             true,
 	documents.CodeStoreNotConfigured: true,
 	documents.CodeStoreUnavailable:   true,
+	CodeAbandoned:                    true,
 }
 
 // recordedError is the answer of E5 for a failure recorded by the worker

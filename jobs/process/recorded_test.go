@@ -22,6 +22,7 @@ func TestRecordedError_ServiceFailuresAreUnavailableDataFailuresInvalid(t *testi
 		{problem.CodeInternal, problem.Unavailable},
 		{documents.CodeStoreNotConfigured, problem.Unavailable},
 		{documents.CodeStoreUnavailable, problem.Unavailable},
+		{CodeAbandoned, problem.Unavailable},
 		{"account_failed_validation", problem.Invalid},
 		{documents.CodeNotFound, problem.Invalid},
 	}

@@ -61,13 +61,8 @@ func (w *Waiter) Close() error { return w.sub.Close() }
 // when ctx ended first. Its first call also returns an announcement the task
 // made before the Waiter subscribed (see outcomeKey).
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok bool, err error) {
-	if !w.looked {
-		w.looked = true
-		// A failed read leaves the announcement, or the caller's own
-		// fallback when none comes, to answer.
-		if b, err := w.rdb.Get(ctx, outcomeKey(w.taskID)).Bytes(); err == nil {
-			return b, true, nil
-		}
+	if b, ok := w.stored(ctx); ok {
+		return b, true, nil
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -81,6 +76,56 @@ func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok 
 		return nil, false, nil
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
+	}
+}
+
+// stored reads, on the first wait only, an announcement the task kept for
+// requests that join it after it ended. A failed read leaves the
+// announcement, or the caller's own fallback when none comes, to answer.
+func (w *Waiter) stored(ctx context.Context) ([]byte, bool) {
+	if w.looked {
+		return nil, false
+	}
+	w.looked = true
+	b, err := w.rdb.Get(ctx, outcomeKey(w.taskID)).Bytes()
+	return b, err == nil
+}
+
+// WaitOrCheck is Wait that also asks done every interval whether the outcome
+// is already in PostgreSQL, so that an announcement lost (published while
+// the subscription was reconnecting, or never published because the worker
+// died after writing its outcome) costs at most one interval instead of the
+// whole wait. It returns ok false as soon as done reports true, like a wait
+// that ended without a message: the caller then reads PostgreSQL. An error
+// from done is treated as "not yet", since the next tick or the end of the
+// wait reads PostgreSQL again.
+func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
+	if done == nil || interval <= 0 {
+		return w.Wait(ctx, d)
+	}
+	if b, ok := w.stored(ctx); ok {
+		return b, true, nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case msg, open := <-w.sub.Channel():
+			if !open {
+				return nil, false, nil
+			}
+			return []byte(msg.Payload), true, nil
+		case <-ticker.C:
+			if finished, err := done(ctx); err == nil && finished {
+				return nil, false, nil
+			}
+		case <-timer.C:
+			return nil, false, nil
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
 	}
 }
 
