@@ -84,17 +84,23 @@ func recoverPanics(c *gin.Context) {
 // declared as JSON. The body is returned raw: validators decode it themselves
 // so that they can report positions and exact numbers.
 func (s *Server) readJSON(c *gin.Context) ([]byte, error) {
+	return s.readJSONLimit(c, s.cfg.MaxBodyBytes)
+}
+
+// readJSONLimit is readJSON with a limit of its own; the reader stops at
+// limit bytes, so a larger body is never held in memory.
+func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 	ct := c.GetHeader("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 		return nil, problem.New(problem.UnsupportedMedia, "unsupported_media_type",
 			"The request body must be JSON, sent with Content-Type: application/json.")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, problem.New(problem.TooLarge, "request_too_large",
-			"The request body exceeds the limit of "+byteSize(s.cfg.MaxBodyBytes)+".")
+			"The request body exceeds the limit of "+byteSize(limit)+".")
 	}
 	if err != nil {
 		return nil, problem.New(problem.Invalid, "parse_error", "The request body could not be read.")
