@@ -9,6 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	graphql "github.com/graph-gophers/graphql-go"
+	gqlast "github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -101,18 +103,32 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 	return &tokenOutput{pair}, nil
 }
 
+// graphqlMaxBodyBytes bounds a token request. The endpoint takes no token,
+// so anyone can reach it: a small limit keeps one client from making the
+// service read and decode megabytes (issue 20). A real request is well under
+// 1 KiB. A lower MAX_BODY_BYTES still applies.
+const graphqlMaxBodyBytes = 16 << 10
+
+// codeTooManyOperations is the errorCode of a request with more than one
+// top-level field: one request may attempt one credential (issue 20).
+const codeTooManyOperations = "too_many_operations"
+
 func (s *Server) graphql() gin.HandlerFunc {
 	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth, s.log})
+	limit := int64(graphqlMaxBodyBytes)
+	if s.cfg.MaxBodyBytes > 0 {
+		limit = min(limit, s.cfg.MaxBodyBytes)
+	}
 	return func(c *gin.Context) {
-		body, err := s.readJSON(c)
+		body, err := s.readJSONLimit(c, limit)
 		if err != nil {
 			writeError(c, err)
 			return
 		}
 		var req struct {
-			Query         string         `json:"query"`
-			OperationName string         `json:"operationName"`
-			Variables     map[string]any `json:"variables"`
+			Query         string          `json:"query"`
+			OperationName string          `json:"operationName"`
+			Variables     json.RawMessage `json:"variables"`
 		}
 		// Malformed JSON gets the answer every REST body gets; the typed
 		// decoding below only has wrong field types left to report.
@@ -125,6 +141,56 @@ func (s *Server) graphql() gin.HandlerFunc {
 			return
 		}
 		// GraphQL answers 200 even for failures; they go in errors[].
-		c.JSON(http.StatusOK, schema.Exec(c.Request.Context(), req.Query, req.OperationName, req.Variables))
+		if topLevelFields(req.Query) > 1 {
+			c.JSON(http.StatusOK, gin.H{"data": nil, "errors": []map[string]any{{
+				"message":    "A request may carry one operation with one top-level field.",
+				"extensions": gqlError{codeTooManyOperations, "VALIDATION", "A request may carry one operation with one top-level field."}.Extensions(),
+			}}})
+			return
+		}
+		var vars map[string]any
+		if len(req.Variables) > 0 {
+			if err := json.Unmarshal(req.Variables, &vars); err != nil {
+				writeError(c, problem.New(problem.Invalid, "parse_error", "The variables must be a JSON object: "+err.Error()))
+				return
+			}
+		}
+		c.JSON(http.StatusOK, schema.Exec(c.Request.Context(), req.Query, req.OperationName, vars))
 	}
+}
+
+// topLevelFields counts the top-level fields of all operations in query,
+// following fragments, and stops counting at 2. A query that does not parse
+// counts 0 so that graphql-go reports its syntax error.
+func topLevelFields(query string) int {
+	doc, err := parser.ParseQuery(&gqlast.Source{Input: query})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	seen := map[string]bool{}
+	var count func(gqlast.SelectionSet)
+	count = func(set gqlast.SelectionSet) {
+		for _, sel := range set {
+			if n > 1 {
+				return
+			}
+			switch sel := sel.(type) {
+			case *gqlast.Field:
+				n++
+			case *gqlast.InlineFragment:
+				count(sel.SelectionSet)
+			case *gqlast.FragmentSpread:
+				// A fragment spread twice selects the same fields twice.
+				if f := doc.Fragments.ForName(sel.Name); f != nil && !seen[sel.Name] {
+					seen[sel.Name] = true
+					count(f.SelectionSet)
+				}
+			}
+		}
+	}
+	for _, op := range doc.Operations {
+		count(op.SelectionSet)
+	}
+	return n
 }

@@ -110,6 +110,12 @@ func recoverPanics(c *gin.Context) {
 // declared as JSON. The body is returned raw: validators decode it themselves
 // so that they can report positions and exact numbers.
 func (s *Server) readJSON(c *gin.Context) ([]byte, error) {
+	return s.readJSONLimit(c, s.cfg.MaxBodyBytes)
+}
+
+// readJSONLimit is readJSON with a limit of its own; the reader stops at
+// limit bytes, so a larger body is never held in memory.
+func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 	ct := c.GetHeader("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -122,7 +128,7 @@ func (s *Server) readJSON(c *gin.Context) ([]byte, error) {
 	// stream).
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
 	if err == nil {
 		// After a failed read the deadline stays: net/http then gives up
 		// draining the rest of the body at once and closes the connection
@@ -132,7 +138,7 @@ func (s *Server) readJSON(c *gin.Context) ([]byte, error) {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, problem.New(problem.TooLarge, "request_too_large",
-			"The request body exceeds the limit of "+byteSize(s.cfg.MaxBodyBytes)+".")
+			"The request body exceeds the limit of "+byteSize(limit)+".")
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return nil, problem.New(problem.Invalid, "request_body_timeout",

@@ -60,17 +60,19 @@ func checkRequest(w *validate.Walker, r *Request, today validate.Date) {
 		w.AddAt("business.company_number", validate.CodeRequired,
 			"A company number is required for a business of type %s.", b.BusinessType)
 	}
-	for i, d := range b.Details {
-		if d.Key != "" && slices.ContainsFunc(b.Details[:i], func(x Detail) bool { return x.Key == d.Key }) {
-			w.AddAt(validate.Attr("business", "details", i, "key"), CodeDetailsDuplicateKeys,
-				"Detail key %q appears more than once.", d.Key)
-		}
+	for _, i := range validate.Repeats(b.Details, func(d *Detail) string { return d.Key }) {
+		w.AddAt(validate.Attr("business", "details", i, "key"), CodeDetailsDuplicateKeys,
+			"Detail key %q appears more than once.", b.Details[i].Key)
 	}
+	// Repeats keeps these checks linear: a pairwise comparison let one
+	// request with many items hold a CPU for minutes (issue 20).
+	repeated := validate.Repeats(b.BusinessContracts, func(c *Contract) string { return c.Identifier })
 	if b.BusinessContracts != nil && len(b.BusinessContracts) == 0 {
 		w.AddAt("business.business_contracts", validate.CodeRequired, "At least one business contract is required.")
 	}
 	for i, c := range b.BusinessContracts {
-		if c.Identifier != "" && slices.ContainsFunc(b.BusinessContracts[:i], func(x Contract) bool { return x.Identifier == c.Identifier }) {
+		if len(repeated) > 0 && repeated[0] == i {
+			repeated = repeated[1:]
 			w.AddAt(validate.Attr("business", "business_contracts", i, "identifier"), CodeContractAlreadyExists,
 				"Business contract identifier %q appears more than once in this request.", c.Identifier)
 		}
@@ -82,6 +84,7 @@ func checkRequest(w *validate.Walker, r *Request, today validate.Date) {
 			w.AddAt(validate.Attr("business", "business_contracts", i, "versions"), validate.CodeRequired,
 				"At least one contract version is required.")
 		}
+		sameDate := validate.Repeats(c.Versions, func(v *Version) string { return string(v.ApplicableAtDate) })
 		for j, ver := range c.Versions {
 			d := ver.ApplicableAtDate
 			if d == "" {
@@ -92,7 +95,8 @@ func checkRequest(w *validate.Walker, r *Request, today validate.Date) {
 				w.AddAt(at, CodeVersionBeforeValidFrom,
 					"The version applies from %s, before the contract is valid (%s).", d, c.ValidFromDate)
 			}
-			if slices.ContainsFunc(c.Versions[:j], func(x Version) bool { return x.ApplicableAtDate == d }) {
+			if len(sameDate) > 0 && sameDate[0] == j {
+				sameDate = sameDate[1:]
 				w.AddAt(at, CodeVersionDateNotUnique, "Another version of this contract also applies from %s.", d)
 			}
 		}
