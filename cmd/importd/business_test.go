@@ -118,7 +118,7 @@ func TestBusiness_CreateOverHTTP(t *testing.T) {
 			m := businessRequest()
 			m["external_business_identifier"] = ""
 			b := m["business"].(map[string]any)
-			b["business_type"] = "GMBH"
+			b["business_type"] = "GmbH"
 			b["unknown"] = true
 			delete(b, "company_name")
 			return m

@@ -25,9 +25,6 @@ const (
 	TypeCharity     = "CHARITY"     // charity or charitable incorporated organisation
 )
 
-// Types is every accepted business_type.
-var Types = []string{TypeLTD, TypePLC, TypeLLP, TypeSoleTrader, TypePartnership, TypeCharity}
-
 // registeredTypes are the types registered at Companies House, which have a
 // company number; company_number is required for them.
 var registeredTypes = []string{TypeLTD, TypePLC, TypeLLP}

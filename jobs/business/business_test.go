@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -107,6 +108,26 @@ func asProblem(t *testing.T, err error) *problem.Error {
 		t.Fatalf("want an Invalid *problem.Error, got %v", err)
 	}
 	return p
+}
+
+// TestCreate_AnyBusinessTypeCodeIsStoredAsSent: spec 2.6 lists LTD "in use",
+// an example; any upper-case code is accepted.
+func TestCreate_AnyBusinessTypeCodeIsStoredAsSent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	m := request()
+	obj(m, "business")["business_type"] = "GMBH"
+	res, err := b.svc.Create(context.Background(), body(t, m), visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typ string
+	if err := b.db.Get(&typ, `SELECT business_type FROM businesses WHERE id = $1`, res.ServiceBusinessID); err != nil {
+		t.Fatal(err)
+	}
+	if typ != "GMBH" {
+		t.Errorf("business_type = %q, want GMBH", typ)
+	}
 }
 
 func TestCreate_StoresBusinessDetailsContractsVersionsAndTerms(t *testing.T) {
@@ -324,7 +345,7 @@ func TestCreate_EachRuleReportsItsCodeAtItsPath(t *testing.T) {
 		{"business missing", func(m map[string]any) { delete(m, "business") }, validate.CodeRequired, "business", ""},
 		{"business not an object", func(m map[string]any) { m["business"] = []any{} }, validate.CodeInvalid, "business", ""},
 		{"unknown top-level field", func(m map[string]any) { m["extra"] = 1 }, validate.CodeUnknownField, "extra", ""},
-		{"business type outside the set", func(m map[string]any) { obj(m, "business")["business_type"] = "GMBH" }, validate.CodeInvalidChoice, "business.business_type", ""},
+		{"business type that is not a code", func(m map[string]any) { obj(m, "business")["business_type"] = "GmbH" }, validate.CodeInvalidChoice, "business.business_type", ""},
 		{"company number missing for LTD", func(m map[string]any) { delete(obj(m, "business"), "company_number") }, validate.CodeRequired, "business.company_number", "LTD"},
 		{"company number blank", func(m map[string]any) { obj(m, "business")["company_number"] = "" }, validate.CodeBlank, "business.company_number", ""},
 		{"company name null", func(m map[string]any) { obj(m, "business")["company_name"] = nil }, validate.CodeInvalid, "business.company_name", ""},
@@ -412,7 +433,7 @@ func TestCreate_ReportsEveryProblemAtOnce(t *testing.T) {
 	b := setup(t)
 	m := request()
 	m["import_supplier_code"] = "NOPE"
-	obj(m, "business")["business_type"] = "GMBH"
+	obj(m, "business")["business_type"] = "GmbH"
 	obj(m, "business", "details", 1)["key"] = "vat_number"
 	obj(m, "business", "business_contracts", 1)["identifier"] = "BC-1"
 	obj(m, "business", "business_contracts", 0, "versions", 0)["applicable_at_date"] = "2020-01-01"
@@ -553,7 +574,7 @@ func FuzzParse(f *testing.F) {
 		}
 		// A request without problems is complete and storable.
 		if r.ImportSupplierCode == "" || r.ExternalBusinessIdentifier == "" || r.Business == nil ||
-			r.Business.CompanyName == "" || !slices.Contains(Types, r.Business.BusinessType) || len(r.Business.BusinessContracts) == 0 {
+			r.Business.CompanyName == "" || !openCode.MatchString(r.Business.BusinessType) || len(r.Business.BusinessContracts) == 0 {
 			t.Fatalf("accepted an incomplete request: %+v", r)
 		}
 		for _, c := range r.Business.BusinessContracts {
@@ -568,3 +589,6 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// openCode is the form validate.OpenCode accepts.
+var openCode = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)

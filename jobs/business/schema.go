@@ -45,7 +45,7 @@ var contractSchema = v.NewObject(
 )
 
 var businessSchema = v.NewObject(
-	v.Req("business_type", v.StringValue, func(b *Business) *string { return &b.BusinessType }, v.OneOf(Types...)),
+	v.Req("business_type", v.StringValue, func(b *Business) *string { return &b.BusinessType }, v.OpenCode()),
 	v.Opt("company_number", v.StringValue, func(b *Business) **string { return &b.CompanyNumber }, v.MaxLength(maxNumber),
 		v.Codes(v.CodeRequired), v.Note("Required for "+strings.Join(registeredTypes, ", ")+" (registered companies); optional otherwise.")),
 	v.Req("company_name", v.StringValue, func(b *Business) *string { return &b.CompanyName }, v.MaxLength(maxName)),
