@@ -61,22 +61,7 @@ func (w *Waiter) Close() error { return w.sub.Close() }
 // when ctx ended first. Its first call also returns an announcement the task
 // made before the Waiter subscribed (see outcomeKey).
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok bool, err error) {
-	if b, ok := w.stored(ctx); ok {
-		return b, true, nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case msg, open := <-w.sub.Channel():
-		if !open {
-			return nil, false, nil
-		}
-		return []byte(msg.Payload), true, nil
-	case <-timer.C:
-		return nil, false, nil
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
-	}
+	return w.WaitOrCheck(ctx, d, 0, nil)
 }
 
 // stored reads, on the first wait only, an announcement the task kept for
@@ -100,16 +85,17 @@ func (w *Waiter) stored(ctx context.Context) ([]byte, bool) {
 // from done is treated as "not yet", since the next tick or the end of the
 // wait reads PostgreSQL again.
 func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
-	if done == nil || interval <= 0 {
-		return w.Wait(ctx, d)
-	}
 	if b, ok := w.stored(ctx); ok {
 		return b, true, nil
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
+	var tick <-chan time.Time // nil, so never ready, when there is no check
+	if done != nil && interval > 0 {
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	for {
 		select {
 		case msg, open := <-w.sub.Channel():
@@ -117,7 +103,7 @@ func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, don
 				return nil, false, nil
 			}
 			return []byte(msg.Payload), true, nil
-		case <-ticker.C:
+		case <-tick:
 			if finished, err := done(ctx); err == nil && finished {
 				return nil, false, nil
 			}
