@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
-	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
@@ -87,7 +84,7 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
 	}
 	var out []note.Result
-	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err

@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
@@ -182,7 +181,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err
@@ -197,7 +196,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 
 // insertStatements refuses statements the account has already, then writes
 // the others; the account is locked by the caller.
-func insertStatements(ctx context.Context, tx *sqlx.Tx, accountID int64, sts []Statement) error {
+func insertStatements(ctx context.Context, tx preparedTx, accountID int64, sts []Statement) error {
 	n := len(sts)
 	ids, froms, tos := make([]string, n), make([]string, n), make([]string, n)
 	numbers, issued, paths := make([]*string, n), make([]*string, n), make([]*string, n)

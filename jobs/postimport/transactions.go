@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
@@ -409,7 +408,7 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 		return nil, TransactionsFailure(errs, r.raw)
 	}
 	var res *TransactionsResult
-	err := db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err
@@ -434,7 +433,7 @@ type lookup struct {
 // addTransactions runs the checks that need the database and writes the
 // transactions. errs holds the problems found so far; any problem refuses
 // the whole request.
-func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *TransactionsRequest, opts TransactionOptions,
+func addTransactions(ctx context.Context, tx preparedTx, accountID int64, r *TransactionsRequest, opts TransactionOptions,
 	now time.Time, errs problem.List) (*TransactionsResult, error) {
 	ids := make([]string, 0, len(r.Transactions))
 	var codes []string
@@ -560,7 +559,7 @@ ON CONFLICT (account_id) DO UPDATE SET balance = lg.balance + EXCLUDED.balance`
 
 // insertTransactions writes ts[add...] and moves the ledger balance by
 // their signed sum.
-func insertTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, ts []Transaction, add []int) error {
+func insertTransactions(ctx context.Context, tx preparedTx, accountID int64, ts []Transaction, add []int) error {
 	var (
 		tids, dates, amounts, types                                                        []string
 		odates, reasons, displayNotes, notes, references, payTypes, products, descriptions []*string
@@ -665,7 +664,7 @@ const maxListedMoves = 100
 // pinMoveNote pins one note to the account that says which transactions
 // force_add_to_current_statement moved, so that the support team sees why
 // their dates differ from the old system's.
-func pinMoveNote(ctx context.Context, tx *sqlx.Tx, accountID int64, period Period, moved []string, now time.Time) error {
+func pinMoveNote(ctx context.Context, tx preparedTx, accountID int64, period Period, moved []string, now time.Time) error {
 	listed := moved
 	more := ""
 	if len(listed) > maxListedMoves {
@@ -675,7 +674,7 @@ func pinMoveNote(ctx context.Context, tx *sqlx.Tx, accountID int64, period Perio
 	body := fmt.Sprintf("Migration: %d imported transaction(s) dated before the open statement period were moved to its first day, %s, because force_add_to_current_statement was set: %s%s.",
 		len(moved), period.From, strings.Join(listed, ", "), more)
 	pinned := true
-	if err := note.Insert(ctx, tx, accountID, []note.Note{{Body: &body, IsPinned: &pinned}}, now.Truncate(time.Second)); err != nil {
+	if err := note.Add(ctx, tx, accountID, []note.Note{{Body: &body, IsPinned: &pinned}}, now.Truncate(time.Second)); err != nil {
 		return fmt.Errorf("add transactions: pin note: %w", err)
 	}
 	return nil
