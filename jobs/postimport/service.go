@@ -172,7 +172,11 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 	if visible != nil && !visible(supplier) {
 		return a, accountNotFound(supplier, ean)
 	}
-	err := s.db.GetContext(ctx, &a, findAccountSQL, supplier, ean)
+	st, err := s.prepared(ctx, findAccountSQL)
+	if err != nil {
+		return a, fmt.Errorf("find account: %w", err)
+	}
+	err = st.GetContext(ctx, &a, supplier, ean)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, accountNotFound(supplier, ean)
 	}
@@ -180,6 +184,23 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 		return a, fmt.Errorf("find account: %w", err)
 	}
 	return a, nil
+}
+
+// preflight does what a request needs before its transaction: it answers
+// 404 when the account is not one the caller may use and the request has
+// problems too (the 404 comes first), and adds the problems of the
+// documents that refs name. A request without problems or documents skips
+// it, one query less: the lock in its transaction answers the same 404.
+func (s *Service) preflight(ctx context.Context, supplier, ean string, visible func(string) bool, refs []documents.Ref,
+	errs *problem.List) error {
+	if len(refs) == 0 && len(*errs) == 0 {
+		return nil
+	}
+	acc, err := s.findAccount(ctx, supplier, ean, visible)
+	if err != nil {
+		return err
+	}
+	return s.checkDocuments(ctx, acc, refs, errs)
 }
 
 // lockAccount resolves the account inside tx and locks its row until tx

@@ -165,23 +165,19 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	acc, err := s.findAccount(ctx, r.ImportSupplier, r.ExternalAccountNumber, visible)
-	if err != nil {
-		return nil, err
-	}
 	var refs []documents.Ref
 	for i, st := range r.Statements {
 		if st.StatementPath != nil && documents.ValidPath(*st.StatementPath) {
 			refs = append(refs, documents.Ref{Attr: v.Attr("statements", i, "statement_path"), Path: *st.StatementPath})
 		}
 	}
-	if err := s.checkDocuments(ctx, acc, refs, &errs); err != nil {
+	if err := s.preflight(ctx, r.ImportSupplier, r.ExternalAccountNumber, visible, refs, &errs); err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	err = s.inTx(ctx, func(tx preparedTx) error {
+	err := s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err
