@@ -120,8 +120,10 @@ bench: ## Run the performance benchmarks (README, Performance), each beside its 
 	# E5 end to end (HTTP, queue, worker, completion signal) against the
 	# creation function called directly, at concurrency 1 and 16.
 	$(GO) test ./cmd/importd -run '^$$' -bench 'E5' -benchtime 200x -count $(BENCHCOUNT)
-	# E7: 100 accounts x 100 transactions, against a plain multi-row insert.
-	$(GO) test ./jobs/postimport -run '^$$' -bench 'Transactions' -benchtime 3x -count $(BENCHCOUNT)
+	# E7: 100 accounts x 100 transactions, against a plain multi-row insert;
+	# E8 and E6 the same with statements and notes. SideBySide alternates
+	# each with its plain insert account by account and reports the ratio.
+	$(GO) test ./jobs/postimport -run '^$$' -bench 'Transactions|Statements|Notes|SideBySide' -benchtime 3x -count $(BENCHCOUNT)
 	# The validator alone, without HTTP or PostgreSQL.
 	$(GO) test ./jobs/account -run '^$$' -bench . -benchmem -count $(BENCHCOUNT)
 

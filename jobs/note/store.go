@@ -92,6 +92,66 @@ func Insert(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now
 	return nil
 }
 
+// addSQL writes notes and their documents in one statement. The note ids
+// are drawn in the first CTE, which is materialized (nextval is volatile),
+// so each note's documents find their note's id by its position in the
+// arrays rather than by the order of RETURNING rows.
+const addSQL = `
+WITH u AS MATERIALIZED (
+	SELECT nextval('notes_id_seq') AS id, u.*
+	FROM unnest($2::text[], $3::timestamptz[], $4::boolean[], $5::timestamptz[]) WITH ORDINALITY
+		AS u (body, created_at, is_pinned, unpin_at, ord)
+), n AS (
+	INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
+	SELECT u.id, $1, u.body, u.created_at, u.is_pinned, u.unpin_at FROM u ORDER BY u.ord
+)
+INSERT INTO note_documents (note_id, position, document_path)
+SELECT u.id, d.position, d.path FROM unnest($6::bigint[], $7::int[], $8::text[]) AS d (ord, position, path)
+JOIN u ON u.ord = d.ord`
+
+// Add writes notes, with their documents, onto the account in one
+// statement run through q (a *sqlx.Tx, or a transaction that runs its
+// queries prepared). A note without created_at is created at now. It is
+// Insert in one round trip instead of two: E6 and E7's pinned note use it.
+func Add(ctx context.Context, q sqlx.ExecerContext, accountID int64, notes []Note, now time.Time) error {
+	if len(notes) == 0 {
+		return nil
+	}
+	n := len(notes)
+	bodies, createdAts := make([]string, n), make([]string, n)
+	unpins, pinned := make([]*string, n), make([]bool, n)
+	var (
+		docNotes, docPositions []int64
+		docPaths               []string
+	)
+	for j, nt := range notes {
+		if nt.Body != nil {
+			bodies[j] = *nt.Body
+		}
+		createdAts[j] = now.UTC().Format(time.RFC3339Nano)
+		if nt.CreatedAt != nil {
+			createdAts[j] = string(*nt.CreatedAt)
+		}
+		if nt.UnpinAt != nil {
+			s := string(*nt.UnpinAt)
+			unpins[j] = &s
+		}
+		pinned[j] = nt.IsPinned != nil && *nt.IsPinned
+		for k, d := range nt.DocumentPaths {
+			// WITH ORDINALITY counts from 1.
+			docNotes = append(docNotes, int64(j+1))
+			docPositions = append(docPositions, int64(k))
+			docPaths = append(docPaths, d.DocumentPath)
+		}
+	}
+	_, err := q.ExecContext(ctx, addSQL, accountID, pq.Array(bodies), pq.Array(createdAts), pq.Array(pinned), pq.Array(unpins),
+		pq.Array(docNotes), pq.Array(docPositions), pq.Array(docPaths))
+	if err != nil {
+		return fmt.Errorf("add notes: %w", err)
+	}
+	return nil
+}
+
 // identity is what makes two notes the same: the body, or for a note
 // without one, its document paths. The prefix byte keeps the two kinds
 // apart.
@@ -115,8 +175,9 @@ type existing struct {
 // for a note without a body, the same document paths) and, when created_at
 // is given, the same creation time. Notes of one call that repeat each other
 // are created once. now should be whole seconds: answers carry seconds, and
-// a re-sent note must compare equal to what was stored.
-func Create(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now time.Time) ([]Result, error) {
+// a re-sent note must compare equal to what was stored. tx is a *sqlx.Tx,
+// or a transaction that runs its queries prepared.
+func Create(ctx context.Context, tx sqlx.ExtContext, accountID int64, notes []Note, now time.Time) ([]Result, error) {
 	// Only notes whose body is one of the posted bodies can match; the
 	// expression index on (account_id, md5(body)) finds them.
 	var hashes []string
@@ -129,7 +190,7 @@ func Create(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now
 		hashes = append(hashes, hex.EncodeToString(sum[:]))
 	}
 	var rows []existing
-	err := tx.SelectContext(ctx, &rows, `
+	err := sqlx.SelectContext(ctx, tx, &rows, `
 		SELECT n.body, n.created_at,
 			ARRAY(SELECT d.document_path FROM note_documents d WHERE d.note_id = n.id ORDER BY d.position) AS paths
 		FROM notes n WHERE n.account_id = $1 AND md5(n.body) = ANY($2::text[])`, accountID, pq.Array(hashes))
@@ -172,7 +233,7 @@ func Create(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now
 		}
 		out[i] = res
 	}
-	if err := Insert(ctx, tx, accountID, add, now); err != nil {
+	if err := Add(ctx, tx, accountID, add, now); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
-	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
@@ -76,18 +73,14 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
 	}
-	acc, err := s.findAccount(ctx, r.ImportSupplier, r.ExternalAccountNumber, visible)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.checkDocuments(ctx, acc, note.DocumentRefs("notes", r.Notes), &errs); err != nil {
+	if err := s.preflight(ctx, r.ImportSupplier, r.ExternalAccountNumber, visible, note.DocumentRefs("notes", r.Notes), &errs); err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
 	}
 	var out []note.Result
-	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err

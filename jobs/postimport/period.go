@@ -18,8 +18,8 @@ func (p Period) Contains(d validate.Date) bool { return p.From <= d && d <= p.To
 // Empty reports whether no date is in the period.
 func (p Period) Empty() bool { return p.From > p.To }
 
-// firstOpenDaySQL is the first day of the open statement period of the
-// account with id $1. The closed history ends at the latest of
+// firstOpenDayExpr is the first day of the open statement period of the
+// account a, as YYYY-MM-DD. The closed history ends at the latest of
 //
 //   - the latest bill_period_to_date of its historical statements, which is
 //     exclusive (statement periods are half-open, as in the reference's
@@ -31,10 +31,9 @@ func (p Period) Empty() bool { return p.From > p.To }
 // GREATEST ignores a missing one, so importing an old statement never
 // reopens a billed period. An account with neither opens on its creation
 // date (UTC), so that a transaction dated the day the account was created
-// is in its open period. Run it after locking the account, so that no
+// is in its open period. Read it with the account locked, so that no
 // statement import moves the start in between.
-const firstOpenDaySQL = `SELECT to_char(COALESCE(GREATEST(
+const firstOpenDayExpr = `to_char(COALESCE(GREATEST(
 		(SELECT max(h.bill_period_to_date) FROM historical_statements h WHERE h.account_id = a.id),
 		a.last_billed_to_date + 1),
-		(a.created_at AT TIME ZONE 'UTC')::date), 'YYYY-MM-DD')
-	FROM accounts a WHERE a.id = $1`
+		(a.created_at AT TIME ZONE 'UTC')::date), 'YYYY-MM-DD')`

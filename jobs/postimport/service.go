@@ -19,10 +19,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -36,12 +38,109 @@ type Service struct {
 	docs *documents.Store
 	// now is the clock; "today" is its date in UTC. Tests fix it.
 	now func() time.Time
+
+	mu sync.Mutex
+	// stmts holds each query of the requests' transactions prepared on the
+	// pool, by its text (see preparedTx).
+	stmts map[string]*sqlx.Stmt
 }
 
 // New returns a Service over d. docs may be nil when DOCUMENTS_URL is not
 // set: requests without document references still work.
 func New(d *sqlx.DB, docs *documents.Store) *Service {
-	return &Service{db: d, docs: docs, now: time.Now}
+	return &Service{db: d, docs: docs, now: time.Now, stmts: make(map[string]*sqlx.Stmt)}
+}
+
+// inTx runs fn in one database transaction, as db.InTx does, and hands it
+// the transaction as a preparedTx.
+func (s *Service) inTx(ctx context.Context, fn func(tx preparedTx) error) error {
+	return db.InTx(ctx, s.db, func(tx *sqlx.Tx) error { return fn(preparedTx{Tx: tx, s: s}) })
+}
+
+// prepared returns query prepared on the pool, preparing it at its first
+// use. A failed preparation is not remembered, so a database that was down
+// at the first request does not break later ones.
+func (s *Service) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.db.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	s.stmts[query] = st
+	return st, nil
+}
+
+// preparedTx is a request's transaction that runs every query as a prepared
+// statement. lib/pq sends a query with arguments as two round trips (parse
+// and describe, then bind and execute) and plans it afresh each time; a
+// prepared statement costs one round trip and no planning. database/sql
+// prepares each statement once per pooled connection and reuses it there.
+// It satisfies sqlx.ExtContext, so sqlx.GetContext, sqlx.SelectContext and
+// the note writers take it as they take a *sqlx.Tx.
+type preparedTx struct {
+	*sqlx.Tx
+	s *Service
+}
+
+// stmt returns query prepared for use in the transaction.
+func (p preparedTx) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	st, err := p.s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return p.StmtxContext(ctx, st), nil
+}
+
+// ExecContext runs query as a prepared statement.
+func (p preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// QueryContext runs query as a prepared statement.
+func (p preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// QueryxContext runs query as a prepared statement.
+func (p preparedTx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryxContext(ctx, args...)
+}
+
+// QueryRowxContext runs query as a prepared statement. A *sqlx.Row cannot
+// be made to carry an error, so when the preparation fails the query runs
+// unprepared, and its Row reports the failure.
+func (p preparedTx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
+	st, err := p.stmt(ctx, query)
+	if err != nil {
+		return p.Tx.QueryRowxContext(ctx, query, args...)
+	}
+	return st.QueryRowxContext(ctx, args...)
+}
+
+// GetContext reads one row into dest with a prepared statement.
+func (p preparedTx) GetContext(ctx context.Context, dest any, query string, args ...any) error {
+	return sqlx.GetContext(ctx, p, dest, query, args...)
+}
+
+// SelectContext reads rows into dest with a prepared statement.
+func (p preparedTx) SelectContext(ctx context.Context, dest any, query string, args ...any) error {
+	return sqlx.SelectContext(ctx, p, dest, query, args...)
 }
 
 // account is the target of an import request.
@@ -73,7 +172,11 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 	if visible != nil && !visible(supplier) {
 		return a, accountNotFound(supplier, ean)
 	}
-	err := s.db.GetContext(ctx, &a, findAccountSQL, supplier, ean)
+	st, err := s.prepared(ctx, findAccountSQL)
+	if err != nil {
+		return a, fmt.Errorf("find account: %w", err)
+	}
+	err = st.GetContext(ctx, &a, supplier, ean)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, accountNotFound(supplier, ean)
 	}
@@ -81,6 +184,23 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 		return a, fmt.Errorf("find account: %w", err)
 	}
 	return a, nil
+}
+
+// preflight does what a request needs before its transaction: it answers
+// 404 when the account is not one the caller may use and the request has
+// problems too (the 404 comes first), and adds the problems of the
+// documents that refs name. A request without problems or documents skips
+// it, one query less: the lock in its transaction answers the same 404.
+func (s *Service) preflight(ctx context.Context, supplier, ean string, visible func(string) bool, refs []documents.Ref,
+	errs *problem.List) error {
+	if len(refs) == 0 && len(*errs) == 0 {
+		return nil
+	}
+	acc, err := s.findAccount(ctx, supplier, ean, visible)
+	if err != nil {
+		return err
+	}
+	return s.checkDocuments(ctx, acc, refs, errs)
 }
 
 // lockAccount resolves the account inside tx and locks its row until tx
@@ -93,7 +213,7 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 // transaction takes a new snapshot. That is why lookups are never folded
 // into this query: a subquery here would use the snapshot taken before the
 // wait, and miss the rows of the request it waited for.
-func lockAccount(ctx context.Context, tx *sqlx.Tx, supplier, ean string, visible func(string) bool) (account, error) {
+func lockAccount(ctx context.Context, tx preparedTx, supplier, ean string, visible func(string) bool) (account, error) {
 	var a account
 	if visible != nil && !visible(supplier) {
 		return a, accountNotFound(supplier, ean)

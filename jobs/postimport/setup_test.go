@@ -248,10 +248,10 @@ func testedCodes() map[string]bool {
 }
 
 // whileHeld runs request while another transaction, which has locked the
-// account's row as an import request does and written through write, stays
-// open for a moment; then that transaction commits. It returns request's
-// error. A request that does not wait for the lock would not see what write
-// wrote.
+// account's row as an import request does, stays open for a moment, writes
+// through write and commits. It returns request's error. A request that
+// does not wait for the lock would not see what write wrote; one that read
+// the account before the lock was granted would not either.
 func (b *bundle) whileHeld(t testing.TB, ean string, write func(tx *sqlx.Tx, accountID int64), request func() error) error {
 	t.Helper()
 	tx, err := b.db.Beginx()
@@ -263,7 +263,6 @@ func (b *bundle) whileHeld(t testing.TB, ean string, write func(tx *sqlx.Tx, acc
 	if err := tx.Get(&id, `SELECT id FROM accounts WHERE external_account_number = $1 FOR NO KEY UPDATE`, ean); err != nil {
 		t.Fatal(err)
 	}
-	write(tx, id)
 	done := make(chan error, 1)
 	go func() { done <- request() }()
 	select {
@@ -271,6 +270,7 @@ func (b *bundle) whileHeld(t testing.TB, ean string, write func(tx *sqlx.Tx, acc
 		t.Fatalf("the request finished (%v) while another import held the account", err)
 	case <-time.After(200 * time.Millisecond):
 	}
+	write(tx, id)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}

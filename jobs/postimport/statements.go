@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
@@ -166,23 +166,19 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	acc, err := s.findAccount(ctx, r.ImportSupplier, r.ExternalAccountNumber, visible)
-	if err != nil {
-		return nil, err
-	}
 	var refs []documents.Ref
 	for i, st := range r.Statements {
 		if st.StatementPath != nil && documents.ValidPath(*st.StatementPath) {
 			refs = append(refs, documents.Ref{Attr: v.Attr("statements", i, "statement_path"), Path: *st.StatementPath})
 		}
 	}
-	if err := s.checkDocuments(ctx, acc, refs, &errs); err != nil {
+	if err := s.preflight(ctx, r.ImportSupplier, r.ExternalAccountNumber, visible, refs, &errs); err != nil {
 		return nil, err
 	}
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err
@@ -195,10 +191,16 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	return r, nil
 }
 
-// insertStatements refuses statements the account has already, then writes
-// the others; the account is locked by the caller.
-func insertStatements(ctx context.Context, tx *sqlx.Tx, accountID int64, sts []Statement) error {
+// insertStatements writes the statements unless the account, which the
+// caller has locked, has one of them already; then it refuses those. The
+// insert checks that itself, so that a request without such statements,
+// the usual case, costs one statement; its snapshot follows the lock, so it
+// sees every import that held the account before.
+func insertStatements(ctx context.Context, tx preparedTx, accountID int64, sts []Statement) error {
 	n := len(sts)
+	if n == 0 {
+		return nil
+	}
 	ids, froms, tos := make([]string, n), make([]string, n), make([]string, n)
 	numbers, issued, paths := make([]*string, n), make([]*string, n), make([]*string, n)
 	amounts := make([]*int64, n)
@@ -211,31 +213,11 @@ func insertStatements(ctx context.Context, tx *sqlx.Tx, accountID int64, sts []S
 		}
 		amounts[i], paths[i] = st.GrossAmount, st.StatementPath
 	}
-	var existing pq.StringArray
-	err := tx.GetContext(ctx, &existing, `SELECT ARRAY(SELECT statement_id FROM historical_statements
-		WHERE account_id = $1 AND statement_id = ANY($2::text[]))`, accountID, pq.Array(ids))
-	if err != nil {
-		return fmt.Errorf("create statements: read existing: %w", err)
-	}
-	if len(existing) > 0 {
-		var errs problem.List
-		for i, id := range ids {
-			for _, e := range existing {
-				if id == e {
-					errs.Add(v.Attr("statements", i, "statement_id"), CodeStatementExists,
-						"The account already has historical statement %q.", id)
-				}
-			}
-		}
-		return errs.Err(CodeStatementsFailed, detailStatementsFailed)
-	}
-	if n == 0 {
-		return nil
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date,
+	res, err := tx.ExecContext(ctx, `INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date,
 			bill_period_to_date, issued_date, gross_amount, statement_path)
 		SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::date[], $5::date[], $6::date[], $7::bigint[], $8::text[])
-			AS u (statement_id, number, bill_period_from_date, bill_period_to_date, issued_date, gross_amount, statement_path)`,
+			AS u (statement_id, number, bill_period_from_date, bill_period_to_date, issued_date, gross_amount, statement_path)
+		WHERE NOT EXISTS (SELECT 1 FROM historical_statements h WHERE h.account_id = $1 AND h.statement_id = ANY($2::text[]))`,
 		accountID, pq.Array(ids), pq.Array(numbers), pq.Array(froms), pq.Array(tos), pq.Array(issued), pq.Array(amounts), pq.Array(paths))
 	if db.IsUniqueViolation(err, "historical_statements_account_id_statement_id_key") {
 		// Unreachable behind the account lock; kept as the constraint's word.
@@ -244,5 +226,24 @@ func insertStatements(ctx context.Context, tx *sqlx.Tx, accountID int64, sts []S
 	if err != nil {
 		return fmt.Errorf("create statements: insert: %w", err)
 	}
-	return nil
+	if written, err := res.RowsAffected(); err != nil || written == int64(n) {
+		return err
+	}
+	var existing pq.StringArray
+	err = tx.GetContext(ctx, &existing, `SELECT ARRAY(SELECT statement_id FROM historical_statements
+		WHERE account_id = $1 AND statement_id = ANY($2::text[]))`, accountID, pq.Array(ids))
+	if err != nil {
+		return fmt.Errorf("create statements: read existing: %w", err)
+	}
+	if len(existing) == 0 {
+		return fmt.Errorf("create statements: insert wrote some of %d statements", n)
+	}
+	var errs problem.List
+	for i, id := range ids {
+		if slices.Contains(existing, id) {
+			errs.Add(v.Attr("statements", i, "statement_id"), CodeStatementExists,
+				"The account already has historical statement %q.", id)
+		}
+	}
+	return errs.Err(CodeStatementsFailed, detailStatementsFailed)
 }

@@ -2,6 +2,7 @@ package postimport
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
@@ -409,12 +409,9 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 		return nil, TransactionsFailure(errs, r.raw)
 	}
 	var res *TransactionsResult
-	err := db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
-		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
-		if err != nil {
-			return err
-		}
-		res, err = addTransactions(ctx, tx, acc.ID, r, opts, now, errs)
+	err := s.inTx(ctx, func(tx preparedTx) error {
+		var err error
+		res, err = addTransactions(ctx, tx, r, opts, now, errs, visible)
 		return err
 	})
 	if err != nil {
@@ -423,19 +420,46 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 	return res, nil
 }
 
-// lookup is what the checks against the account need, read in one round
-// trip after the account is locked.
+// lookup is what the checks against the account need.
 type lookup struct {
 	FirstOpenDay    string         `db:"first_open_day"`
 	Existing        pq.StringArray `db:"existing"`
 	MissingProducts pq.StringArray `db:"missing_products"`
 }
 
-// addTransactions runs the checks that need the database and writes the
-// transactions. errs holds the problems found so far; any problem refuses
-// the whole request.
-func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *TransactionsRequest, opts TransactionOptions,
-	now time.Time, errs problem.List) (*TransactionsResult, error) {
+// lookupColumns returns the columns that read a lookup of the account a;
+// ids and codes are the parameters that hold the posted transaction ids and
+// product codes.
+func lookupColumns(ids, codes string) string {
+	return firstOpenDayExpr + ` AS first_open_day,
+	ARRAY(SELECT t.transaction_id FROM transactions t WHERE t.account_id = a.id AND t.transaction_id = ANY(` + ids + `::text[])) AS existing,
+	ARRAY(SELECT c FROM unnest(` + codes + `::text[]) AS c WHERE NOT EXISTS (SELECT 1 FROM products p WHERE p.code = c)) AS missing_products`
+}
+
+// lockLookupSQL locks the account (see lockAccount) and reads its lookup in
+// the same round trip. The lookup comes from the statement's snapshot,
+// taken before a wait for the lock: when another import held the account,
+// it may miss what that import wrote. Only a request that then writes uses
+// it, and its insert checks that nothing it relied on changed (see
+// insertTransactionsSQL); every other answer is decided on a lookup read
+// after the lock.
+var lockLookupSQL = `SELECT a.id, s.document_root, s.require_documents, ` + lookupColumns("$3", "$4") + `
+	FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
+	WHERE s.code = $1 AND a.external_account_number = $2
+	FOR NO KEY UPDATE OF a`
+
+// lookupSQL reads the lookup of the locked account $1 in a statement of its
+// own, whose snapshot is taken with the lock held.
+var lookupSQL = `SELECT ` + lookupColumns("$2", "$3") + ` FROM accounts a WHERE a.id = $1`
+
+// addTransactions locks the account, runs the checks that need the
+// database and writes the transactions. errs holds the problems found so
+// far; any problem refuses the whole request.
+func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest, opts TransactionOptions,
+	now time.Time, errs problem.List, visible func(string) bool) (*TransactionsResult, error) {
+	if visible != nil && !visible(r.ImportSupplier) {
+		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
+	}
 	ids := make([]string, 0, len(r.Transactions))
 	var codes []string
 	for _, t := range r.Transactions {
@@ -446,82 +470,124 @@ func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *Trans
 			codes = append(codes, *t.ProductCode)
 		}
 	}
-	var l lookup
-	err := tx.GetContext(ctx, &l, `SELECT (`+firstOpenDaySQL+`) AS first_open_day,
-		ARRAY(SELECT t.transaction_id FROM transactions t WHERE t.account_id = $1 AND t.transaction_id = ANY($2::text[])) AS existing,
-		ARRAY(SELECT c FROM unnest($3::text[]) AS c WHERE NOT EXISTS (SELECT 1 FROM products p WHERE p.code = c)) AS missing_products`,
-		accountID, pq.Array(ids), pq.Array(codes))
-	if err != nil {
-		return nil, fmt.Errorf("add transactions: lookup: %w", err)
+	var locked struct {
+		account
+		lookup
 	}
-	period := Period{From: v.Date(l.FirstOpenDay), To: v.DateOf(now)}
+	err := tx.GetContext(ctx, &locked, lockLookupSQL, r.ImportSupplier, r.ExternalAccountNumber, pq.Array(ids), pq.Array(codes))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("add transactions: lock and look up: %w", err)
+	}
+	accountID, l := locked.ID, locked.lookup
+	dryRun := r.DryRun != nil && *r.DryRun
+	for fresh := false; ; fresh = true {
+		d := decideTransactions(r, opts, l, now, errs)
+		inserted := false
+		if len(d.errs) == 0 && !dryRun && len(d.add) > 0 {
+			inserted, err = insertTransactions(ctx, tx, accountID, d.ts, d.add, l.FirstOpenDay)
+			if err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case inserted:
+			if len(d.moved) > 0 {
+				if err := pinMoveNote(ctx, tx, accountID, d.period, d.moved, now); err != nil {
+					return nil, err
+				}
+			}
+			return d.res, nil
+		case !fresh:
+			// Decide again on what the account holds now that it is
+			// locked.
+			if err := tx.GetContext(ctx, &l, lookupSQL, accountID, pq.Array(ids), pq.Array(codes)); err != nil {
+				return nil, fmt.Errorf("add transactions: lookup: %w", err)
+			}
+			continue
+		case len(d.errs) > 0:
+			return nil, TransactionsFailure(d.errs, r.raw)
+		case dryRun:
+			d.res.DryRun = true
+			return d.res, nil
+		case len(d.add) == 0:
+			return d.res, nil
+		}
+		return nil, errors.New("add transactions: the account changed while locked")
+	}
+}
+
+// decision is what a request does with an account's lookup.
+type decision struct {
+	res *TransactionsResult
+	// ts are the request's transactions as they are to be stored (moved
+	// into the open period where forced); add indexes those to insert.
+	ts     []Transaction
+	add    []int
+	moved  []string
+	period Period
+	// errs are the request's problems: the parser's and the lookup's.
+	errs problem.List
+}
+
+// decideTransactions checks r's transactions against the account's lookup
+// l. It changes neither r nor errs, so that a request can decide again on a
+// newer lookup.
+func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l lookup, now time.Time, errs problem.List) decision {
+	d := decision{
+		res:    &TransactionsResult{Results: make([]TransactionResult, len(r.Transactions))},
+		ts:     slices.Clone(r.Transactions),
+		period: Period{From: v.Date(l.FirstOpenDay), To: v.DateOf(now)},
+		errs:   slices.Clone(errs),
+	}
+	period := d.period
 	existing := make(map[string]bool, len(l.Existing))
 	for _, id := range l.Existing {
 		existing[id] = true
 	}
-
-	res := &TransactionsResult{Results: make([]TransactionResult, len(r.Transactions))}
-	var add []int
-	var moved []string
-	for i := range r.Transactions {
-		t := &r.Transactions[i]
+	for i := range d.ts {
+		t := &d.ts[i]
 		at := func(field string) string { return v.Attr("transactions", i, field) }
 		if existing[t.TransactionID] {
 			if opts.CheckPreviouslyAdded {
-				res.Results[i] = TransactionResult{Status: TransactionAlreadyExists,
+				d.res.Results[i] = TransactionResult{Status: TransactionAlreadyExists,
 					TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
 				continue
 			}
-			errs.Add(at("transaction_id"), CodeTransactionAlreadyExists,
+			d.errs.Add(at("transaction_id"), CodeTransactionAlreadyExists,
 				"The account already has transaction %q; transaction ids are unique per account.", t.TransactionID)
 		}
 		if t.ProductCode != nil && slices.Contains(l.MissingProducts, *t.ProductCode) {
-			errs.Add(at("product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
+			d.errs.Add(at("product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
 		}
 		// Dates after today were refused already, so a date outside the
 		// period is before it. When the period is empty (billed to today
 		// or later) there is no day to move to that is not in the future.
-		if d := t.TransactionDate; d != "" && d < period.From {
+		if dt := t.TransactionDate; dt != "" && dt < period.From {
 			switch {
 			case period.Empty():
-				errs.Add(at("transaction_date"), CodeNotInOpenPeriod,
+				d.errs.Add(at("transaction_date"), CodeNotInOpenPeriod,
 					"The transaction date %s is not within the open statement period, which starts on %s, after today; the account is billed to that day, and force_add_to_current_statement never moves a transaction into the future.",
-					d, period.From)
+					dt, period.From)
 			case opts.ForceAddToCurrentStatement:
-				t.OriginalTransactionDate = &d
+				t.OriginalTransactionDate = &dt
 				t.TransactionDate = period.From
-				desc := fmt.Sprintf("Dated %s in the migrated data; moved to %s, the first day of the open statement period, because force_add_to_current_statement was set.", d, period.From)
+				desc := fmt.Sprintf("Dated %s in the migrated data; moved to %s, the first day of the open statement period, because force_add_to_current_statement was set.", dt, period.From)
 				t.Description = &desc
-				moved = append(moved, fmt.Sprintf("%s (dated %s)", t.TransactionID, d))
+				d.moved = append(d.moved, fmt.Sprintf("%s (dated %s)", t.TransactionID, dt))
 			default:
-				errs.Add(at("transaction_date"), CodeNotInOpenPeriod,
+				d.errs.Add(at("transaction_date"), CodeNotInOpenPeriod,
 					"The transaction date %s is not within the open statement period (%s to %s); send force_add_to_current_statement=true to move it into the period.",
-					d, period.From, period.To)
+					dt, period.From, period.To)
 			}
 		}
-		add = append(add, i)
-		res.Results[i] = TransactionResult{Status: TransactionAdded,
+		d.add = append(d.add, i)
+		d.res.Results[i] = TransactionResult{Status: TransactionAdded,
 			TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
 	}
-	if len(errs) > 0 {
-		return nil, TransactionsFailure(errs, r.raw)
-	}
-	if r.DryRun != nil && *r.DryRun {
-		res.DryRun = true
-		return res, nil
-	}
-	if len(add) == 0 {
-		return res, nil
-	}
-	if err := insertTransactions(ctx, tx, accountID, r.Transactions, add); err != nil {
-		return nil, err
-	}
-	if len(moved) > 0 {
-		if err := pinMoveNote(ctx, tx, accountID, period, moved, now); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return d
 }
 
 // insertTransactionsSQL writes the transactions, their line and tax items
@@ -529,8 +595,17 @@ func addTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, r *Trans
 // snapshot, and the items find their transaction's row id through the
 // first CTE's RETURNING. Every column comes from an array parameter, so the
 // statement is the same for 1 or 10,000 transactions.
+//
+// It writes only when the guard holds: the open period still starts on $32
+// and none of the transactions exists yet. Its snapshot is taken after the
+// account was locked, so it sees every import that held the lock before;
+// when one changed what the request decided on, nothing is written, the
+// ledger row is not touched, and the caller decides again.
 const insertTransactionsSQL = `
-WITH ins AS (
+WITH guard AS (
+	SELECT (SELECT ` + firstOpenDayExpr + ` FROM accounts a WHERE a.id = $1) = $32
+		AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = $1 AND t.transaction_id = ANY($2::text[])) AS ok
+), ins AS (
 	INSERT INTO transactions (account_id, transaction_id, transaction_date, original_transaction_date, amount, type,
 		reason, display_note, note, reference, payment_type, product_id, description, to_prepay_meter_serial_number)
 	SELECT $1, u.tid, u.tdate, u.odate, u.amount, u.type, u.reason, u.display_note, u.note, u.reference, u.payment_type,
@@ -539,6 +614,7 @@ WITH ins AS (
 		$10::text[], $11::text[], $12::text[], $13::text[], $31::text[])
 		AS u (tid, tdate, odate, amount, type, reason, display_note, note, reference, payment_type, product_code, description,
 			prepay_meter)
+	WHERE (SELECT ok FROM guard)
 	RETURNING id, transaction_id
 ), li AS (
 	INSERT INTO transaction_line_items (transaction_row_id, position, rate_band, start_date, end_date, number_of_units,
@@ -555,12 +631,13 @@ WITH ins AS (
 		AS x (tid, pos, amount, tax_type, value_taxed, rate, unit_type)
 	JOIN ins ON ins.transaction_id = x.tid
 )
-INSERT INTO ledgers AS lg (account_id, balance) VALUES ($1, $30::numeric)
+INSERT INTO ledgers AS lg (account_id, balance) SELECT $1, $30::numeric WHERE (SELECT ok FROM guard)
 ON CONFLICT (account_id) DO UPDATE SET balance = lg.balance + EXCLUDED.balance`
 
 // insertTransactions writes ts[add...] and moves the ledger balance by
-// their signed sum.
-func insertTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, ts []Transaction, add []int) error {
+// their signed sum, when the account's open period still starts on
+// firstOpenDay and none of them exists; it reports whether it wrote.
+func insertTransactions(ctx context.Context, tx preparedTx, accountID int64, ts []Transaction, add []int, firstOpenDay string) (bool, error) {
 	var (
 		tids, dates, amounts, types                                                        []string
 		odates, reasons, displayNotes, notes, references, payTypes, products, descriptions []*string
@@ -626,30 +703,35 @@ func insertTransactions(ctx context.Context, tx *sqlx.Tx, accountID int64, ts []
 			xUnitType = append(xUnitType, x.UnitType)
 		}
 	}
-	_, err := tx.ExecContext(ctx, insertTransactionsSQL, accountID,
+	res, err := tx.ExecContext(ctx, insertTransactionsSQL, accountID,
 		pq.Array(tids), pq.Array(dates), pq.Array(odates), pq.Array(amounts), pq.Array(types), pq.Array(reasons),
 		pq.Array(displayNotes), pq.Array(notes), pq.Array(references), pq.Array(payTypes), pq.Array(products), pq.Array(descriptions),
 		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
 		pq.Array(lPrice), pq.Array(lUnits),
 		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
-		delta.String(), pq.Array(prepayMeters))
+		delta.String(), pq.Array(prepayMeters), firstOpenDay)
 	switch {
 	case err == nil:
-		return nil
+		// The ledger upsert writes one row, or none when the guard failed.
+		n, err := res.RowsAffected()
+		if err != nil {
+			return false, fmt.Errorf("add transactions: insert: %w", err)
+		}
+		return n == 1, nil
 	case db.IsUniqueViolation(err, "transactions_account_id_transaction_id_key"):
 		// The account lock makes this unreachable for requests of this
 		// service; it stays as the last word of the unique constraint.
 		var errs problem.List
 		errs.Add("transactions", CodeTransactionAlreadyExists,
 			"A transaction of this request was added to the account at the same time; re-send the request.")
-		return TransactionsFailure(errs, nil)
+		return false, TransactionsFailure(errs, nil)
 	case isNumericOverflow(err):
 		var errs problem.List
 		errs.Add("transactions", CodeBalanceOutOfRange,
 			"These transactions would take the account's ledger balance beyond what it can hold (±999,999,999,999.99).")
-		return TransactionsFailure(errs, nil)
+		return false, TransactionsFailure(errs, nil)
 	}
-	return fmt.Errorf("add transactions: insert: %w", err)
+	return false, fmt.Errorf("add transactions: insert: %w", err)
 }
 
 // isNumericOverflow reports a PostgreSQL numeric_value_out_of_range.
@@ -665,7 +747,7 @@ const maxListedMoves = 100
 // pinMoveNote pins one note to the account that says which transactions
 // force_add_to_current_statement moved, so that the support team sees why
 // their dates differ from the old system's.
-func pinMoveNote(ctx context.Context, tx *sqlx.Tx, accountID int64, period Period, moved []string, now time.Time) error {
+func pinMoveNote(ctx context.Context, tx preparedTx, accountID int64, period Period, moved []string, now time.Time) error {
 	listed := moved
 	more := ""
 	if len(listed) > maxListedMoves {
@@ -675,7 +757,7 @@ func pinMoveNote(ctx context.Context, tx *sqlx.Tx, accountID int64, period Perio
 	body := fmt.Sprintf("Migration: %d imported transaction(s) dated before the open statement period were moved to its first day, %s, because force_add_to_current_statement was set: %s%s.",
 		len(moved), period.From, strings.Join(listed, ", "), more)
 	pinned := true
-	if err := note.Insert(ctx, tx, accountID, []note.Note{{Body: &body, IsPinned: &pinned}}, now.Truncate(time.Second)); err != nil {
+	if err := note.Add(ctx, tx, accountID, []note.Note{{Body: &body, IsPinned: &pinned}}, now.Truncate(time.Second)); err != nil {
 		return fmt.Errorf("add transactions: pin note: %w", err)
 	}
 	return nil

@@ -714,6 +714,75 @@ func TestTransactions_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
 	}
 }
 
+// A request that waited for another import on the account decides on what
+// that import wrote: its transactions, and the open period its statements
+// moved. The request reads the account before the lock is granted, so each
+// case would answer from the older state if the write did not check it.
+func TestTransactions_RequestDecidesOnWhatTheImportItWaitedForWrote(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	insertT1 := `INSERT INTO transactions (account_id, transaction_id, transaction_date, amount, type, reason)
+		VALUES ($1, 'T1', '2025-06-02', 5, 'CHARGE', 'IMPORTED_CHARGE')`
+	// The open period of an account billed to May starts on 2025-06-01;
+	// this statement moves it to 2025-06-05.
+	insertStatement := `INSERT INTO historical_statements (account_id, statement_id, bill_period_from_date, bill_period_to_date)
+		VALUES ($1, 'S1', '2025-05-01', '2025-06-05')`
+	type stored struct{ Date, Original string }
+	cases := []struct {
+		name   string
+		write  string
+		query  string
+		txs    []obj
+		want   []want   // problems, or nil for a 201
+		stored []stored // the transactions T2 and T3 as stored, in id order
+		notes  int      // pinned notes
+	}{
+		{name: "a transaction it added is refused without check_previously_added", write: insertT1,
+			query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-03", "1"), charge("T1", "2025-06-02", "5")},
+			want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
+		{name: "a moved open period moves the transactions before it", write: insertStatement,
+			txs:    []obj{charge("T2", "2025-06-03", "1"), charge("T3", "2025-06-06", "1")},
+			stored: []stored{{"2025-06-05", "2025-06-03"}, {"2025-06-06", ""}}, notes: 1},
+		{name: "a moved open period refuses the transactions before it without force", write: insertStatement,
+			query: "force_add_to_current_statement=false", txs: []obj{charge("T2", "2025-06-03", "1"), charge("T3", "2025-06-06", "1")},
+			want: []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ean := b.newAccount(t, billedToMay)
+			err := b.whileHeld(t, ean, func(tx *sqlx.Tx, id int64) {
+				if _, err := tx.Exec(tc.write, id); err != nil {
+					t.Fatal(err)
+				}
+			}, func() error {
+				_, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, tc.txs...), query(tc.query), visible)
+				return err
+			})
+			t.Logf("err: %v", err)
+			if tc.want != nil {
+				wantProblems(t, err, tc.want)
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			var got []stored
+			if err := b.db.Select(&got, `SELECT to_char(transaction_date, 'YYYY-MM-DD') AS date,
+					COALESCE(to_char(original_transaction_date, 'YYYY-MM-DD'), '') AS original
+				FROM transactions t JOIN accounts a ON a.id = t.account_id
+				WHERE a.external_account_number = $1 AND t.transaction_id <> 'T1' ORDER BY t.id`, ean); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.stored, got); diff != "" {
+				t.Errorf("stored transactions (-want +got):\n%s", diff)
+			}
+			if n := b.count(t, `SELECT count(*) FROM notes n JOIN accounts a ON a.id = n.account_id
+				WHERE a.external_account_number = $1 AND n.is_pinned`, ean); n != tc.notes {
+				t.Errorf("%d pinned notes, want %d", n, tc.notes)
+			}
+		})
+	}
+}
+
 // Codes the spec lists only "in use" are open, and reference, note,
 // display_note and payment_type are accepted on every type: all are stored
 // as sent.
