@@ -220,3 +220,29 @@ func (cs closers) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Count returns the number of non-blank lines of the cohort file, for the
+// progress display's total. It reads the file once, decompressing it.
+func Count(path string) (int, error) {
+	if path == "-" {
+		return 0, nil
+	}
+	r, c, err := Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	n := 0
+	for {
+		b, err := r.readLine()
+		if len(bytes.TrimSpace(b)) > 0 {
+			n++
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
