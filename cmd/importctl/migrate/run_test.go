@@ -81,6 +81,13 @@ func (s *service) dbExtras(t *testing.T) extras {
 	}
 }
 
+func logSummary(t *testing.T, res migrate.Result) {
+	t.Helper()
+	var b strings.Builder
+	res.WriteSummary(&b)
+	t.Log("\n" + b.String())
+}
+
 func readFailures(t *testing.T, dir string) []migrate.Failure {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, migrate.FailuresNDJSON))
@@ -119,6 +126,7 @@ func TestRun_CohortWithInvalidAccountsCreatesTheValidOnesAndReportsTheOthers(t *
 	path, invalid := writeCohort(t, cohort.Options{Accounts: n, Seed: 11, InvalidRate: 0.02})
 	dir := t.TempDir()
 	res, err := migrate.Run(context.Background(), config(s, path, dir))
+	logSummary(t, res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +224,7 @@ func TestRun_ConcurrencyLimitIsWaitedOutNotReported(t *testing.T) {
 	cfg := config(s, path, dir)
 	cfg.Concurrency = 12
 	res, err := migrate.Run(context.Background(), cfg)
+	logSummary(t, res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +253,7 @@ func TestRun_ShortTokenLifetimeIsRenewedDuringTheRun(t *testing.T) {
 	cfg := config(s, path, t.TempDir())
 	cfg.Concurrency = 2
 	res, err := migrate.Run(context.Background(), cfg)
+	logSummary(t, res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,5 +308,87 @@ func TestRun_ValidateOnlyAndDryRunCreateNothing(t *testing.T) {
 	}
 	if got := s.count(t, `SELECT count(*) FROM import_processes`); got != n-len(invalid) {
 		t.Errorf("%d staged processes after the dry run, want %d", got, n-len(invalid))
+	}
+}
+
+// A second run without the first one's journal repeats every step, and the
+// service's idempotency answers each repeat: already imported (E4, E5,
+// with the service account number), notes and transactions that exist,
+// statements and a payment instruction stored before. The runner counts
+// them all as success, and nothing is created twice.
+func TestRun_RepeatWithoutJournalIsAnsweredByTheServicesIdempotency(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	const n = 40
+	path, _ := writeCohort(t, cohort.Options{Accounts: n, Seed: 16})
+	for i := range 2 {
+		dir := t.TempDir()
+		res, err := migrate.Run(context.Background(), config(s, path, dir))
+		logSummary(t, res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Succeeded != n || res.Failed != 0 || res.Resumed != 0 {
+			t.Errorf("run %d: succeeded %d, failed %d, resumed %d; want %d, 0, 0", i+1, res.Succeeded, res.Failed, res.Resumed, n)
+		}
+		if got := readFailures(t, dir); len(got) != 0 {
+			t.Errorf("run %d: failures %v", i+1, got)
+		}
+	}
+	if d := cmp.Diff(cohortExtras(t, path, nil), s.dbExtras(t)); d != "" {
+		t.Errorf("database (-cohort +db):\n%s", d)
+	}
+}
+
+// Ctrl-C (SIGINT) stops the runner cleanly: it prints the summary, says
+// the run was interrupted and exits 1; the same command then finishes the
+// cohort.
+func TestRun_InterruptStopsCleanlyAndTheSameCommandGoesOn(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	_, importctl := binaries(t)
+	const n = 200
+	path, _ := writeCohort(t, cohort.Options{Accounts: n, Seed: 17})
+	dir := t.TempDir()
+	run := func() *exec.Cmd {
+		cmd := exec.Command(importctl, "run", path, "--url", s.base, "--team", team, "--report", dir, "--concurrency", "4")
+		cmd.Env = []string{"IMPORTCTL_API_KEY=" + s.key}
+		return cmd
+	}
+	first := run()
+	var out strings.Builder
+	first.Stdout, first.Stderr = &out, &out
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join(dir, migrate.JournalFile)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(journal)
+		if strings.Count(string(b), "\n") >= 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			first.Process.Kill()
+			t.Fatal("the journal did not reach 100 lines in 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	first.Process.Signal(os.Interrupt)
+	err := first.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("interrupted run: %v, want exit 1\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "interrupted") || !strings.Contains(out.String(), string(migrate.StepProcess)) {
+		t.Errorf("interrupted run printed no summary:\n%s", out.String())
+	}
+	if got := readFailures(t, dir); len(got) != 0 {
+		t.Errorf("the interruption was reported as failures: %v", got)
+	}
+	if out, err := run().CombinedOutput(); err != nil {
+		t.Fatalf("second run: %v\n%s", err, out)
+	}
+	if d := cmp.Diff(cohortExtras(t, path, nil), s.dbExtras(t)); d != "" {
+		t.Errorf("database (-cohort +db):\n%s", d)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -73,13 +72,14 @@ const testSecret = "test-secret-test-secret-test-secret-0123"
 // service is a running `importd serve` with the catalogue that generated
 // cohorts name, a payment vendor simulator and an API key.
 type service struct {
-	base string
+	base  string
+	redis string
 	db   *sqlx.DB
 	key  string
 	log  *bytes.Buffer
 }
 
-func startService(t *testing.T, extra map[string]string) *service {
+func startService(t testing.TB, extra map[string]string) *service {
 	t.Helper()
 	importd, _ := binaries(t)
 	dbURL := dbtest.NewDatabase(t)
@@ -101,7 +101,7 @@ func startService(t *testing.T, extra map[string]string) *service {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	s := &service{base: "http://" + addr, log: &bytes.Buffer{}}
+	s := &service{base: "http://" + addr, redis: env["REDIS_URL"], log: &bytes.Buffer{}}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -109,18 +109,16 @@ func startService(t *testing.T, extra map[string]string) *service {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		// The service's own shutdown is tested in cmd/importd; here it only
+		// has to go, and the test's database and Redis go with it.
+		cmd.Process.Kill()
+		<-done
 		if t.Failed() {
 			t.Logf("importd log:\n%s", s.log.String())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
+	started := time.Now()
+	deadline := started.Add(60 * time.Second)
 	for {
 		res, err := http.Get(s.base + "/readyz")
 		if err == nil {
@@ -134,6 +132,7 @@ func startService(t *testing.T, extra map[string]string) *service {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	t.Logf("importd ready in %s", time.Since(started).Round(time.Millisecond))
 	if s.db, err = db.Open(context.Background(), dbURL, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func startService(t *testing.T, extra map[string]string) *service {
 const team = "Ops"
 
 // seed creates what generated cohorts name (cohort.Generate's defaults).
-func (s *service) seed(t *testing.T) {
+func (s *service) seed(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	sup, err := admin.CreateSupplier(ctx, s.db, admin.Supplier{Code: "DEMO"})
@@ -177,7 +176,7 @@ func (s *service) seed(t *testing.T) {
 	}
 }
 
-func (s *service) count(t *testing.T, q string, args ...any) int {
+func (s *service) count(t testing.TB, q string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := s.db.Get(&n, q, args...); err != nil {
@@ -188,7 +187,7 @@ func (s *service) count(t *testing.T, q string, args ...any) int {
 
 // writeCohort generates a cohort file and returns its path and the invalid
 // accounts.
-func writeCohort(t *testing.T, opts cohort.Options) (string, []cohort.Expected) {
+func writeCohort(t testing.TB, opts cohort.Options) (string, []cohort.Expected) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cohort.ndjson")
 	f, err := os.Create(path)
