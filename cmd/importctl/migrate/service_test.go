@@ -74,9 +74,9 @@ const testSecret = "test-secret-test-secret-test-secret-0123"
 type service struct {
 	base  string
 	redis string
-	db   *sqlx.DB
-	key  string
-	log  *bytes.Buffer
+	db    *sqlx.DB
+	key   string
+	log   *bytes.Buffer
 }
 
 func startService(t testing.TB, extra map[string]string) *service {
