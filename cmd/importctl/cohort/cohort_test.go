@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -237,3 +238,29 @@ func mustJSON(t *testing.T, v any) []byte {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The example line of the README's "Run a migration" is a cohort line whose
+// account the validator accepts.
+func TestReadme_ExampleLineIsAValidAccount(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(raw), "\n## Run a migration\n")
+	if !ok {
+		t.Fatal("README.md has no Run a migration section")
+	}
+	_, block, ok := strings.Cut(sec, "```json\n")
+	if !ok {
+		t.Fatal("Run a migration has no json example")
+	}
+	line, _, _ := strings.Cut(block, "\n")
+	rec, err := Parse([]byte(line))
+	if err != nil {
+		t.Fatalf("example line: %v", err)
+	}
+	if _, err := validator(t).Validate(context.Background(), rec.Account); err != nil {
+		t.Errorf("example account: %v", err)
+	}
+}
