@@ -392,3 +392,35 @@ func TestRun_InterruptStopsCleanlyAndTheSameCommandGoesOn(t *testing.T) {
 		t.Errorf("database (-cohort +db):\n%s", d)
 	}
 }
+
+// importctl run exits 2 on a usage error and when the service cannot be
+// reached, before writing anything.
+func TestRunCommand_UsageAndConnectionErrorsExit2(t *testing.T) {
+	t.Parallel()
+	_, importctl := binaries(t)
+	path, _ := writeCohort(t, cohort.Options{Accounts: 3, Seed: 18})
+	dir := filepath.Join(t.TempDir(), "report")
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"no cohort", []string{"run", "--url", "http://127.0.0.1:1", "--team", team}},
+		{"no team", []string{"run", path, "--url", "http://127.0.0.1:1", "--report", dir}},
+		{"unknown flag", []string{"run", path, "--bogus"}},
+		{"validate-only and dry-run", []string{"run", path, "--url", "http://127.0.0.1:1", "--validate-only", "--dry-run"}},
+		{"service unreachable", []string{"run", path, "--url", "http://127.0.0.1:1", "--team", team, "--report", dir, "--retries", "1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(importctl, c.args...)
+			cmd.Env = []string{"IMPORTCTL_API_KEY=bik_x"}
+			out, err := cmd.CombinedOutput()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+				t.Errorf("%v, want exit 2\n%s", err, out)
+			}
+		})
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("report directory written without a service (%v)", err)
+	}
+}
