@@ -351,7 +351,8 @@ func TestRun_InterruptStopsCleanlyAndTheSameCommandGoesOn(t *testing.T) {
 	path, _ := writeCohort(t, cohort.Options{Accounts: n, Seed: 17})
 	dir := t.TempDir()
 	run := func() *exec.Cmd {
-		cmd := exec.Command(importctl, "run", path, "--url", s.base, "--team", team, "--report", dir, "--concurrency", "4")
+		cmd := exec.Command(importctl, "run", path, "--url", s.base, "--team", team, "--report", dir, "--concurrency", "4",
+			"--progress-every", "100ms")
 		cmd.Env = []string{"IMPORTCTL_API_KEY=" + s.key}
 		return cmd
 	}
@@ -381,6 +382,9 @@ func TestRun_InterruptStopsCleanlyAndTheSameCommandGoesOn(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "interrupted") || !strings.Contains(out.String(), string(migrate.StepProcess)) {
 		t.Errorf("interrupted run printed no summary:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "progress: ") || !strings.Contains(out.String(), "accounts/s") {
+		t.Errorf("no progress line on a non-terminal:\n%s", out.String())
 	}
 	if got := readFailures(t, dir); len(got) != 0 {
 		t.Errorf("the interruption was reported as failures: %v", got)
