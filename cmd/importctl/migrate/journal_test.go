@@ -58,6 +58,7 @@ func TestSucceeded_CountsTheServicesAnswersToARepeat(t *testing.T) {
 		{"E5 dry run rolled back outside a dry run", StepProcess, false, 400, `{"code":"dry_run_rolled_back"}`, false},
 		{"E5 invalid", StepProcess, false, 400, `{"code":"account_failed_validation","errors":[{"code":"invalid","attr":"x"}]}`, false},
 		{"E4 already imported", StepStage, false, 400, `{"code":"account_import_process_already_imported","service_account_number":"A-00000001"}`, true},
+		{"E4 while an earlier E5 runs", StepStage, false, 400, `{"code":"account_import_in_progress"}`, true},
 		{"E4 skipped", StepStage, false, 400, `{"code":"account_marked_to_be_skipped"}`, false},
 		{"E8 stored before", StepStatements, false, 400, `{"code":"historical_statements_failed_validation","errors":[{"code":"historical_statement_already_exists","attr":"statements.0.statement_id"}]}`, true},
 		{"E8 stored before and invalid", StepStatements, false, 400, `{"code":"historical_statements_failed_validation","errors":[{"code":"historical_statement_already_exists"},{"code":"invalid_date"}]}`, false},

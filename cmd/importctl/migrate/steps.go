@@ -29,6 +29,7 @@ const (
 // answers a repeat with them, so a resumed run counts them as success.
 const (
 	codeAlreadyImported    = "account_import_process_already_imported"
+	codeImportInProgress   = "account_import_in_progress"
 	codeDryRunRolledBack   = "dry_run_rolled_back"
 	codeStatementExists    = "historical_statement_already_exists"
 	codeInstructionExists  = "payment_instruction_already_exists"
@@ -103,7 +104,8 @@ type problemBody struct {
 // succeeded says whether the answer to step s means the step is done.
 // Besides the 2xx, it counts the service's answers to a repeat: a staging
 // or a processing of an account that was created meanwhile (400 already
-// imported, with the service account number: issue 19 item 4), a
+// imported, with the service account number: issue 19 item 4), a staging
+// refused because an earlier run's E5 is still creating the account, a
 // statement or payment instruction stored before, and E5's dry run.
 func succeeded(s Step, dryRun bool, a answer) bool {
 	if a.Status == http.StatusOK || a.Status == http.StatusCreated {
@@ -118,7 +120,10 @@ func succeeded(s Step, dryRun bool, a answer) bool {
 	}
 	switch s {
 	case StepStage:
-		return p.Code == codeAlreadyImported
+		// In progress: an E5 of an earlier run (stopped while it waited)
+		// is creating the account from the data staged then; the E5 that
+		// follows joins it.
+		return p.Code == codeAlreadyImported || p.Code == codeImportInProgress
 	case StepProcess:
 		return (p.Code == codeAlreadyImported && p.ServiceAccountNumber != "") || (dryRun && p.Code == codeDryRunRolledBack)
 	case StepStatements:
