@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,11 +73,46 @@ type Config struct {
 // as far as it got.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
+	if err := cfg.check(); err != nil {
+		return Result{}, err
+	}
+	total, err := cohort.Count(cfg.Cohort)
+	if err != nil {
+		return Result{}, &errUsage{fmt.Sprintf("cohort: %v", err)}
+	}
+	c := newClient(cfg)
+	// The first token proves the address and the key before anything is
+	// written.
+	if _, err := c.accessToken(ctx, false); err != nil {
+		return Result{}, err
+	}
+	r, err := newRunner(cfg, c)
+	if err != nil {
+		return Result{}, err
+	}
+	r.prog = newProgress(cfg.Progress, int64(total), cfg.Terminal, cfg.ProgressEvery)
+	runErr := r.run(ctx)
+	r.prog.close()
+	res := r.result(ctx.Err() != nil && runErr == nil)
+	res.Elapsed = time.Since(start)
+	return res, errors.Join(runErr, r.close())
+}
+
+// check refuses an incomplete Config and fills in the defaults.
+func (cfg *Config) check() error {
 	if cfg.BaseURL == "" || cfg.APIKey == "" || cfg.Cohort == "" || cfg.ReportDir == "" {
-		return Result{}, &errUsage{"the service URL, the API key, the cohort and the report directory are required"}
+		return &errUsage{"the service URL, the API key, the cohort and the report directory are required"}
 	}
 	if !cfg.ValidateOnly && cfg.Team == "" {
-		return Result{}, &errUsage{"the operations team is required (E5's operations_team_name)"}
+		return &errUsage{"the operations team is required (E5's operations_team_name)"}
+	}
+	if cfg.ValidateOnly && cfg.DryRun {
+		return &errUsage{"validate-only and dry-run exclude each other"}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 16
@@ -84,73 +120,71 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Retries <= 0 {
 		cfg.Retries = 8
 	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = 2 * time.Minute
-	}
-	if cfg.InitialBackoff <= 0 {
-		cfg.InitialBackoff = 200 * time.Millisecond
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 10 * time.Second
-	}
+	def(&cfg.RequestTimeout, 2*time.Minute)
+	def(&cfg.InitialBackoff, 200*time.Millisecond)
+	def(&cfg.MaxBackoff, 10*time.Second)
 	if cfg.HTTPClient == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.Concurrency + 4
 		cfg.HTTPClient = &http.Client{Transport: tr}
 	}
-	total, err := countLines(cfg.Cohort)
-	if err != nil {
-		return Result{}, &errUsage{fmt.Sprintf("cohort: %v", err)}
-	}
-	c := &client{base: trimSlash(cfg.BaseURL), apiKey: cfg.APIKey, hc: cfg.HTTPClient, timeout: cfg.RequestTimeout,
-		maxTransient: cfg.Retries, newBackOff: func() backoff.BackOff {
+	return nil
+}
+
+func newClient(cfg Config) *client {
+	return &client{base: strings.TrimRight(cfg.BaseURL, "/"), apiKey: cfg.APIKey, hc: cfg.HTTPClient,
+		timeout: cfg.RequestTimeout, maxTransient: cfg.Retries, newBackOff: func() backoff.BackOff {
 			b := backoff.NewExponentialBackOff()
 			b.InitialInterval, b.MaxInterval, b.RandomizationFactor = cfg.InitialBackoff, cfg.MaxBackoff, 0.5
 			return b
 		}}
-	// The first token proves the address and the key before anything is read.
-	if _, err := c.accessToken(ctx, false); err != nil {
-		return Result{}, err
-	}
+}
+
+// newRunner opens the report and, for a real run, the journal.
+func newRunner(cfg Config, c *client) (*runner, error) {
 	rep, err := openReport(cfg.ReportDir)
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
-	var jr *journal
-	if !cfg.ValidateOnly && !cfg.DryRun {
-		if jr, err = openJournal(filepath.Join(cfg.ReportDir, JournalFile)); err != nil {
-			rep.close()
-			return Result{}, err
-		}
-	}
-	r := &runner{cfg: cfg, c: c, rep: rep, jr: jr, stats: map[Step]*StepStats{}}
-	r.steps = []Step{StepStage, StepProcess, StepNotes, StepTransactions, StepStatements, StepPaymentInstruction}
+	r := &runner{cfg: cfg, c: c, rep: rep, stats: map[Step]*StepStats{}}
 	switch {
 	case cfg.ValidateOnly:
 		r.steps = []Step{StepValidate}
 	case cfg.DryRun:
 		r.steps = []Step{StepStage, StepProcess}
+	default:
+		r.steps = []Step{StepStage, StepProcess, StepNotes, StepTransactions, StepStatements, StepPaymentInstruction}
+		if r.jr, err = openJournal(filepath.Join(cfg.ReportDir, JournalFile)); err != nil {
+			rep.close()
+			return nil, err
+		}
 	}
 	for _, s := range r.steps {
 		r.stats[s] = &StepStats{Step: s}
 	}
-	r.prog = newProgress(cfg.Progress, int64(total), cfg.Terminal, cfg.ProgressEvery)
-	runErr := r.run(ctx)
-	r.prog.close()
+	return r, nil
+}
 
+// result is the Result so far; stopped says the run's context ended.
+func (r *runner) result(stopped bool) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	res := r.res
-	res.Interrupted = ctx.Err() != nil && runErr == nil && r.unfinished
+	res.Interrupted = stopped && r.unfinished
 	for _, s := range r.steps {
 		res.Steps = append(res.Steps, *r.stats[s])
 	}
-	res.TokenRenewals = int(c.refreshes.Load())
-	res.Elapsed = time.Since(start)
-	res.FailureRows = rep.rows
-	errs := []error{runErr, rep.close()}
-	if jr != nil {
-		errs = append(errs, jr.close())
+	res.TokenRenewals = int(r.c.refreshes.Load())
+	res.FailureRows = r.rep.rows
+	return res
+}
+
+func (r *runner) close() error {
+	err := r.rep.close()
+	if r.jr != nil {
+		err = errors.Join(err, r.jr.close())
 	}
-	return res, errors.Join(errs...)
+	return err
 }
 
 type runner struct {
@@ -228,18 +262,10 @@ read:
 
 // account makes the steps of one account.
 func (r *runner) account(ctx context.Context, rec cohort.Record, lost context.CancelFunc) {
-	if ctx.Err() != nil {
-		r.mu.Lock()
-		r.unfinished = true
-		r.mu.Unlock()
-		return
-	}
 	key := accountKey(rec.ImportSupplier, rec.ExternalAccountNumber)
 	r.prog.busy.Add(1)
 	defer r.prog.busy.Add(-1)
-	resumed := r.jr != nil && r.jr.has(key)
-	ok := true
-	fresh := false // some step was sent in this run
+	ok, fresh := true, false // fresh: some step was sent in this run
 	for _, s := range r.steps {
 		if r.jr != nil && r.jr.finished(key, s) {
 			continue
@@ -249,67 +275,86 @@ func (r *runner) account(ctx context.Context, rec cohort.Record, lost context.Ca
 			continue
 		}
 		if ctx.Err() != nil {
-			r.mu.Lock()
-			r.unfinished = true
-			r.mu.Unlock()
+			r.stopped(nil, lost)
 			return
 		}
 		fresh = true
-		var n counts
-		t0 := time.Now()
-		a, err := r.c.do(ctx, http.MethodPost, path, body, &n)
-		took := time.Since(t0)
-		r.mu.Lock()
-		st := r.stats[s]
-		st.Retried += n.retries
-		st.Waited += n.waits429
-		st.Time += took
-		r.mu.Unlock()
+		done, err := r.step(ctx, s, rec, key, path, body)
 		if err != nil {
-			var conn *errConnection
-			var use *errUsage
-			r.mu.Lock()
-			r.unfinished = true
-			if (errors.As(err, &conn) || errors.As(err, &use)) && r.fatal == nil {
-				r.fatal = err
-			}
-			r.mu.Unlock()
-			if r.fatal != nil {
-				lost()
-			}
+			r.stopped(err, lost)
 			return
 		}
-		if succeeded(s, r.cfg.DryRun, a) {
-			r.mu.Lock()
-			st.OK++
-			r.mu.Unlock()
-			if r.jr != nil {
-				r.jr.record(journalEntry{Line: rec.Number, Account: key, Step: s, ServiceAccountNumber: serviceNumber(s, a)})
+		if !done {
+			ok = false
+			if s == StepStage || s == StepProcess {
+				// Without the account, its extras can only be refused.
+				break
 			}
-			continue
-		}
-		ok = false
-		r.mu.Lock()
-		st.Failed++
-		r.mu.Unlock()
-		r.rep.add(failures(s, rec, a))
-		if s == StepStage || s == StepProcess {
-			// Without the account, its extras can only be refused.
-			break
 		}
 	}
 	r.mu.Lock()
-	if ok {
-		r.res.Succeeded++
-		if resumed && !fresh {
-			r.res.Resumed++
-		}
-	} else {
-		r.res.Failed++
-	}
 	r.res.Accounts++
+	switch {
+	case !ok:
+		r.res.Failed++
+	case r.jr != nil && !fresh && r.jr.has(key):
+		r.res.Succeeded++
+		r.res.Resumed++
+	default:
+		r.res.Succeeded++
+	}
 	r.mu.Unlock()
 	r.prog.finish(ok)
+}
+
+// step sends one step's request and records its outcome: in the journal
+// when done, in the report when refused. An error means the step has no
+// outcome (the run was stopped, or the service is lost).
+func (r *runner) step(ctx context.Context, s Step, rec cohort.Record, key, path string, body []byte) (bool, error) {
+	var n counts
+	t0 := time.Now()
+	a, err := r.c.do(ctx, http.MethodPost, path, body, &n)
+	took := time.Since(t0)
+	r.mu.Lock()
+	st := r.stats[s]
+	st.Retried += n.retries
+	st.Waited += n.waits429
+	st.Time += took
+	r.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	done := succeeded(s, r.cfg.DryRun, a)
+	r.mu.Lock()
+	if done {
+		st.OK++
+	} else {
+		st.Failed++
+	}
+	r.mu.Unlock()
+	if !done {
+		r.rep.add(failures(s, rec, a))
+	} else if r.jr != nil {
+		r.jr.record(journalEntry{Line: rec.Number, Account: key, Step: s, ServiceAccountNumber: serviceNumber(s, a)})
+	}
+	return done, nil
+}
+
+// stopped notes an account left unfinished; an error that loses the
+// service (or the key) stops the whole run.
+func (r *runner) stopped(err error, lost context.CancelFunc) {
+	var conn *errConnection
+	var use *errUsage
+	fatal := errors.As(err, &conn) || errors.As(err, &use)
+	r.mu.Lock()
+	r.unfinished = true
+	if fatal && r.fatal == nil {
+		r.fatal = err
+	}
+	r.mu.Unlock()
+	if fatal {
+		lost()
+	}
 }
 
 func serviceNumber(s Step, a answer) string {
@@ -317,17 +362,6 @@ func serviceNumber(s Step, a answer) string {
 		return ""
 	}
 	var p problemBody
-	_ = jsonUnmarshal(a.Body, &p)
+	_ = json.Unmarshal(a.Body, &p)
 	return p.ServiceAccountNumber
 }
-
-func countLines(path string) (int, error) { return cohort.Count(path) }
-
-func trimSlash(s string) string {
-	for len(s) > 0 && s[len(s)-1] == '/' {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
