@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long stack-up stack-down build lint bench fuzz
+.PHONY: help run test test-long stack-up stack-down build lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -139,3 +139,8 @@ fuzz: ## Run each Fuzz target for FUZZTIME (default 30s): make fuzz FUZZTIME=5m
 		echo "fuzz: $$pkg $$name for $(FUZZTIME)"
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime "$(FUZZTIME)" "$$pkg" </dev/null
 	done <<<"$$targets"
+
+N ?= 10000
+bench-migrate: ## The migration runner end to end over HTTP (stage, process, notes, ten transactions, one statement) beside direct creation: make bench-migrate N=10000
+	$(test-env)
+	$(GO) test ./cmd/importctl/migrate -run '^$$' -bench '^BenchmarkMigrate$$' -benchtime $(N)x -count 1 -timeout 60m

@@ -3,12 +3,16 @@
 // marks accounts to be skipped. It talks to PostgreSQL through DATABASE_URL.
 //
 // It exits 0 on success; otherwise it prints a one-line error to stderr and
-// exits 1. Tables are for people; --json is for scripts.
+// exits 1. Tables are for people; --json is for scripts. The migration
+// runner (run) and the cohort generator (generate) talk to the service over
+// HTTP, not to the database; run exits 1 when some account failed and 2 on a
+// usage or connection error.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,6 +52,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		c.db.Close()
 	}
 	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintln(stderr, "importctl: "+oneLine(err))
+			}
+			return ee.code
+		}
 		fmt.Fprintln(stderr, "importctl: "+oneLine(err))
 		return 1
 	}
@@ -134,7 +145,7 @@ func (c *cli) commands() *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
 	root.AddCommand(c.supplierCmd(), c.teamCmd(), c.productCmd(), c.apikeyCmd(), c.accountCmd(), c.documentCmd(),
-		c.vendorCmd(), c.vendorSimCmd())
+		c.vendorCmd(), c.vendorSimCmd(), c.runCmd(), c.generateCmd())
 	return root
 }
 

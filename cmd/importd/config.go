@@ -23,6 +23,7 @@ type Config struct {
 	HTTPAddr                string
 	TokenSecret             []byte
 	SessionMaxAge           time.Duration
+	TokenTTL                time.Duration
 	DocumentsURL            string
 	ProcessConcurrencyLimit int
 	WorkerConcurrency       int
@@ -96,6 +97,9 @@ var vars = []variable{
 	}},
 	{"SESSION_MAX_AGE", "720h", "longest a chain of refresh tokens may go on from the key's token request; then the API key must be presented again", 0, func(c *Config, v string) error {
 		return positiveDuration(v, &c.SessionMaxAge)
+	}},
+	{"TOKEN_TTL", "60m", "lifetime of an access token; clients refresh it with their refresh token or API key", 0, func(c *Config, v string) error {
+		return positiveDuration(v, &c.TokenTTL)
 	}},
 	{"DOCUMENTS_URL", "", "object storage bucket as a gocloud.dev/blob URL: file:///path locally, s3://bucket?region=... in production", 0, func(c *Config, v string) error {
 		u, err := url.Parse(v)

@@ -238,7 +238,7 @@ func (p *instance) handler(ctx context.Context) (http.Handler, error) {
 // apiHandler builds the REST API with its services.
 func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	cfg, d, rc, log := p.cfg, p.db, p.redis, p.log
-	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge)
+	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL)
 	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}

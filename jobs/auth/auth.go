@@ -75,12 +75,25 @@ type Service struct {
 	tokens *verifiedTokens
 	// sessionMaxAge caps a chain of refreshes from its first issue.
 	sessionMaxAge time.Duration
+	// accessTTL is the lifetime of an access token.
+	accessTTL time.Duration
 }
 
 // New returns a Service that signs tokens with secret (HS256).
 func New(d *sqlx.DB, secret []byte) *Service {
 	return &Service{db: d, secret: secret, now: time.Now, cache: &principalCache{m: map[int64]cachedPrincipal{}},
-		tokens: newVerifiedTokens(), sessionMaxAge: DefaultSessionMaxAge}
+		tokens: newVerifiedTokens(), sessionMaxAge: DefaultSessionMaxAge, accessTTL: AccessTTL}
+}
+
+// WithAccessTTL returns a copy of s whose access tokens live d (AccessTTL
+// by default). Zero or less keeps the default. Migration clients refresh by
+// the token's exp, so a short lifetime tests that they do.
+func (s *Service) WithAccessTTL(d time.Duration) *Service {
+	c := *s
+	if d > 0 {
+		c.accessTTL = d
+	}
+	return &c
 }
 
 // WithClock returns a copy of s that reads the time from now, for tests of expiry.
@@ -258,7 +271,7 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID s
 		t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
 		return t, c, err
 	}
-	access, ac, err := mk("access", "", now.Add(AccessTTL))
+	access, ac, err := mk("access", "", now.Add(s.accessTTL))
 	if err != nil {
 		return TokenPair{}, fmt.Errorf("sign token: %w", err)
 	}

@@ -1,0 +1,120 @@
+package migrate_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkimport/bulkimport/cmd/importctl/cohort"
+	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/process"
+)
+
+// BenchmarkMigrate runs the whole pipeline over HTTP (`make bench-migrate
+// N=10000`): b.N generated accounts, each staged, processed, and given its
+// notes, ten transactions and one statement, at the runner's default
+// concurrency. It reports accounts/s end to end, each step's rate (its
+// accounts over its request time divided by the concurrency), and, from
+// the same run and service, accounts/s of the creation function called
+// directly on as many accounts staged straight into PostgreSQL.
+func BenchmarkMigrate(b *testing.B) {
+	s := startService(b, map[string]string{"LOG_LEVEL": "error"})
+	path, _ := writeCohort(b, cohort.Options{Accounts: b.N, Seed: 21, NoPayments: true})
+	cfg := config(s, path, b.TempDir())
+	b.ResetTimer()
+	res, err := migrate.Run(context.Background(), cfg)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res.Succeeded != b.N {
+		b.Fatalf("%d of %d accounts succeeded", res.Succeeded, b.N)
+	}
+	b.ReportMetric(float64(b.N)/res.Elapsed.Seconds(), "accounts/s")
+	conc := float64(cfg.Concurrency)
+	if conc == 0 {
+		conc = 16
+	}
+	for _, st := range res.Steps {
+		if st.Time > 0 && st.OK > 0 {
+			b.ReportMetric(float64(st.OK)*conc/st.Time.Seconds(), "E"+string(st.Step[1])+"-accounts/s")
+		}
+	}
+	b.ReportMetric(directCreate(b, s, b.N), "direct-create-accounts/s")
+}
+
+// directCreate stages n more generated accounts straight into PostgreSQL
+// and creates them with the worker's creation function from 16 goroutines,
+// returning accounts/s.
+func directCreate(b *testing.B, s *service, n int) float64 {
+	b.Helper()
+	path, _ := writeCohort(b, cohort.Options{Accounts: n, Seed: 22, NoPayments: true})
+	r, c, err := cohort.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var supplierID, teamID int64
+	if err := s.db.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.db.Get(&teamID, `SELECT id FROM operations_teams WHERE name = $1`, team); err != nil {
+		b.Fatal(err)
+	}
+	type staged struct {
+		id  int64
+		ean string
+	}
+	var all []staged
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		var id int64
+		if err := s.db.Get(&id, `INSERT INTO import_processes (supplier_id, external_account_number, payload)
+			VALUES ($1, $2, $3) RETURNING id`, supplierID, rec.ExternalAccountNumber, json.RawMessage(rec.Account)); err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, staged{id, rec.ExternalAccountNumber})
+	}
+	opt, err := redis.ParseURL(s.redis)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, slog.New(slog.DiscardHandler))
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(all) {
+					return
+				}
+				if err := creator.Run(context.Background(), jobs.AccountProcessPayload{ProcessID: all[i].id, SupplierID: supplierID,
+					SupplierCode: "DEMO", ExternalAccountNumber: all[i].ean, OperationsTeamID: teamID}, false); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	if failed.Load() > 0 {
+		b.Fatalf("%d direct creations failed", failed.Load())
+	}
+	return float64(len(all)) / el.Seconds()
+}
