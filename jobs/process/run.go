@@ -79,6 +79,10 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		Payload []byte         `db:"payload"`
 		Number  sql.NullString `db:"service_account_number"`
 	}
+	// Prepared before the transaction: see Statements.prepare.
+	if err := c.stmts.prepare(ctx, readProcessSQL, lockProcessSQL, createSQL); err != nil {
+		return c.failed(ctx, p, taskID, final, err)
+	}
 	var before processRow
 	if err := c.readProcess(ctx, nil, &before, p.ProcessID); err != nil {
 		return c.failed(ctx, p, taskID, final, fmt.Errorf("read process %d: %w", p.ProcessID, err))
@@ -178,20 +182,25 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	return nil
 }
 
+// The statements of Run besides the creation, prepared once per connection
+// since every task runs them.
+const (
+	readProcessSQL = `SELECT payload, service_account_number FROM import_processes WHERE id = $1`
+	lockProcessSQL = readProcessSQL + ` FOR UPDATE`
+)
+
 // readProcess reads the staged payload and the service account number of
 // a process into dst: from the pool when tx is nil, and otherwise inside tx
-// with the row locked until tx ends. Both statements are prepared once per
-// connection, since every task runs them.
+// with the row locked until tx ends.
 func (c *Creator) readProcess(ctx context.Context, tx *sqlx.Tx, dst any, processID int64) error {
-	const q = `SELECT payload, service_account_number FROM import_processes WHERE id = $1`
 	if tx == nil {
-		st, err := c.stmts.get(ctx, q)
+		st, err := c.stmts.get(ctx, readProcessSQL)
 		if err != nil {
 			return err
 		}
 		return st.GetContext(ctx, dst, processID)
 	}
-	st, err := c.stmts.in(ctx, tx, q+` FOR UPDATE`)
+	st, err := c.stmts.in(ctx, tx, lockProcessSQL)
 	if err != nil {
 		return err
 	}

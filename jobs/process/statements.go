@@ -42,11 +42,28 @@ func (s *Statements) get(ctx context.Context, query string) (*sqlx.Stmt, error) 
 	return st, nil
 }
 
-// in returns query prepared on the connection of tx, for use inside tx.
+// prepare prepares queries on the pool, so that in finds them. Call it
+// before a transaction begins: preparing on the pool takes a connection of
+// its own, and a transaction that waited for one while holding another
+// would deadlock a pool that every transaction holds.
+func (s *Statements) prepare(ctx context.Context, queries ...string) error {
+	for _, q := range queries {
+		if _, err := s.get(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// in returns query prepared on the connection of tx, for use inside tx. A
+// query that prepare has not seen is prepared for tx alone, on tx's own
+// connection, never by waiting for another (see prepare).
 func (s *Statements) in(ctx context.Context, tx *sqlx.Tx, query string) (*sqlx.Stmt, error) {
-	st, err := s.get(ctx, query)
-	if err != nil {
-		return nil, err
+	s.mu.Lock()
+	st, ok := s.m[query]
+	s.mu.Unlock()
+	if !ok {
+		return tx.PreparexContext(ctx, query)
 	}
 	return tx.StmtxContext(ctx, st), nil
 }
