@@ -631,8 +631,8 @@ func TestProcess_WorkerKilledMidCreationRetriesToExactlyOneAccount(t *testing.T)
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-KILL"))
 
-	// Hold a lock the creation needs after it has inserted the account row,
-	// so that the worker is stuck mid-transaction.
+	// Hold a lock the creation statement needs, so that the worker is stuck
+	// mid-transaction, after it has locked the process row.
 	lockTx, err := s.db.Beginx()
 	if err != nil {
 		t.Fatal(err)
@@ -655,7 +655,9 @@ func TestProcess_WorkerKilledMidCreationRetriesToExactlyOneAccount(t *testing.T)
 	}()
 	// Wait until the worker is blocked on the lock inside its transaction.
 	deadline := time.Now().Add(15 * time.Second)
-	for s.count(t, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO ledgers%'`) == 0 {
+	// pg_locks rather than the query's text, which pg_stat_activity cuts at
+	// track_activity_query_size, before the creation statement's ledger insert.
+	for s.count(t, `SELECT count(*) FROM pg_locks WHERE relation = 'ledgers'::regclass AND NOT granted`) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker never reached the ledger insert")
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -29,64 +30,20 @@ type Result struct {
 	Status        string         `json:"status"`
 }
 
-// Insert writes notes, with their documents, onto the account inside tx. A
-// note without created_at is created at now. Account creation (E5), E6 and
-// E7's pinned note all write through it.
+// Insert writes notes, with their documents, onto the account inside tx, in
+// one statement. A note without created_at is created at now. E6 and E7's
+// pinned note write through it; account creation (E5) writes the same rows
+// with InsertCTE inside its own statement.
 func Insert(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now time.Time) error {
 	if len(notes) == 0 {
 		return nil
 	}
-	// Ids are drawn first so that each note's documents can name it; the
-	// order of RETURNING rows is not something to rely on.
-	var ids []int64
-	if err := tx.SelectContext(ctx, &ids, `SELECT nextval('notes_id_seq') FROM generate_series(1, $1)`, len(notes)); err != nil {
-		return fmt.Errorf("insert notes: ids: %w", err)
-	}
-	var (
-		bodies, createdAts []string
-		unpins             []*string
-		pinned             []bool
-		docNotes           []int64
-		docPositions       []int
-		docPaths           []string
-	)
-	for j, n := range notes {
-		body := ""
-		if n.Body != nil {
-			body = *n.Body
-		}
-		created := now.UTC().Format(time.RFC3339Nano)
-		if n.CreatedAt != nil {
-			created = string(*n.CreatedAt)
-		}
-		var unpin *string
-		if n.UnpinAt != nil {
-			s := string(*n.UnpinAt)
-			unpin = &s
-		}
-		bodies = append(bodies, body)
-		createdAts = append(createdAts, created)
-		pinned = append(pinned, n.IsPinned != nil && *n.IsPinned)
-		unpins = append(unpins, unpin)
-		for k, d := range n.DocumentPaths {
-			docNotes = append(docNotes, ids[j])
-			docPositions = append(docPositions, k)
-			docPaths = append(docPaths, d.DocumentPath)
-		}
-	}
-	_, err := tx.ExecContext(ctx, `
-		WITH n AS (
-			INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
-			SELECT u.id, $1, u.body, u.created_at, u.is_pinned, u.unpin_at
-			FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::boolean[], $6::timestamptz[])
-				AS u (id, body, created_at, is_pinned, unpin_at)
-			RETURNING id)
-		INSERT INTO note_documents (note_id, position, document_path)
-		SELECT d.note_id, d.position, d.path FROM unnest($7::bigint[], $8::int[], $9::text[]) AS d (note_id, position, path)
-		JOIN n ON n.id = d.note_id`,
-		accountID, pq.Array(ids), pq.Array(bodies), pq.Array(createdAts), pq.Array(pinned), pq.Array(unpins),
-		pq.Array(docNotes), pq.Array(docPositions), pq.Array(docPaths))
+	rows, err := InsertRows(notes, now)
 	if err != nil {
+		return fmt.Errorf("insert notes: %w", err)
+	}
+	q := `WITH note_account AS (SELECT $1::bigint AS id), ` + InsertCTE("$2::jsonb", "note_account") + ` SELECT 1`
+	if _, err := tx.ExecContext(ctx, q, accountID, rows); err != nil {
 		return fmt.Errorf("insert notes: %w", err)
 	}
 	return nil
@@ -150,6 +107,73 @@ func Add(ctx context.Context, q sqlx.ExecerContext, accountID int64, notes []Not
 		return fmt.Errorf("add notes: %w", err)
 	}
 	return nil
+}
+
+// insertNote and insertDocument are the rows InsertCTE reads: a note's
+// index in the payload links its documents to it.
+type insertNote struct {
+	I         int     `json:"i"`
+	Body      string  `json:"body"`
+	CreatedAt string  `json:"created_at"`
+	IsPinned  bool    `json:"is_pinned"`
+	UnpinAt   *string `json:"unpin_at"`
+}
+
+type insertDocument struct {
+	Note     int    `json:"note"`
+	Position int    `json:"position"`
+	Path     string `json:"path"`
+}
+
+// InsertRows encodes notes as the JSON document that InsertCTE reads. A
+// note without created_at is created at now.
+func InsertRows(notes []Note, now time.Time) (json.RawMessage, error) {
+	var doc struct {
+		Notes     []insertNote     `json:"n,omitempty"`
+		Documents []insertDocument `json:"d,omitempty"`
+	}
+	doc.Notes = make([]insertNote, len(notes))
+	for j, n := range notes {
+		r := insertNote{I: j, CreatedAt: now.UTC().Format(time.RFC3339Nano), IsPinned: n.IsPinned != nil && *n.IsPinned}
+		if n.Body != nil {
+			r.Body = *n.Body
+		}
+		if n.CreatedAt != nil {
+			r.CreatedAt = string(*n.CreatedAt)
+		}
+		if n.UnpinAt != nil {
+			s := string(*n.UnpinAt)
+			r.UnpinAt = &s
+		}
+		doc.Notes[j] = r
+		for k, d := range n.DocumentPaths {
+			doc.Documents = append(doc.Documents, insertDocument{Note: j, Position: k, Path: d.DocumentPath})
+		}
+	}
+	return json.Marshal(doc)
+}
+
+// InsertCTE returns the items of a WITH clause that insert the notes of
+// rows, a jsonb expression holding what InsertRows encoded, onto the
+// account whose id is the id column of the one-row relation account (a
+// table or an earlier WITH item; no row inserts nothing). The items are
+// named note_*. Ids are drawn in a materialised item, once per note and in
+// payload order, so that each note's documents can name it without relying
+// on the order of RETURNING rows.
+func InsertCTE(rows, account string) string {
+	return `note_in AS MATERIALIZED (
+			SELECT nextval('notes_id_seq') AS id, n.*
+			FROM jsonb_to_recordset(` + rows + `->'n')
+				AS n (i int, body text, created_at timestamptz, is_pinned boolean, unpin_at timestamptz)),
+		note_ins AS (
+			INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
+			SELECT n.id, a.id, n.body, n.created_at, n.is_pinned, n.unpin_at FROM note_in n, ` + account + ` a
+			ORDER BY n.i),
+		note_doc_ins AS (
+			INSERT INTO note_documents (note_id, position, document_path)
+			SELECT n.id, d.position, d.path
+			FROM jsonb_to_recordset(` + rows + `->'d') AS d (note int, position int, path text)
+			JOIN note_in n ON n.i = d.note CROSS JOIN ` + account + ` a)`
 }
 
 // identity is what makes two notes the same: the body, or for a note

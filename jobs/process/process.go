@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -18,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -70,6 +70,7 @@ type Service struct {
 	inspector *asynq.Inspector
 	cfg       Config
 	lim       *limiter
+	stmts     *Statements
 }
 
 // New returns the API side of E5.
@@ -81,7 +82,7 @@ func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
 		cfg.Wait = defaultWait
 	}
 	s := &Service{
-		db: d, rdb: rdb, cfg: cfg,
+		db: d, rdb: rdb, cfg: cfg, stmts: NewStatements(d),
 		client:    asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 	}
@@ -116,18 +117,15 @@ type target struct {
 // supplier's status is read fresh here, never from a cache.
 func (s *Service) check(ctx context.Context, req Request, visible func(string) bool) (target, error) {
 	var t target
-	if _, ok, err := account.NewCatalog(s.db, visible).Supplier(ctx, req.ImportSupplierCode); err != nil {
-		return t, err
-	} else if !ok {
-		return t, problem.Invalidf(imports.CodeImportSupplierNotFound, "import_supplier_code", "Import supplier %s does not exist.", req.ImportSupplierCode)
+	// One statement answers every question; an invisible supplier looks
+	// exactly like a missing one, as in account.Catalog.
+	if visible != nil && !visible(req.ImportSupplierCode) {
+		return t, supplierNotFound(req)
 	}
-	err := s.db.GetContext(ctx, &t, `
-		SELECT s.id AS supplier_id, s.status AS supplier_status, t.id AS team_id,
-		       p.id AS process_id, p.service_account_number
-		FROM import_suppliers s
-		LEFT JOIN operations_teams t ON t.name = $2
-		LEFT JOIN import_processes p ON p.supplier_id = s.id AND p.external_account_number = $3
-		WHERE s.code = $1`, req.ImportSupplierCode, req.OperationsTeamName, req.ExternalAccountNumber)
+	err := s.get(ctx, &t, checkSQL, req.ImportSupplierCode, req.OperationsTeamName, req.ExternalAccountNumber)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, supplierNotFound(req)
+	}
 	if err != nil {
 		return t, fmt.Errorf("process: check: %w", err)
 	}
@@ -144,6 +142,28 @@ func (s *Service) check(ctx context.Context, req Request, visible func(string) b
 		return t, problem.Invalidf(CodeTeamNotFound, "operations_team_name", "Operations team %q does not exist.", req.OperationsTeamName)
 	}
 	return t, nil
+}
+
+const checkSQL = `
+	SELECT s.id AS supplier_id, s.status AS supplier_status, t.id AS team_id,
+	       p.id AS process_id, p.service_account_number
+	FROM import_suppliers s
+	LEFT JOIN operations_teams t ON t.name = $2
+	LEFT JOIN import_processes p ON p.supplier_id = s.id AND p.external_account_number = $3
+	WHERE s.code = $1`
+
+func supplierNotFound(req Request) *problem.Error {
+	return problem.Invalidf(imports.CodeImportSupplierNotFound, "import_supplier_code", "Import supplier %s does not exist.", req.ImportSupplierCode)
+}
+
+// get runs query, prepared once per pool connection, into dst: E5 runs the
+// same few statements for every account.
+func (s *Service) get(ctx context.Context, dst any, query string, args ...any) error {
+	st, err := s.stmts.get(ctx, query)
+	if err != nil {
+		return err
+	}
+	return st.GetContext(ctx, dst, args...)
 }
 
 func unavailable(err error) *problem.Error {
@@ -197,8 +217,12 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 		}
 		// IN_PROGRESS from the moment a new task is queued (E10). A joined
 		// task was marked by whoever queued it.
-		if _, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', updated_at = now()
-			WHERE id = $1 AND service_account_number IS NULL`, t.ProcessID.Int64); err != nil {
+		st, err := s.stmts.get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', updated_at = now()
+			WHERE id = $1 AND service_account_number IS NULL`)
+		if err == nil {
+			_, err = st.ExecContext(ctx, t.ProcessID.Int64)
+		}
+		if err != nil {
 			markErr = fmt.Errorf("process: mark in progress: %w", err)
 			return markErr
 		}
@@ -282,7 +306,7 @@ const outcomePollInterval = time.Second
 // processEnded reports whether the process row has left IN_PROGRESS.
 func (s *Service) processEnded(ctx context.Context, processID int64) (bool, error) {
 	var status string
-	if err := s.db.GetContext(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
+	if err := s.get(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
 		return false, err
 	}
 	return status != imports.StatusInProgress, nil
@@ -307,7 +331,7 @@ func stillInProgress(req Request) *problem.Error {
 // done is false while the process is IN_PROGRESS.
 func (s *Service) finished(ctx context.Context, req Request, processID int64) (r Result, done bool, err error) {
 	var status string
-	if err := s.db.GetContext(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
+	if err := s.get(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
 		return Result{}, true, fmt.Errorf("process: read status: %w", err)
 	}
 	if status == imports.StatusInProgress {
@@ -323,7 +347,7 @@ func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64
 		Number    sql.NullString `db:"service_account_number"`
 		LastError []byte         `db:"last_error"`
 	}
-	if err := s.db.GetContext(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE id = $1`, processID); err != nil {
+	if err := s.get(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE id = $1`, processID); err != nil {
 		return Result{}, fmt.Errorf("process: read outcome: %w", err)
 	}
 	switch {

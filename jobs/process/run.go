@@ -31,6 +31,7 @@ type Creator struct {
 	client  *asynq.Client
 	catalog account.Catalog
 	docs    *documents.Store
+	stmts   *Statements
 	now     func() time.Time
 	log     *slog.Logger
 }
@@ -46,7 +47,8 @@ func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, 
 	if log == nil {
 		panic("process.NewCreator: nil *slog.Logger")
 	}
-	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs, now: time.Now, log: log}
+	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs,
+		stmts: NewStatements(d), now: time.Now, log: log}
 }
 
 // errRestaged makes the task retry when its staged data changed under it.
@@ -77,8 +79,12 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		Payload []byte         `db:"payload"`
 		Number  sql.NullString `db:"service_account_number"`
 	}
+	// Prepared before the transaction: see Statements.prepare.
+	if err := c.stmts.prepare(ctx, readProcessSQL, lockProcessSQL, createSQL); err != nil {
+		return c.failed(ctx, p, taskID, final, err)
+	}
 	var before processRow
-	if err := c.db.GetContext(ctx, &before, `SELECT payload, service_account_number FROM import_processes WHERE id = $1`, p.ProcessID); err != nil {
+	if err := c.readProcess(ctx, nil, &before, p.ProcessID); err != nil {
 		return c.failed(ctx, p, taskID, final, fmt.Errorf("read process %d: %w", p.ProcessID, err))
 	}
 	var acc *account.Account
@@ -111,7 +117,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	}
 	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
 		var row processRow
-		if err := tx.GetContext(ctx, &row, `SELECT payload, service_account_number FROM import_processes WHERE id = $1 FOR UPDATE`, p.ProcessID); err != nil {
+		if err := c.readProcess(ctx, tx, &row, p.ProcessID); err != nil {
 			return fmt.Errorf("lock process %d: %w", p.ProcessID, err)
 		}
 		if row.Number.Valid {
@@ -134,8 +140,10 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 			// there now on the next attempt.
 			return errRestaged
 		}
+		// CreateAccount also records the process as COMPLETED, in the same
+		// statement.
 		created, err := CreateAccount(ctx, tx, acc, CreateOptions{
-			ProcessID: p.ProcessID, OperationsTeamID: p.OperationsTeamID, Now: c.now(),
+			ProcessID: p.ProcessID, OperationsTeamID: p.OperationsTeamID, Now: c.now(), Statements: c.stmts,
 		})
 		if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
 			invalid = pe
@@ -148,10 +156,6 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 			return errDryRun
 		}
 		number = created.ServiceAccountNumber
-		if _, err := tx.ExecContext(ctx, `UPDATE import_processes SET status = 'COMPLETED', service_account_number = $2,
-			account_created_at = $3, last_error = NULL, updated_at = now() WHERE id = $1`, p.ProcessID, number, created.CreatedAt); err != nil {
-			return fmt.Errorf("record completion: %w", err)
-		}
 		outbox = created.Outbox
 		return nil
 	})
@@ -176,6 +180,31 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	}
 	c.finish(ctx, taskID, outcome{Outcome: outcomeCreated, ServiceAccountNumber: number})
 	return nil
+}
+
+// The statements of Run besides the creation, prepared once per connection
+// since every task runs them.
+const (
+	readProcessSQL = `SELECT payload, service_account_number FROM import_processes WHERE id = $1`
+	lockProcessSQL = readProcessSQL + ` FOR UPDATE`
+)
+
+// readProcess reads the staged payload and the service account number of
+// a process into dst: from the pool when tx is nil, and otherwise inside tx
+// with the row locked until tx ends.
+func (c *Creator) readProcess(ctx context.Context, tx *sqlx.Tx, dst any, processID int64) error {
+	if tx == nil {
+		st, err := c.stmts.get(ctx, readProcessSQL)
+		if err != nil {
+			return err
+		}
+		return st.GetContext(ctx, dst, processID)
+	}
+	st, err := c.stmts.in(ctx, tx, lockProcessSQL)
+	if err != nil {
+		return err
+	}
+	return st.GetContext(ctx, dst, processID)
 }
 
 // failed handles an infrastructure failure: the task is retried, and on its

@@ -1,0 +1,130 @@
+package process
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
+)
+
+// countingDialer counts the writes of every connection it dials. lib/pq
+// writes once per round trip (it flushes a request, then waits for the
+// answer), so the count is the number of round trips to PostgreSQL.
+type countingDialer struct {
+	d      net.Dialer
+	writes *atomic.Int64
+}
+
+func (c countingDialer) Dial(network, address string) (net.Conn, error) {
+	return c.DialTimeout(network, address, 0)
+}
+
+func (c countingDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	d := c.d
+	d.Timeout = timeout
+	conn, err := d.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: conn, writes: c.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// maxRoundTrips is what the worker may spend on PostgreSQL for one account
+// once its connection has prepared its statements: the read of the staged
+// row, the catalogue lookup of validation (two: it is not prepared), BEGIN,
+// the locked read, the creation statement, COMMIT. Writing row by row cost
+// about 65.
+const maxRoundTrips = 7
+
+// Creating an account costs a handful of round trips to PostgreSQL, however
+// many rows it writes.
+func TestRun_CreatesAnAccountInAHandfulOfRoundTrips(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	plain, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	seedCatalogue(t, plain)
+	payload := createFixtures(t)["fixture"].payload
+	ids := []int64{stageProcess(t, plain, "DEMO", payload)}
+	var m map[string]any
+	_ = json.Unmarshal(payload, &m)
+	m["external_account_number"] = "X-2"
+	second, _ := json.Marshal(m)
+	var id2 int64
+	if err := plain.Get(&id2, `INSERT INTO import_processes (supplier_id, external_account_number, payload, status)
+		SELECT id, 'X-2', $1, 'IN_PROGRESS' FROM import_suppliers WHERE code = 'DEMO' RETURNING id`, second); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, id2)
+	var supplierID, teamID int64
+	if err := plain.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.Get(&teamID, `SELECT id FROM operations_teams`); err != nil {
+		t.Fatal(err)
+	}
+
+	var writes atomic.Int64
+	conn, err := pq.NewConnector(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Dialer(countingDialer{writes: &writes})
+	counted := sqlx.NewDb(sql.OpenDB(conn), "postgres")
+	defer counted.Close()
+	counted.SetMaxOpenConns(1) // one connection, whose statements the first account prepares
+	opt, err := redis.ParseURL(dbtest.NewRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	c := NewCreator(counted, rdb, account.NewCatalog(counted, nil), nil, slog.New(slog.DiscardHandler))
+	c.now = func() time.Time { return createToday }
+	ctx := context.Background()
+
+	var got []int64
+	for i, id := range ids {
+		before := writes.Load()
+		err := c.Run(ctx, jobs.AccountProcessPayload{ProcessID: id, SupplierID: supplierID, SupplierCode: "DEMO",
+			ExternalAccountNumber: fmt.Sprintf("X-%d", i+1), OperationsTeamID: teamID}, true)
+		if err != nil {
+			t.Fatalf("account %d: %v", i+1, err)
+		}
+		got = append(got, writes.Load()-before)
+	}
+	var n int
+	if err := plain.Get(&n, `SELECT count(*) FROM import_processes WHERE status = 'COMPLETED'`); err != nil || n != 2 {
+		t.Fatalf("%d accounts completed (%v), want 2", n, err)
+	}
+	t.Logf("round trips per account: %v", got)
+	if got[1] > maxRoundTrips {
+		t.Errorf("the second account cost %d round trips, want at most %d", got[1], maxRoundTrips)
+	}
+}
