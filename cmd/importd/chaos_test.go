@@ -39,12 +39,14 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/admin"
 	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // chaosConfig is one chaos run.
@@ -780,6 +782,15 @@ func (r *chaosRun) finalChecks(answers []answer) map[string]int {
 		+ (SELECT count(*) FROM registers x WHERE NOT EXISTS (SELECT 1 FROM meters m WHERE m.id = x.meter_id))
 		+ (SELECT count(*) FROM notes x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))
 		+ (SELECT count(*) FROM email_outbox x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))`)
+	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.redis.port)})
+	defer rc.Close()
+	// With PROCESS_CONCURRENCY_LIMIT set, every slot is freed when its task
+	// ends; one left over is capacity lost until it expires.
+	if n, err := rc.ZCount(context.Background(), process.LimiterKey, fmt.Sprint(time.Now().UnixMilli()), "+inf").Result(); err == nil {
+		c["concurrency slots still held"] = int(n)
+	} else {
+		t.Errorf("count concurrency slots: %v", err)
+	}
 	if active, err := r.insp.ListActiveTasks(jobs.QueueAccounts); err == nil {
 		c["tasks left in Asynq's active set"] = len(active)
 	} else if !errors.Is(err, asynq.ErrQueueNotFound) {
@@ -957,7 +968,7 @@ func logSummary(dir string) string {
 
 // The small variant of `make chaos`: 500 accounts through three worker
 // processes, five of them killed, the API killed once and Redis restarted
-// once, on the shared PostgreSQL. It waits for Asynq to recover the killed
+// twice, on the shared PostgreSQL, with an E5 concurrency limit. It waits for Asynq to recover the killed
 // workers' tasks, which takes over a minute today, so `make test-long`
 // runs it rather than `make test`.
 func TestChaos_FaultsDuringARunLoseNothing(t *testing.T) {
@@ -965,7 +976,10 @@ func TestChaos_FaultsDuringARunLoseNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("over a minute: Asynq recovers a killed worker's tasks after 60-120 s")
 	}
-	res := runChaos(t, chaosConfig{Accounts: 500, Clients: 24, Workers: 3, WorkerKills: 5, APIKills: 1, RedisRestarts: 1,
-		Deadline: 8 * time.Minute, Settle: 3 * time.Minute})
+	res := runChaos(t, chaosConfig{Accounts: 500, Clients: 24, Workers: 3, WorkerKills: 5, APIKills: 1, RedisRestarts: 2,
+		Deadline: 8 * time.Minute, Settle: 3 * time.Minute,
+		// Fewer slots than clients: the limit is exercised, and a slot
+		// that a fault leaks shows at the end.
+		Env: map[string]string{"PROCESS_CONCURRENCY_LIMIT": "20"}})
 	t.Log("\n" + res.table())
 }
