@@ -344,12 +344,16 @@ func (c *pgCluster) start() {
 	}
 }
 
-// restart is a fast shutdown (sessions are ended, transactions rolled back)
-// and a start.
-func (c *pgCluster) restart() {
+// stop is a fast shutdown: sessions are ended, transactions rolled back.
+func (c *pgCluster) stop() {
 	if err := c.pgRun("pg_ctl", "-D", c.data, "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
 		c.t.Error(err)
 	}
+}
+
+// restart is a fast shutdown and a start.
+func (c *pgCluster) restart() {
+	c.stop()
 	c.start()
 }
 
