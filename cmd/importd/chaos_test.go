@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -147,9 +146,11 @@ func importdBinary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		// go test puts its own GOROOT/bin first on the PATH.
 		goBin, err := exec.LookPath("go")
 		if err != nil {
-			goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			buildErr = err
+			return
 		}
 		builtBin = filepath.Join(dir, "importd")
 		out, err := exec.Command(goBin, "build", "-o", builtBin, ".").CombinedOutput()
