@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long stack-up stack-down build lint bench bench-migrate fuzz
+.PHONY: help run test test-long chaos stack-up stack-down build lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -73,6 +73,12 @@ test-long: ## Run the long tests that `make test` skips (a million rows, memory 
 	fi
 	echo "test-long: $$long"
 	$(GO) test -race -timeout 30m -run "^($$long)\$$" ./...
+
+chaos: ## Faults at volume: 5,000 accounts while workers, the API, Redis and PostgreSQL are killed or restarted (CHAOS_ACCOUNTS, CHAOS_CLIENTS)
+	# The test starts a PostgreSQL and a Redis of its own and runs importd as
+	# separate processes; test-env only installs the servers when missing.
+	$(test-env)
+	$(GO) test -tags chaos -run '^TestChaos_Full$$' -count 1 -v -timeout 60m ./cmd/importd
 
 # The local defaults below keep their secrets in .local/, readable by the
 # owner alone, so that restarts keep tokens and dashboard logins valid.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -50,6 +51,10 @@ var retryAfterOf = map[problem.Kind]time.Duration{
 	problem.RetryableUpstream: serviceRetryAfter,
 }
 
+// codeDatabaseUnavailable is the code of a request, or a readiness probe,
+// that found PostgreSQL out of reach.
+const codeDatabaseUnavailable = "database_unavailable"
+
 // serviceRetryAfter is a few seconds: long enough not to hammer a
 // dependency that is restarting, short against a migration run.
 const serviceRetryAfter = 5 * time.Second
@@ -72,6 +77,14 @@ func errorBody(p *problem.Error) gin.H {
 // and shown to the caller only as a generic message.
 func writeError(c *gin.Context, err error) {
 	p, ok := problem.As(err)
+	if (!ok || p.Kind == problem.Internal) && db.IsUnavailable(err) {
+		// PostgreSQL restarting or out of reach: a service failure that
+		// passes, answered as one (500, Retry-After) rather than as an
+		// unexpected error that a client may not retry.
+		logger(c).WarnContext(c.Request.Context(), "database unavailable",
+			"request_id", requestID(c), "route", c.FullPath(), "error", err.Error())
+		p, ok = problem.New(problem.Unavailable, codeDatabaseUnavailable, "The database is unavailable. Retry later."), true
+	}
 	if !ok || p.Kind == problem.Internal {
 		logger(c).ErrorContext(c.Request.Context(), "internal error",
 			"request_id", requestID(c), "route", c.FullPath(), "error", err.Error())

@@ -166,7 +166,7 @@ func Ready(ctx context.Context, d *sqlx.DB, r redis.UniversalClient) error {
 	defer cancel()
 	if d != nil {
 		if err := d.PingContext(ctx); err != nil {
-			return problem.New(problem.NotReady, "database_unavailable", "PostgreSQL is not reachable.")
+			return problem.New(problem.NotReady, codeDatabaseUnavailable, "PostgreSQL is not reachable.")
 		}
 	}
 	if err := r.Ping(ctx).Err(); err != nil {

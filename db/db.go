@@ -6,10 +6,14 @@ package db
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -111,6 +115,24 @@ func CheckSchema(ctx context.Context, d *sql.DB) error {
 func IsUniqueViolation(err error, constraint string) bool {
 	pe := pq.As(err, pqerror.UniqueViolation)
 	return pe != nil && (constraint == "" || pe.Constraint == constraint)
+}
+
+// IsUnavailable reports whether err is, or wraps, PostgreSQL being out of
+// reach rather than refusing the statement: a connection refused or broken,
+// or the server shutting down or starting up (SQLSTATE class 08 and 57P01
+// to 57P03), as while it restarts. Such a failure passes without the caller
+// changing anything, so the API answers it as a service failure to retry,
+// not as an unexpected error.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if pe := pq.As(err); pe != nil {
+		return pe.Code.Class() == pqerror.ClassConnectionException ||
+			slices.Contains([]pqerror.Code{pqerror.AdminShutdown, pqerror.CrashShutdown, pqerror.CannotConnectNow}, pe.Code)
+	}
+	var ne *net.OpError
+	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // InTx runs fn in a transaction, committing when fn returns nil and rolling

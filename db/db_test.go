@@ -1,9 +1,14 @@
 package db_test
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
@@ -42,6 +47,71 @@ func TestIsUniqueViolation_RecognisesTheDriversErrorAndItsConstraint(t *testing.
 			t.Parallel()
 			if got := db.IsUniqueViolation(tc.err, tc.constraint); got != tc.want {
 				t.Errorf("IsUniqueViolation(%v, %q) = %v, want %v", tc.err, tc.constraint, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestIsUnavailable_TellsADatabaseOutOfReachFromARefusedStatement(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+
+	// Nothing listens on a port just freed: the dial is refused.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	closed, err := sqlx.Open("postgres", fmt.Sprintf("postgres://importd@127.0.0.1:%d/importd?sslmode=disable&connect_timeout=2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closed.Close()
+	refused := closed.PingContext(ctx)
+
+	// A session the server ends (as a fast shutdown ends every session):
+	// its next statement fails.
+	conn, err := d.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var pid int
+	if err := conn.GetContext(ctx, &pid, `SELECT pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Exec(`SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	var one int
+	terminated := conn.GetContext(ctx, &one, `SELECT 1`)
+
+	_, syntax := d.Exec(`SELEC 1`)
+	_, dup := d.Exec(`INSERT INTO operations_teams (name) VALUES ('ops'), ('ops')`)
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", refused, true},
+		{"wrapped", fmt.Errorf("find key: %w", refused), true},
+		{"session terminated by the server", terminated, true},
+		{"a statement refused", syntax, false},
+		{"a constraint violated", dup, false},
+		{"no rows", sql.ErrNoRows, false},
+		{"not a driver error", errors.New("connection refused"), false},
+		{"nil", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.want && tc.err == nil {
+				t.Fatal("the failure to classify did not happen")
+			}
+			if got := db.IsUnavailable(tc.err); got != tc.want {
+				t.Errorf("IsUnavailable(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
