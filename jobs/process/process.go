@@ -60,6 +60,9 @@ type Config struct {
 	Wait time.Duration
 	// Log reports outcome messages that do not decode; it must not be nil.
 	Log *slog.Logger
+	// Hub is the process's shared pub/sub connection for waits; nil gives
+	// the Service one of its own.
+	Hub *taskwait.Hub
 }
 
 // Service is the API side of E5.
@@ -79,6 +82,9 @@ func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
 	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = defaultWait
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = taskwait.NewHub(rdb)
 	}
 	s := &Service{
 		db: d, rdb: rdb, cfg: cfg,
@@ -175,7 +181,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	}
 	// Subscribe before enqueueing, so that a task finishing at once cannot
 	// announce its outcome before anyone listens.
-	waiter, err := taskwait.Subscribe(ctx, s.rdb, taskID)
+	waiter, err := s.cfg.Hub.Subscribe(ctx, taskID)
 	if err != nil {
 		s.release(taskID)
 		return Result{}, unavailable(err)
