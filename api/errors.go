@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -71,6 +73,15 @@ func errorBody(p *problem.Error) gin.H {
 // *problem.Error, and Internal ones, are logged in full with the request id
 // and shown to the caller only as a generic message.
 func writeError(c *gin.Context, err error) {
+	if clientGone(c, err) {
+		// The client hung up (E5 and the vendor waits notice it while they
+		// wait): no answer reaches it, and the service did nothing wrong,
+		// so it is neither an ERROR line nor a 500 in the metrics.
+		logger(c).InfoContext(c.Request.Context(), "client closed the request",
+			"request_id", requestID(c), "route", c.FullPath(), "error", err.Error())
+		c.AbortWithStatus(StatusClientClosedRequest)
+		return
+	}
 	p, ok := problem.As(err)
 	if !ok || p.Kind == problem.Internal {
 		logger(c).ErrorContext(c.Request.Context(), "internal error",
@@ -80,6 +91,19 @@ func writeError(c *gin.Context, err error) {
 	}
 	countValidationErrors(c, p)
 	c.AbortWithStatusJSON(prepare(c.Writer.Header(), p), errorBody(p))
+}
+
+// StatusClientClosedRequest is the status logged and counted for a request
+// whose client hung up before its answer: nginx's 499 "client closed
+// request". No client ever receives it.
+const StatusClientClosedRequest = 499
+
+// clientGone reports whether the request failed after its client closed
+// the connection. The error is then whatever the handler was doing when its
+// context ended (context.Canceled from a wait, a driver's "canceling
+// statement" from a query), so it is not what decides.
+func clientGone(c *gin.Context, err error) bool {
+	return err != nil && errors.Is(c.Request.Context().Err(), context.Canceled)
 }
 
 // writeProblem renders p on a plain http.ResponseWriter, for the handlers
