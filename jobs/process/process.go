@@ -187,10 +187,11 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 		return Result{}, unavailable(err)
 	}
 	defer waiter.Close()
-	task, err := jobs.NewAccountProcessTask(jobs.AccountProcessPayload{
+	payload := jobs.AccountProcessPayload{
 		ProcessID: t.ProcessID.Int64, SupplierID: t.SupplierID, SupplierCode: req.ImportSupplierCode,
 		ExternalAccountNumber: req.ExternalAccountNumber, OperationsTeamID: t.TeamID.Int64, DryRun: req.DryRun,
-	})
+	}
+	task, err := jobs.NewAccountProcessTask(payload)
 	if err != nil {
 		s.release(taskID)
 		return Result{}, err
@@ -199,12 +200,20 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	var markErr error
 	markInProgress := func() error {
 		if req.DryRun {
-			return nil // a dry run must change nothing, E10's status included
+			// A dry run must change nothing, E10's status included. It
+			// only waits for a sweep that holds the row (Creator.Abandoned)
+			// to finish, so that the sweep cannot remove the new task.
+			if _, err := s.db.ExecContext(ctx, `SELECT 1 FROM import_processes WHERE id = $1 FOR SHARE`, t.ProcessID.Int64); err != nil {
+				markErr = fmt.Errorf("process: wait for sweep: %w", err)
+				return markErr
+			}
+			return nil
 		}
-		// IN_PROGRESS from the moment a new task is queued (E10). A joined
-		// task was marked by whoever queued it.
-		if _, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', updated_at = now()
-			WHERE id = $1 AND service_account_number IS NULL`, t.ProcessID.Int64); err != nil {
+		// IN_PROGRESS from the moment a new task is queued (E10), owned by
+		// that task (task_id; takeover.go). A joined task was marked by
+		// whoever queued it.
+		if _, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
+			WHERE id = $1 AND service_account_number IS NULL`, t.ProcessID.Int64, taskID); err != nil {
 			markErr = fmt.Errorf("process: mark in progress: %w", err)
 			return markErr
 		}
@@ -234,7 +243,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 			return r, err
 		}
 	}
-	return s.wait(ctx, waiter, req, t.ProcessID.Int64)
+	return s.wait(ctx, waiter, req, s.newWatch(waiter, payload), t.ProcessID.Int64)
 }
 
 func (s *Service) release(taskID string) {
@@ -243,14 +252,23 @@ func (s *Service) release(taskID string) {
 	}
 }
 
-func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, processID int64) (Result, error) {
+func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, w *watch, processID int64) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Wait)
-	for {
-		var done func(context.Context) (bool, error)
+	// look runs every poll interval: it ends the wait when PostgreSQL has
+	// the outcome, and otherwise checks that the task is still alive and
+	// takes it over when its worker died (takeover.go).
+	look := func(ctx context.Context) (bool, error) {
 		if !req.DryRun { // a dry run leaves no outcome in PostgreSQL to look at
-			done = func(ctx context.Context) (bool, error) { return s.processEnded(ctx, processID) }
+			ended, err := s.processEnded(ctx, processID, w)
+			if err != nil || ended {
+				return ended, err
+			}
 		}
-		payload, ok, err := waiter.WaitOrCheck(ctx, time.Until(deadline), outcomePollInterval, done)
+		w.check(ctx)
+		return false, nil
+	}
+	for {
+		payload, ok, err := waiter.WaitOrCheck(ctx, time.Until(deadline), outcomePollInterval, look)
 		if err != nil {
 			return Result{}, err
 		}
@@ -259,6 +277,16 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 				return Result{}, stillInProgress(req)
 			}
 			return s.fromDatabase(ctx, req, processID)
+		}
+		if !req.DryRun {
+			// PostgreSQL is the truth; the message only woke us. A row
+			// still IN_PROGRESS heard an announcement that is not its
+			// task's outcome (a sweep's failure of the task an E5 has just
+			// replaced, or a task superseded by a takeover): wait on.
+			if r, done, err := s.finished(ctx, req, processID); done {
+				return r, err
+			}
+			continue
 		}
 		var o outcome
 		if err := json.Unmarshal(payload, &o); err != nil {
@@ -273,25 +301,27 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 				return Result{}, recordedError(*o.Error)
 			}
 		}
-		if req.DryRun {
-			continue
-		}
-		// PostgreSQL is the truth; the message only woke us.
-		return s.fromDatabase(ctx, req, processID)
 	}
 }
 
 // outcomePollInterval is how often a waiting E5 looks at PostgreSQL for an
-// outcome whose announcement it did not hear.
+// outcome whose announcement it did not hear, and at its task's heartbeat.
 const outcomePollInterval = time.Second
 
-// processEnded reports whether the process row has left IN_PROGRESS.
-func (s *Service) processEnded(ctx context.Context, processID int64) (bool, error) {
-	var status string
-	if err := s.db.GetContext(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
+// processEnded reports whether the process row has left IN_PROGRESS, and
+// points w at the task the row names.
+func (s *Service) processEnded(ctx context.Context, processID int64, w *watch) (bool, error) {
+	var row struct {
+		Status string         `db:"status"`
+		TaskID sql.NullString `db:"task_id"`
+	}
+	if err := s.db.GetContext(ctx, &row, `SELECT status, task_id FROM import_processes WHERE id = $1`, processID); err != nil {
 		return false, err
 	}
-	return status != imports.StatusInProgress, nil
+	if row.TaskID.Valid {
+		w.follow(row.TaskID.String)
+	}
+	return row.Status != imports.StatusInProgress, nil
 }
 
 // stillInProgress is the answer when no outcome came within the wait. It is
@@ -354,6 +384,7 @@ var serviceFailures = map[string]bool{
 	documents.CodeStoreNotConfigured: true,
 	documents.CodeStoreUnavailable:   true,
 	CodeAbandoned:                    true,
+	CodeLost:                         true,
 }
 
 // recordedError is the answer of E5 for a failure recorded by the worker

@@ -164,7 +164,29 @@ func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v an
 //
 // joined reports whether an existing task was joined.
 func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue string, prepare func() error) (joined bool, err error) {
-	taskID := w.taskID
+	return enqueueOrJoin(ctx, client, inspector, task, queue, w.taskID, func() error {
+		if err := w.rdb.Del(ctx, outcomeKey(w.taskID)).Err(); err != nil {
+			return err
+		}
+		if prepare != nil {
+			return prepare()
+		}
+		return nil
+	})
+}
+
+// TakeOver is EnqueueOrJoin for a task of another id, id, that does the
+// work of w's task, whose worker died (see Beat), and announces its end on
+// w's channel. It keeps the stored announcement: the dead task may have
+// announced its end just before it died.
+func (w *Waiter) TakeOver(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, id string, prepare func() error) (joined bool, err error) {
+	if prepare == nil {
+		prepare = func() error { return nil }
+	}
+	return enqueueOrJoin(ctx, client, inspector, task, queue, id, prepare)
+}
+
+func enqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string, prepare func() error) (joined bool, err error) {
 	for range 3 {
 		info, err := inspector.GetTaskInfo(queue, taskID)
 		switch {
@@ -178,13 +200,8 @@ func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspec
 		default:
 			return true, nil // pending, scheduled, active or retrying: share it
 		}
-		if err := w.rdb.Del(ctx, outcomeKey(taskID)).Err(); err != nil {
+		if err := prepare(); err != nil {
 			return false, err
-		}
-		if prepare != nil {
-			if err := prepare(); err != nil {
-				return false, err
-			}
 		}
 		_, err = client.EnqueueContext(ctx, task)
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {
