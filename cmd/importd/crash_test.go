@@ -257,3 +257,47 @@ func TestProcess_WorkerKilledMidTaskIsTakenOverWithin15s(t *testing.T) {
 		t.Logf("killed worker's log:\n%s", logs.String())
 	}
 }
+
+// A task that vanishes from Redis while E5 waits for it (Redis lost its
+// data, or an operator deleted it) is queued again by the waiting E5 within
+// seconds, and the request answers 201.
+func TestProcess_TaskVanishedWhileE5WaitsIsQueuedAgain(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"PROCESS_WAIT_TIMEOUT": "30s"})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	s.stage(t, tok, fixture(t, "ACC-VANISHED"))
+	type answer struct {
+		status int
+		body   map[string]any
+		err    error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		status, body, err := post(s.base, tok, processBody("ACC-VANISHED", false))
+		answered <- answer{status, body, err}
+	}()
+	insp := asynq.NewInspector(mustRedisOpt(t, s.env["REDIS_URL"]))
+	defer insp.Close()
+	id := jobs.AccountTaskID("DEMO", "ACC-VANISHED", false)
+	waitFor(t, "the task queued", 10*time.Second, func() bool {
+		_, err := insp.GetTaskInfo(jobs.QueueAccounts, id)
+		return err == nil
+	})
+	if err := insp.DeleteTask(jobs.QueueAccounts, id); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	startWorker(t, s.env)
+	select {
+	case a := <-answered:
+		if a.err != nil || a.status != 201 {
+			t.Fatalf("E5 after its task vanished: %d %v %v", a.status, a.body, a.err)
+		}
+		if d := time.Since(deleted); d > 10*time.Second {
+			t.Errorf("E5 answered %v after its task vanished, want within 10s", d)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("E5 did not answer after its task vanished")
+	}
+}
