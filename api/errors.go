@@ -98,12 +98,18 @@ func writeError(c *gin.Context, err error) {
 // request". No client ever receives it.
 const StatusClientClosedRequest = 499
 
-// clientGone reports whether the request failed after its client closed
-// the connection. The error is then whatever the handler was doing when its
-// context ended (context.Canceled from a wait, a driver's "canceling
-// statement" from a query), so it is not what decides.
+// clientGone reports whether the request failed because its client closed
+// the connection: its context was cancelled, and the error is what the
+// handler was doing then (context.Canceled from a wait, a driver's
+// "canceling statement" from a query: an internal error). An answer of its
+// own (a body read that timed out also cancels the request's context, and
+// answers request_body_timeout) is still written.
 func clientGone(c *gin.Context, err error) bool {
-	return err != nil && errors.Is(c.Request.Context().Err(), context.Canceled)
+	if err == nil || !errors.Is(c.Request.Context().Err(), context.Canceled) {
+		return false
+	}
+	p, ok := problem.As(err)
+	return !ok || p.Kind == problem.Internal || errors.Is(err, context.Canceled)
 }
 
 // writeProblem renders p on a plain http.ResponseWriter, for the handlers
