@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -76,6 +78,15 @@ func errorBody(p *problem.Error) gin.H {
 // *problem.Error, and Internal ones, are logged in full with the request id
 // and shown to the caller only as a generic message.
 func writeError(c *gin.Context, err error) {
+	if clientGone(c, err) {
+		// The client hung up (E5 and the vendor waits notice it while they
+		// wait): no answer reaches it, and the service did nothing wrong,
+		// so it is neither an ERROR line nor a 500 in the metrics.
+		logger(c).InfoContext(c.Request.Context(), "client closed the request",
+			"request_id", requestID(c), "route", c.FullPath(), "error", err.Error())
+		c.AbortWithStatus(StatusClientClosedRequest)
+		return
+	}
 	p, ok := problem.As(err)
 	if (!ok || p.Kind == problem.Internal) && db.IsUnavailable(err) {
 		// PostgreSQL restarting or out of reach: a service failure that
@@ -93,6 +104,25 @@ func writeError(c *gin.Context, err error) {
 	}
 	countValidationErrors(c, p)
 	c.AbortWithStatusJSON(prepare(c.Writer.Header(), p), errorBody(p))
+}
+
+// StatusClientClosedRequest is the status logged and counted for a request
+// whose client hung up before its answer: nginx's 499 "client closed
+// request". No client ever receives it.
+const StatusClientClosedRequest = 499
+
+// clientGone reports whether the request failed because its client closed
+// the connection: its context was cancelled, and the error is what the
+// handler was doing then (context.Canceled from a wait, a driver's
+// "canceling statement" from a query: an internal error). An answer of its
+// own (a body read that timed out also cancels the request's context, and
+// answers request_body_timeout) is still written.
+func clientGone(c *gin.Context, err error) bool {
+	if err == nil || !errors.Is(c.Request.Context().Err(), context.Canceled) {
+		return false
+	}
+	p, ok := problem.As(err)
+	return !ok || p.Kind == problem.Internal || errors.Is(err, context.Canceled)
 }
 
 // writeProblem renders p on a plain http.ResponseWriter, for the handlers

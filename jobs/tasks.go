@@ -71,12 +71,20 @@ func AccountTaskID(supplierCode, externalAccountNumber string, dryRun bool) stri
 
 // NewAccountProcessTask returns the task that creates (or dry-runs) an account.
 func NewAccountProcessTask(p AccountProcessPayload) (*asynq.Task, error) {
+	return NewAccountProcessTaskID(p, AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun))
+}
+
+// NewAccountProcessTaskID is NewAccountProcessTask under the task id id: a
+// task that takes over the account from one whose worker died
+// (jobs/process). Whatever its id, the task announces its end on the
+// account's own channel, AccountTaskID's.
+func NewAccountProcessTaskID(p AccountProcessPayload, id string) (*asynq.Task, error) {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s payload: %w", TypeAccountProcess, err)
 	}
 	return asynq.NewTask(TypeAccountProcess, b,
-		asynq.TaskID(AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)),
+		asynq.TaskID(id),
 		asynq.Queue(QueueAccounts),
 		asynq.MaxRetry(AccountProcessMaxRetry),
 		asynq.Timeout(AccountProcessTimeout),

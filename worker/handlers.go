@@ -6,18 +6,27 @@ import (
 	"fmt"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/email"
 	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // accountHandler runs account:process tasks.
 type accountHandler struct {
 	creator *process.Creator
+	rdb     redis.UniversalClient
 }
 
 func (h accountHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	// The heartbeat tells a waiting E5 that this process is alive: one that
+	// misses it takes the account over within seconds instead of waiting a
+	// minute or more for Asynq's recoverer (jobs/process/takeover.go).
+	if id, ok := asynq.GetTaskID(ctx); ok {
+		defer taskwait.Beat(ctx, h.rdb, id)()
+	}
 	var p jobs.AccountProcessPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
 		return fmt.Errorf("decode %s payload: %v: %w", t.Type(), err, asynq.SkipRetry)

@@ -13,15 +13,28 @@ import (
 )
 
 // sweepInterval is how often the worker looks for account tasks that
-// Asynq archived without running their handler to the end.
+// ended without their handler recording an outcome.
 const sweepInterval = 5 * time.Second
 
+// LostGrace is how long an account stays IN_PROGRESS without its task in
+// Redis before the sweep records it as lost. E5 marks the row just before
+// it queues the task, and a waiting E5 queues a vanished task again within
+// seconds (jobs/process/takeover.go); the sweep is for the accounts nobody
+// waits for any more.
+const LostGrace = 30 * time.Second
+
+// lostBatch bounds the rows one sweep looks at; the next sweep goes on from
+// where it stopped.
+const lostBatch = 100
+
 // SweepAbandoned records a failure for every archived account:process task
-// whose process row is still IN_PROGRESS, frees its slot, and deletes the
-// archived task. Asynq's recoverer archives a task whose worker died on its
-// last attempt without calling any handler, so without this sweep the row
-// would stay IN_PROGRESS for ever. A task whose handler recorded its own
-// failure leaves no IN_PROGRESS row, and is only deleted.
+// whose process row is still IN_PROGRESS and names that task, frees its
+// slot, and deletes the archived task. Asynq's recoverer archives a task
+// whose worker died on its last attempt without calling any handler, so
+// without this sweep the row would stay IN_PROGRESS for ever. A task whose
+// handler recorded its own failure leaves no IN_PROGRESS row, and is only
+// deleted. See process.Creator.Abandoned for why a concurrent E5 that
+// queues the account again is safe.
 func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, creator *process.Creator) error {
 	tasks, err := inspector.ListArchivedTasks(jobs.QueueAccounts, asynq.PageSize(100))
 	if errors.Is(err, asynq.ErrQueueNotFound) {
@@ -38,25 +51,70 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, creator *pr
 		if err := json.Unmarshal(t.Payload, &p); err != nil {
 			continue
 		}
-		// Look again right before acting: an E5 may have deleted the
-		// archived task to queue a new one.
-		info, err := inspector.GetTaskInfo(jobs.QueueAccounts, t.ID)
-		if err != nil || info.State != asynq.TaskStateArchived {
-			continue
+		// Looked at again with the row locked: an E5 may have deleted the
+		// archived task to queue a new one of the same id.
+		stillArchived := func() (bool, error) {
+			info, err := inspector.GetTaskInfo(jobs.QueueAccounts, t.ID)
+			if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+				return false, nil
+			}
+			if err != nil || info.State != asynq.TaskStateArchived {
+				return false, err
+			}
+			if err := inspector.DeleteTask(jobs.QueueAccounts, t.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+				return false, err
+			}
+			return true, nil
 		}
-		if err := creator.Abandoned(ctx, p); err != nil {
-			return err
-		}
-		if err := inspector.DeleteTask(jobs.QueueAccounts, t.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+		if _, err := creator.Abandoned(ctx, p, t.ID, process.AbandonedRecord(), stillArchived); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// SweepLost records a failure (process.CodeLost) for IN_PROGRESS accounts
+// whose task is missing from Redis altogether, LostGrace after they were
+// last marked: Redis lost its data, or an operator deleted the task. It
+// records rather than queues the task again because the row does not hold
+// everything the task needs (the operations team is E5's), and the caller
+// who sent E5 is told to call it again. It looks at up to lostBatch rows
+// with an id above after, and returns where the next sweep goes on (0
+// after the last row).
+func SweepLost(ctx context.Context, inspector *asynq.Inspector, creator *process.Creator, grace time.Duration, after int64) (next int64, err error) {
+	stale, err := creator.StaleInProgress(ctx, grace, after, lostBatch)
+	if err != nil {
+		return after, err
+	}
+	missing := func(id string) (bool, error) {
+		_, err := inspector.GetTaskInfo(jobs.QueueAccounts, id)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			return true, nil
+		}
+		return false, err
+	}
+	for _, s := range stale {
+		next = s.Payload.ProcessID
+		if gone, err := missing(s.TaskID); err != nil || !gone {
+			if err != nil {
+				return next, err
+			}
+			continue
+		}
+		if _, err := creator.Abandoned(ctx, s.Payload, s.TaskID, process.LostRecord(), func() (bool, error) { return missing(s.TaskID) }); err != nil {
+			return next, err
+		}
+	}
+	if len(stale) < lostBatch {
+		next = 0
+	}
+	return next, nil
+}
+
 func (w *Worker) sweep(ctx context.Context) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
+	var after int64
 	for {
 		select {
 		case <-ctx.Done():
@@ -64,6 +122,10 @@ func (w *Worker) sweep(ctx context.Context) {
 		case <-t.C:
 			if err := SweepAbandoned(ctx, w.inspector, w.creator); err != nil {
 				w.log.WarnContext(ctx, "sweep abandoned account tasks", "error", err)
+			}
+			var err error
+			if after, err = SweepLost(ctx, w.inspector, w.creator, LostGrace, after); err != nil {
+				w.log.WarnContext(ctx, "sweep lost account tasks", "error", err)
 			}
 		}
 	}

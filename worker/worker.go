@@ -117,7 +117,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	}
 	w.accountsMux.Use(observeJobs(deps.Metrics))
 	w.otherMux.Use(observeJobs(deps.Metrics))
-	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{w.creator})
+	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{w.creator, deps.RedisCli})
 	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
 	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))
 	return w, nil

@@ -34,6 +34,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/payment"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 	"github.com/bulkimport/bulkimport/worker"
 )
 
@@ -133,7 +134,11 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	if docs != nil {
 		defer docs.Close()
 	}
-	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc)}
+	// One pub/sub connection for every waiting E2, E5 and E9 request
+	// (issue 20); it connects on the first wait.
+	waits := taskwait.NewHub(rc)
+	defer waits.Close()
+	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc), waits: waits}
 	handler, err := p.handler(ctx)
 	if err != nil {
 		return err
@@ -197,6 +202,7 @@ type instance struct {
 	redis   redis.UniversalClient
 	docs    *documents.Store
 	metrics *metrics.Metrics
+	waits   *taskwait.Hub
 }
 
 // metricsHandler is what serves GET /metrics on HTTP_ADDR, or nil when
@@ -246,10 +252,10 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
 		Imports:    imports.New(d),
-		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log}),
+		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log, Hub: p.waits}),
 		PostImport: postimport.New(d, p.docs),
 		Business:   business.New(d, nil),
-		Payment:    payment.New(d, rc, payment.Config{Log: log}),
+		Payment:    payment.New(d, rc, payment.Config{Log: log, Hub: p.waits}),
 		Log:        log,
 	}).Handler(), nil
 }

@@ -32,6 +32,9 @@ type Config struct {
 	QueueWait time.Duration
 	// Log reports outcome messages that do not decode; it must not be nil.
 	Log *slog.Logger
+	// Hub is the process's shared pub/sub connection for waits; nil gives
+	// the Service one of its own.
+	Hub *taskwait.Hub
 }
 
 // Service is the API side of E2 and E9.
@@ -53,6 +56,9 @@ func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
 	}
 	if cfg.QueueWait <= 0 {
 		cfg.QueueWait = 10 * time.Second
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = taskwait.NewHub(rdb)
 	}
 	return &Service{db: d, rdb: rdb, cfg: cfg,
 		client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb)}
@@ -337,7 +343,7 @@ func (s *Service) checkAccounts(ctx context.Context, errs *problem.List, supplie
 // for the same task.
 func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPayload, vendor Vendor, duplicate *problem.Error) error {
 	taskID := jobs.PaymentInstructionTaskID(p)
-	w, err := taskwait.Subscribe(ctx, s.rdb, taskID)
+	w, err := s.cfg.Hub.Subscribe(ctx, taskID)
 	if err != nil {
 		return unavailable(err)
 	}
@@ -350,7 +356,11 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	if _, err := w.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueVendors, nil); err != nil {
 		return unavailable(err)
 	}
-	msg, ok, err := w.Wait(ctx, timeout+s.cfg.QueueWait)
+	// A stored instruction ends the wait even when its announcement was
+	// lost (published while the hub reconnected, or never published
+	// because the worker died after its commit).
+	stored := func(ctx context.Context) (bool, error) { return s.stored(ctx, p) }
+	msg, ok, err := w.WaitOrCheck(ctx, timeout+s.cfg.QueueWait, storedPollInterval, stored)
 	if err != nil {
 		return err
 	}
@@ -361,12 +371,6 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 		} else if err := o.err(); err != nil {
 			return err
 		}
-	} else {
-		// Nobody will wait for this task any more: stop it if it can be
-		// stopped, so that it does not store the instruction after the
-		// caller was told to retry. Should it store anyway, the retry
-		// hears payment_instruction_already_exists with the keys it needs.
-		taskwait.Abandon(s.inspector, jobs.QueueVendors, taskID)
 	}
 	// PostgreSQL is the truth; the message only woke us.
 	found, claimed, err := s.claim(ctx, p)
@@ -374,12 +378,36 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	case err != nil:
 		return fmt.Errorf("payment: read outcome: %w", err)
 	case !found:
+		if !ok {
+			// Nobody will wait for this task any more: stop it if it can
+			// be stopped, so that it does not store the instruction after
+			// the caller was told to retry. Should it store anyway, the
+			// retry hears payment_instruction_already_exists with the keys
+			// it needs.
+			taskwait.Abandon(s.inspector, jobs.QueueVendors, taskID)
+		}
 		return &problem.Error{Kind: problem.RetryableUpstream, Code: CodeVerificationUnfinished,
 			Detail: "The payment instruction could not be verified in time; nothing was stored. Retry as is."}
 	case !claimed:
 		return duplicate
 	}
 	return nil
+}
+
+// storedPollInterval is how often a waiting E2 or E9 looks in PostgreSQL
+// for an instruction whose announcement it did not hear.
+const storedPollInterval = time.Second
+
+// stored reports whether the instruction of p is in PostgreSQL. The request
+// checked that it was not before it queued the task.
+func (s *Service) stored(ctx context.Context, p jobs.PaymentInstructionVerifyPayload) (bool, error) {
+	owner, id := "account_id", p.AccountID
+	if p.BusinessID != 0 {
+		owner, id = "business_id", p.BusinessID
+	}
+	var found bool
+	err := s.db.GetContext(ctx, &found, fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM payment_instructions WHERE %s = $1 AND reference = $2)`, owner), id, p.Reference)
+	return found, err
 }
 
 // claimSQL marks the stored instruction as answered, unless a request did

@@ -60,6 +60,9 @@ type Config struct {
 	Wait time.Duration
 	// Log reports outcome messages that do not decode; it must not be nil.
 	Log *slog.Logger
+	// Hub is the process's shared pub/sub connection for waits; nil gives
+	// the Service one of its own.
+	Hub *taskwait.Hub
 }
 
 // Service is the API side of E5.
@@ -80,6 +83,9 @@ func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
 	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = defaultWait
+	}
+	if cfg.Hub == nil {
+		cfg.Hub = taskwait.NewHub(rdb)
 	}
 	s := &Service{
 		db: d, rdb: rdb, cfg: cfg, stmts: NewStatements(d),
@@ -195,16 +201,17 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	}
 	// Subscribe before enqueueing, so that a task finishing at once cannot
 	// announce its outcome before anyone listens.
-	waiter, err := taskwait.Subscribe(ctx, s.rdb, taskID)
+	waiter, err := s.cfg.Hub.Subscribe(ctx, taskID)
 	if err != nil {
 		s.release(taskID)
 		return Result{}, unavailable(err)
 	}
 	defer waiter.Close()
-	task, err := jobs.NewAccountProcessTask(jobs.AccountProcessPayload{
+	payload := jobs.AccountProcessPayload{
 		ProcessID: t.ProcessID.Int64, SupplierID: t.SupplierID, SupplierCode: req.ImportSupplierCode,
 		ExternalAccountNumber: req.ExternalAccountNumber, OperationsTeamID: t.TeamID.Int64, DryRun: req.DryRun,
-	})
+	}
+	task, err := jobs.NewAccountProcessTask(payload)
 	if err != nil {
 		s.release(taskID)
 		return Result{}, err
@@ -213,14 +220,22 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	var markErr error
 	markInProgress := func() error {
 		if req.DryRun {
-			return nil // a dry run must change nothing, E10's status included
+			// A dry run must change nothing, E10's status included. It
+			// only waits for a sweep that holds the row (Creator.Abandoned)
+			// to finish, so that the sweep cannot remove the new task.
+			if _, err := s.db.ExecContext(ctx, `SELECT 1 FROM import_processes WHERE id = $1 FOR SHARE`, t.ProcessID.Int64); err != nil {
+				markErr = fmt.Errorf("process: wait for sweep: %w", err)
+				return markErr
+			}
+			return nil
 		}
-		// IN_PROGRESS from the moment a new task is queued (E10). A joined
-		// task was marked by whoever queued it.
-		st, err := s.stmts.get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', updated_at = now()
+		// IN_PROGRESS from the moment a new task is queued (E10), owned by
+		// that task (task_id; takeover.go). A joined task was marked by
+		// whoever queued it.
+		st, err := s.stmts.get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
 			WHERE id = $1 AND service_account_number IS NULL`)
 		if err == nil {
-			_, err = st.ExecContext(ctx, t.ProcessID.Int64)
+			_, err = st.ExecContext(ctx, t.ProcessID.Int64, taskID)
 		}
 		if err != nil {
 			markErr = fmt.Errorf("process: mark in progress: %w", err)
@@ -252,7 +267,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 			return r, err
 		}
 	}
-	return s.wait(ctx, waiter, req, t.ProcessID.Int64)
+	return s.wait(ctx, waiter, req, s.newWatch(waiter, payload), t.ProcessID.Int64)
 }
 
 func (s *Service) release(taskID string) {
@@ -261,14 +276,23 @@ func (s *Service) release(taskID string) {
 	}
 }
 
-func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, processID int64) (Result, error) {
+func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, w *watch, processID int64) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Wait)
-	for {
-		var done func(context.Context) (bool, error)
+	// look runs every poll interval: it ends the wait when PostgreSQL has
+	// the outcome, and otherwise checks that the task is still alive and
+	// takes it over when its worker died (takeover.go).
+	look := func(ctx context.Context) (bool, error) {
 		if !req.DryRun { // a dry run leaves no outcome in PostgreSQL to look at
-			done = func(ctx context.Context) (bool, error) { return s.processEnded(ctx, processID) }
+			ended, err := s.processEnded(ctx, processID, w)
+			if err != nil || ended {
+				return ended, err
+			}
 		}
-		payload, ok, err := waiter.WaitOrCheck(ctx, time.Until(deadline), outcomePollInterval, done)
+		w.check(ctx)
+		return false, nil
+	}
+	for {
+		payload, ok, err := waiter.WaitOrCheck(ctx, time.Until(deadline), outcomePollInterval, look)
 		if err != nil {
 			return Result{}, err
 		}
@@ -277,6 +301,16 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 				return Result{}, stillInProgress(req)
 			}
 			return s.fromDatabase(ctx, req, processID)
+		}
+		if !req.DryRun {
+			// PostgreSQL is the truth; the message only woke us. A row
+			// still IN_PROGRESS heard an announcement that is not its
+			// task's outcome (a sweep's failure of the task an E5 has just
+			// replaced, or a task superseded by a takeover): wait on.
+			if r, done, err := s.finished(ctx, req, processID); done {
+				return r, err
+			}
+			continue
 		}
 		var o outcome
 		if err := json.Unmarshal(payload, &o); err != nil {
@@ -291,25 +325,27 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 				return Result{}, recordedError(*o.Error)
 			}
 		}
-		if req.DryRun {
-			continue
-		}
-		// PostgreSQL is the truth; the message only woke us.
-		return s.fromDatabase(ctx, req, processID)
 	}
 }
 
 // outcomePollInterval is how often a waiting E5 looks at PostgreSQL for an
-// outcome whose announcement it did not hear.
+// outcome whose announcement it did not hear, and at its task's heartbeat.
 const outcomePollInterval = time.Second
 
-// processEnded reports whether the process row has left IN_PROGRESS.
-func (s *Service) processEnded(ctx context.Context, processID int64) (bool, error) {
-	var status string
-	if err := s.get(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
+// processEnded reports whether the process row has left IN_PROGRESS, and
+// points w at the task the row names.
+func (s *Service) processEnded(ctx context.Context, processID int64, w *watch) (bool, error) {
+	var row struct {
+		Status string         `db:"status"`
+		TaskID sql.NullString `db:"task_id"`
+	}
+	if err := s.get(ctx, &row, `SELECT status, task_id FROM import_processes WHERE id = $1`, processID); err != nil {
 		return false, err
 	}
-	return status != imports.StatusInProgress, nil
+	if row.TaskID.Valid {
+		w.follow(row.TaskID.String)
+	}
+	return row.Status != imports.StatusInProgress, nil
 }
 
 // stillInProgress is the answer when no outcome came within the wait. It is
@@ -372,6 +408,7 @@ var serviceFailures = map[string]bool{
 	documents.CodeStoreNotConfigured: true,
 	documents.CodeStoreUnavailable:   true,
 	CodeAbandoned:                    true,
+	CodeLost:                         true,
 }
 
 // recordedError is the answer of E5 for a failure recorded by the worker

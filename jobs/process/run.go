@@ -221,26 +221,6 @@ func (c *Creator) failed(ctx context.Context, p jobs.AccountProcessPayload, task
 	return err
 }
 
-// Abandoned records that the task of p ended without its handler finishing:
-// its worker died, and Asynq's recoverer archived the task after its lease
-// expired without calling the handler. It records a failure only on a row
-// still IN_PROGRESS, so it is idempotent and leaves any recorded outcome
-// alone, then frees the slot and wakes the waiters.
-func (c *Creator) Abandoned(ctx context.Context, p jobs.AccountProcessPayload) error {
-	taskID := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
-	rec := problem.Record{Code: CodeAbandoned,
-		Detail: "Account processing stopped when its worker died; nothing was created. Call E5 again to retry."}
-	if !p.DryRun {
-		b, _ := json.Marshal(rec)
-		if _, err := c.db.ExecContext(ctx, `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
-			WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL`, p.ProcessID, b); err != nil {
-			return fmt.Errorf("process: record abandoned task: %w", err)
-		}
-	}
-	c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
-	return nil
-}
-
 func (c *Creator) recordFailure(ctx context.Context, processID int64, rec problem.Record) {
 	b, _ := json.Marshal(rec)
 	if _, err := c.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()

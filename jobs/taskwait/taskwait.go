@@ -9,6 +9,7 @@
 package taskwait
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,25 +22,20 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 )
 
-// Waiter listens on one task's done channel.
+// Waiter listens, through a Hub, on one task's done channel.
 type Waiter struct {
-	sub    *redis.PubSub
-	rdb    redis.UniversalClient
-	taskID string
-	// looked is set once Wait has read the stored announcement.
-	looked bool
-}
-
-// Subscribe listens on the done channel of taskID. It returns once Redis has
-// confirmed the subscription, so that a task enqueued afterwards cannot
-// announce its end before anyone listens. Close the Waiter when done.
-func Subscribe(ctx context.Context, rdb redis.UniversalClient, taskID string) (*Waiter, error) {
-	sub := rdb.Subscribe(ctx, jobs.DoneChannel(taskID))
-	if _, err := sub.Receive(ctx); err != nil {
-		sub.Close()
-		return nil, fmt.Errorf("subscribe to %s: %w", taskID, err)
-	}
-	return &Waiter{sub: sub, rdb: rdb, taskID: taskID}, nil
+	hub     *Hub
+	rdb     redis.UniversalClient
+	taskID  string
+	channel string
+	// msgs receives the task's announcements; recheck asks the waiter to
+	// look for an announcement it may have missed while the hub's
+	// connection was away.
+	msgs    chan []byte
+	recheck chan struct{}
+	// last is the last announcement returned, so that the stored copy of
+	// one already handled is not returned again.
+	last []byte
 }
 
 // outcomeKey holds the last announcement of a task, for a request that
@@ -54,63 +50,83 @@ func outcomeKey(taskID string) string { return "importd:outcome:" + taskID }
 const outcomeTTL = 10 * time.Minute
 
 // Close ends the subscription.
-func (w *Waiter) Close() error { return w.sub.Close() }
+func (w *Waiter) Close() error {
+	w.hub.leave(w)
+	return nil
+}
 
 // Wait returns the payload of the first announcement within d. ok is false
-// when none came in time, or when the subscription broke; err is ctx's error
-// when ctx ended first. Its first call also returns an announcement the task
-// made before the Waiter subscribed (see outcomeKey).
+// when none came in time, or when the hub stopped; err is ctx's error when
+// ctx ended first. It also returns an announcement the task made before the
+// Waiter subscribed, or while the hub's connection was away (see
+// outcomeKey).
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok bool, err error) {
 	return w.WaitOrCheck(ctx, d, 0, nil)
 }
 
-// stored reads, on the first wait only, an announcement the task kept for
-// requests that join it after it ended. A failed read leaves the
-// announcement, or the caller's own fallback when none comes, to answer.
+// stored reads the announcement the task kept (Publish), unless it is the
+// one returned last. A failed read leaves the announcement, or the
+// caller's own fallback when none comes, to answer.
 func (w *Waiter) stored(ctx context.Context) ([]byte, bool) {
-	if w.looked {
+	b, err := w.rdb.Get(ctx, outcomeKey(w.taskID)).Bytes()
+	if err != nil || bytes.Equal(b, w.last) {
 		return nil, false
 	}
-	w.looked = true
-	b, err := w.rdb.Get(ctx, outcomeKey(w.taskID)).Bytes()
-	return b, err == nil
+	w.last = b
+	return b, true
 }
 
-// WaitOrCheck is Wait that also asks done every interval whether the outcome
-// is already in PostgreSQL, so that an announcement lost (published while
-// the subscription was reconnecting, or never published because the worker
-// died after writing its outcome) costs at most one interval instead of the
-// whole wait. It returns ok false as soon as done reports true, like a wait
-// that ended without a message: the caller then reads PostgreSQL. An error
-// from done is treated as "not yet", since the next tick or the end of the
-// wait reads PostgreSQL again.
+// WaitOrCheck is Wait that also looks every interval for an announcement
+// that did not arrive (one published while the hub was reconnecting is
+// stored by Publish) and asks done, when not nil, whether the outcome is
+// already in PostgreSQL (the worker may have died after writing it, before
+// announcing it). A lost announcement then costs at most one interval
+// instead of the whole wait. It returns ok false as soon as done reports
+// true, like a wait that ended without a message: the caller then reads
+// PostgreSQL. An error from done is treated as "not yet", since the next
+// tick or the end of the wait reads PostgreSQL again. A renewed
+// subscription after a reconnect looks at once, whatever the interval.
 func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
 	if b, ok := w.stored(ctx); ok {
 		return b, true, nil
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	var tick <-chan time.Time // nil, so never ready, when there is no check
-	if done != nil && interval > 0 {
+	var tick <-chan time.Time // nil, so never ready, without an interval
+	if interval > 0 {
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		tick = ticker.C
 	}
+	look := func() (payload []byte, found, ended bool) {
+		if b, ok := w.stored(ctx); ok {
+			return b, true, false
+		}
+		if done != nil {
+			if finished, err := done(ctx); err == nil && finished {
+				return nil, false, true
+			}
+		}
+		return nil, false, false
+	}
 	for {
 		select {
-		case msg, open := <-w.sub.Channel():
-			if !open {
-				return nil, false, nil
-			}
-			return []byte(msg.Payload), true, nil
+		case b := <-w.msgs:
+			w.last = b
+			return b, true, nil
 		case <-tick:
-			if finished, err := done(ctx); err == nil && finished {
-				return nil, false, nil
-			}
+		case <-w.recheck:
+		case <-w.hub.done:
+			return nil, false, nil
 		case <-timer.C:
 			return nil, false, nil
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
+		}
+		if b, found, ended := look(); found {
+			return b, true, nil
+		} else if ended {
+			return nil, false, nil
 		}
 	}
 }
@@ -148,7 +164,29 @@ func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v an
 //
 // joined reports whether an existing task was joined.
 func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue string, prepare func() error) (joined bool, err error) {
-	taskID := w.taskID
+	return enqueueOrJoin(ctx, client, inspector, task, queue, w.taskID, func() error {
+		if err := w.rdb.Del(ctx, outcomeKey(w.taskID)).Err(); err != nil {
+			return err
+		}
+		if prepare != nil {
+			return prepare()
+		}
+		return nil
+	})
+}
+
+// TakeOver is EnqueueOrJoin for a task of another id, id, that does the
+// work of w's task, whose worker died (see Beat), and announces its end on
+// w's channel. It keeps the stored announcement: the dead task may have
+// announced its end just before it died.
+func (w *Waiter) TakeOver(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, id string, prepare func() error) (joined bool, err error) {
+	if prepare == nil {
+		prepare = func() error { return nil }
+	}
+	return enqueueOrJoin(ctx, client, inspector, task, queue, id, prepare)
+}
+
+func enqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string, prepare func() error) (joined bool, err error) {
 	for range 3 {
 		info, err := inspector.GetTaskInfo(queue, taskID)
 		switch {
@@ -162,13 +200,8 @@ func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspec
 		default:
 			return true, nil // pending, scheduled, active or retrying: share it
 		}
-		if err := w.rdb.Del(ctx, outcomeKey(taskID)).Err(); err != nil {
+		if err := prepare(); err != nil {
 			return false, err
-		}
-		if prepare != nil {
-			if err := prepare(); err != nil {
-				return false, err
-			}
 		}
 		_, err = client.EnqueueContext(ctx, task)
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {

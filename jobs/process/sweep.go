@@ -1,0 +1,125 @@
+package process
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+)
+
+// CodeLost is recorded for an account whose task vanished from Redis while
+// its process row said IN_PROGRESS (Redis lost its data, or someone deleted
+// the task), with no request waiting to queue it again.
+const CodeLost = "account_processing_lost"
+
+// AbandonedRecord is the failure recorded for a task that Asynq archived
+// without its handler finishing: its worker died on the task's last attempt.
+func AbandonedRecord() problem.Record {
+	return problem.Record{Code: CodeAbandoned,
+		Detail: "Account processing stopped when its worker died; nothing was created. Call E5 again to retry."}
+}
+
+// LostRecord is the failure recorded for a task that vanished from Redis
+// (CodeLost).
+func LostRecord() problem.Record {
+	return problem.Record{Code: CodeLost,
+		Detail: "Account processing stopped: its task was lost from the queue; nothing was created. Call E5 again to retry."}
+}
+
+// Abandoned records rec as the outcome of the task taskID of p, which ended
+// without its handler recording one, frees the account's slot and wakes the
+// waiters. confirm runs with the process row locked: it looks at the task
+// again, reports whether it is still in the state the sweep found it in,
+// and may remove it.
+//
+// The lock is what makes the sweep safe against an E5 that queues the
+// account again at the same moment: E5 marks the row (markInProgress)
+// before it queues a task, so it waits for the lock, and no new task can
+// appear between confirm's look and the write. The write is also
+// conditional on the row still naming taskID (or naming none, as rows
+// marked before migration 00018 do): a task that took the account over
+// (takeover.go) is never failed for its dead predecessor. recorded is false
+// when nothing was written; nothing is announced then.
+func (c *Creator) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, taskID string, rec problem.Record, confirm func() (bool, error)) (recorded bool, err error) {
+	b, _ := json.Marshal(rec)
+	err = db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
+		var row struct {
+			Status string         `db:"status"`
+			TaskID sql.NullString `db:"task_id"`
+		}
+		err := tx.GetContext(ctx, &row, `SELECT status, task_id FROM import_processes WHERE id = $1 FOR UPDATE`, p.ProcessID)
+		if err == sql.ErrNoRows {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock process %d: %w", p.ProcessID, err)
+		}
+		if ok, err := confirm(); err != nil || !ok {
+			return err
+		}
+		if p.DryRun {
+			recorded = true // a dry run records nothing; its waiters hear the failure
+			return nil
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
+			WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL
+			AND (task_id = $3 OR task_id IS NULL)`, p.ProcessID, b, taskID)
+		if err != nil {
+			return fmt.Errorf("record %s: %w", rec.Code, err)
+		}
+		n, _ := res.RowsAffected()
+		recorded = n == 1
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("process: %w", err)
+	}
+	if recorded {
+		c.finish(ctx, jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun), outcome{Outcome: outcomeFailed, Error: &rec})
+	}
+	return recorded, nil
+}
+
+// Stale is an IN_PROGRESS account and the task its row names.
+type Stale struct {
+	Payload jobs.AccountProcessPayload
+	TaskID  string
+}
+
+// StaleInProgress lists up to limit IN_PROGRESS accounts with an id above
+// after that nothing has marked for longer than grace, in id order: the
+// candidates of the sweep of lost tasks. Dry runs leave no such rows.
+func (c *Creator) StaleInProgress(ctx context.Context, grace time.Duration, after int64, limit int) ([]Stale, error) {
+	var rows []struct {
+		ID           int64          `db:"id"`
+		SupplierID   int64          `db:"supplier_id"`
+		SupplierCode string         `db:"code"`
+		External     string         `db:"external_account_number"`
+		TaskID       sql.NullString `db:"task_id"`
+	}
+	err := c.db.SelectContext(ctx, &rows, `SELECT p.id, p.supplier_id, s.code, p.external_account_number, p.task_id
+		FROM import_processes p JOIN import_suppliers s ON s.id = p.supplier_id
+		WHERE p.status = $1 AND p.id > $2 AND p.updated_at < now() - make_interval(secs => $3)
+		ORDER BY p.id LIMIT $4`, imports.StatusInProgress, after, grace.Seconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("process: list stale: %w", err)
+	}
+	out := make([]Stale, len(rows))
+	for i, r := range rows {
+		p := jobs.AccountProcessPayload{ProcessID: r.ID, SupplierID: r.SupplierID, SupplierCode: r.SupplierCode, ExternalAccountNumber: r.External}
+		id := r.TaskID.String
+		if !r.TaskID.Valid {
+			id = jobs.AccountTaskID(r.SupplierCode, r.External, false)
+		}
+		out[i] = Stale{Payload: p, TaskID: id}
+	}
+	return out, nil
+}

@@ -1,0 +1,198 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
+)
+
+// Taking over an account whose worker died.
+//
+// Asynq v0.26 gives a dead worker's task back to the queue only after its
+// 30 s lease, a further 30 s allowance and a recoverer that runs once a
+// minute, none of them settable: accounts stalled 63 to 93 s after a kill
+// (issue 19). The worker's handler keeps a heartbeat in Redis while it runs
+// a task (taskwait.Beat, refreshed every second, gone 5 s after the last
+// refresh). A waiting E5 looks every second: when its task is active in
+// Asynq without a heartbeat, or missing from Redis altogether, for longer
+// than deadAfter, it queues a task of its own for the account, under a new
+// id (the dead task keeps its id in Asynq's active list until the
+// recoverer), and waits for that one. Every E5 waiting for the account,
+// and one that joins later, follows the row's task_id to the task that
+// owns the account now.
+//
+// Why this cannot create an account twice, even when the first worker is
+// slow rather than dead (frozen, cut off from Redis, or blocked on a lock,
+// while its heartbeat lapsed):
+//   - Creation is one PostgreSQL transaction that starts by locking the
+//     process row (SELECT ... FOR UPDATE in Creator.Run) and does nothing
+//     but report the existing account when the row already has a service
+//     account number. Two tasks for one account run their transactions one
+//     after the other; the second finds the number and creates nothing.
+//   - Should a task ever get past that check, accounts are unique on
+//     (supplier_id, external_account_number) and on import_process_id, so
+//     its insert fails and the transaction rolls back whole.
+//   - E-mails are queued only by the task whose transaction created the
+//     account, after its commit.
+//
+// So a takeover costs at worst some duplicate work. The row's task_id is a
+// compare-and-swap among waiters, not a safety device: of several E5s that
+// notice the same dead task, one queues the takeover and the others follow
+// it; and the sweeps (worker/sweep.go) never record a failure for a task
+// the row no longer names. The dead task, once Asynq's recoverer runs it
+// again or archives it, finds the account created or owned by another
+// task, and changes nothing.
+//
+// A worker of a version without heartbeats looks dead to this check: its
+// tasks are taken over after deadAfter, which is safe for the same reasons.
+const (
+	// deadAfter is how long an active task must go without a heartbeat
+	// (whose key already outlives its last refresh by HeartbeatTTL) before
+	// it is taken over: two looks, so that a task that has just started
+	// and not yet written its first beat, or just finished, is not.
+	deadAfter = time.Second
+	// missingAfter is how long a task must be missing from Redis: another
+	// E5 may be between deleting a finished task and queueing a new one.
+	missingAfter = 2 * time.Second
+)
+
+// errTakenOver stops a takeover whose row moved on: another E5 took the
+// account over, or its outcome is recorded.
+var errTakenOver = errors.New("process: task taken over already")
+
+// watch follows, for one waiting E5, the task that processes its account.
+type watch struct {
+	s       *Service
+	waiter  *taskwait.Waiter
+	payload jobs.AccountProcessPayload
+	base    string // the account's own task id, on whose channel every task announces
+	current string // the task watched
+	// since is when the current task was first seen dead (active without
+	// a heartbeat) or missing; zero while it looks alive.
+	since   time.Time
+	missing bool
+}
+
+func (s *Service) newWatch(waiter *taskwait.Waiter, p jobs.AccountProcessPayload) *watch {
+	id := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
+	return &watch{s: s, waiter: waiter, payload: p, base: id, current: id}
+}
+
+// follow makes w watch the task id, the one the process row names.
+func (w *watch) follow(id string) {
+	if id != w.current {
+		w.current, w.since = id, time.Time{}
+	}
+}
+
+// check looks at the current task and takes it over when it has been dead
+// or missing for long enough. Failures are logged: the next look tries
+// again, and the sweeps and Asynq's recoverer remain behind it.
+func (w *watch) check(ctx context.Context) {
+	dead, err := w.dead(ctx)
+	if err == nil && dead {
+		err = w.takeOver(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
+		w.s.cfg.Log.WarnContext(ctx, "watch account task", "task_id", w.current, "error", err)
+	}
+}
+
+// dead reports whether the current task has been active without a
+// heartbeat for deadAfter, or missing from Redis for missingAfter.
+func (w *watch) dead(ctx context.Context) (bool, error) {
+	info, err := w.s.inspector.GetTaskInfo(jobs.QueueAccounts, w.current)
+	var silent, missing bool
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+		silent, missing = true, true
+	case err != nil:
+		return false, err
+	case info.State == asynq.TaskStateActive:
+		alive, err := taskwait.Alive(ctx, w.s.rdb, w.current)
+		if err != nil {
+			return false, err
+		}
+		silent = !alive
+	}
+	// Pending, scheduled and retrying tasks are waiting for a worker, and
+	// completed and archived ones have ended (the sweep records the
+	// outcome of an archived one): none is for a takeover.
+	if !silent || missing != w.missing {
+		w.since, w.missing = time.Time{}, missing
+	}
+	if !silent {
+		return false, nil
+	}
+	now := time.Now()
+	if w.since.IsZero() {
+		w.since = now
+	}
+	limit := deadAfter
+	if missing {
+		limit = missingAfter
+	}
+	return now.Sub(w.since) >= limit, nil
+}
+
+// takeOver queues the task that replaces the current one: under the next
+// takeover id when the current task is active in a dead worker (its id is
+// taken until the recoverer frees it), or under its own id when it is
+// missing. For a real run the row's task_id moves from the current task to
+// the new one first, only if it still names the current task; a waiter
+// that loses that race follows the winner's task at its next look.
+func (w *watch) takeOver(ctx context.Context) error {
+	next := w.current
+	if !w.missing {
+		next = nextTakeoverID(w.base, w.current)
+	}
+	task, err := jobs.NewAccountProcessTaskID(w.payload, next)
+	if err != nil {
+		return err
+	}
+	claim := func() error {
+		if w.payload.DryRun {
+			return nil // no row: the task id alone keeps waiters to one takeover
+		}
+		res, err := w.s.db.ExecContext(ctx, `UPDATE import_processes SET task_id = $4, updated_at = now()
+			WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL
+			AND COALESCE(task_id, $2) = $3`, w.payload.ProcessID, w.base, w.current, next)
+		if err != nil {
+			return fmt.Errorf("claim takeover: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errTakenOver
+		}
+		return nil
+	}
+	_, err = w.waiter.TakeOver(ctx, w.s.client, w.s.inspector, task, jobs.QueueAccounts, next, claim)
+	if errors.Is(err, errTakenOver) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.s.cfg.Log.InfoContext(ctx, "took over account task", "task_id", w.current, "takeover_task_id", next)
+	w.follow(next)
+	return nil
+}
+
+// nextTakeoverID is the id of the task that takes over from current:
+// base-takeover-1 after the account's own task, then -2, and so on. Being
+// derived from the task it replaces, every waiter of a dry run (which has
+// no row to agree through) picks the same one.
+func nextTakeoverID(base, current string) string {
+	n := 0
+	if rest, ok := strings.CutPrefix(current, base+"-takeover-"); ok {
+		n, _ = strconv.Atoi(rest)
+	}
+	return base + "-takeover-" + strconv.Itoa(n+1)
+}
