@@ -64,8 +64,13 @@ func TestArrayLimits_OneElementTooManyIsRefusedAndWritesNothing(t *testing.T) {
 
 // A 10 MiB body of [0,0,...] took 1.7 GB and 11 s to refuse on E5 (issue
 // 20). It is now refused at once, as is the same array in a field. The
-// memory bound is measured in jobs/validate, where nothing else runs.
+// memory bound and the parse time are measured in jobs/validate, where
+// nothing else runs; here the time only catches a return of the minutes.
+// Three 10 MiB bodies take long under -race: make test-long runs it.
 func TestArrayLimits_TenMiBArrayOnE5IsRefusedFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three 10 MiB bodies; run without -short")
+	}
 	t.Parallel()
 	e := newImportsEnv(t)
 	arr := "[" + strings.TrimSuffix(strings.Repeat("0,", 5<<20-100), ",") + "]"
@@ -84,8 +89,8 @@ func TestArrayLimits_TenMiBArrayOnE5IsRefusedFast(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
 			r := e.s.do(t, "POST", "/v1/data-import/account-import-process/process/", e.tok, tt.body)
-			if took := time.Since(start); took > 5*time.Second {
-				t.Errorf("answered in %v, want under 5s", took)
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("answered in %v, want under 30s", took)
 			}
 			if r.Status != 400 || r.Body["code"] != tt.code {
 				t.Fatalf("%d %.300s", r.Status, r.Raw)

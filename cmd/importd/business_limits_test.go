@@ -29,8 +29,10 @@ func TestBusiness_DetailsBeyondTheLimitAreRefusedFast(t *testing.T) {
 	m["business"].(map[string]any)["details"] = details
 	start := time.Now()
 	r := s.do(t, "POST", "/v1/data-import/business/", tok, m)
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("answered in %v, want under 2s", took)
+	// Generous for -race on a loaded machine; the pairwise checks took
+	// minutes.
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("answered in %v, want under 10s", took)
 	}
 	if r.Status != 400 || r.Body["code"] != "business_failed_validation" {
 		t.Fatalf("%d %.300s", r.Status, r.Raw)
