@@ -114,6 +114,8 @@ maxLength where it gives one (see each field), else a bound that keeps one field
 ` + "`invalid_datetime`" + `, spec section 1 rule 5 (datetimes in any RFC 3339 form, stored in UTC); ` + "`duplicate_key`" + `,
 ` + "`null_characters_not_allowed`" + ` and ` + "`number_out_of_range`" + `, what storage can hold.
 
+` + validate.LimitsRule + `
+
 `)
 	b.WriteString(validate.Reference(accountSchema.Spec()))
 	b.WriteString("\n## Rules across fields and outside the payload\n\n| Code | Reported at | Rule |\n|---|---|---|\n")

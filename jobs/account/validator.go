@@ -49,7 +49,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	if v.Catalog == nil {
 		return nil, errors.New("account: Validator has no Catalog")
 	}
-	root, perr := validate.ParseBody(body)
+	root, perr := accountSchema.ParseBody(body)
 	if perr != nil {
 		return nil, perr
 	}

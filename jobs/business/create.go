@@ -39,7 +39,7 @@ func New(d *sqlx.DB, now func() time.Time) *Service {
 // not JSON or not an object gives a parse_error.
 func Parse(body []byte, today validate.Date) (Request, problem.List, *problem.Error) {
 	var r Request
-	root, perr := validate.ParseBody(body)
+	root, perr := requestSchema.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}

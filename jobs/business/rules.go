@@ -57,6 +57,8 @@ Paths below write arrays as ` + "`[]`" + `. Any field not listed is refused with
 that appears twice in one object with ` + "`duplicate_key`" + ` at the second one. ` + "`invalid`" + ` means a wrong JSON type, or null
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold.
 
+` + validate.LimitsRule + `
+
 `)
 	ref := validate.Reference(requestSchema.Spec())
 	// terms is a Custom field of a type the validate package does not name.

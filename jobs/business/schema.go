@@ -25,7 +25,7 @@ var detailSchema = v.NewObject(
 // termsSpec is an array of any JSON values. The validate package has no
 // field kind for a free-form array, so it is a Custom field; its reference
 // row is fixed up in Reference.
-var termsSpec = &v.Spec{Name: "terms", Required: true,
+var termsSpec = &v.Spec{Name: "terms", Required: true, MaxItems: v.DefaultMaxItems,
 	Note:  "Any JSON values; the spec does not show a term's shape, so terms are stored as sent (compact JSON) and given no meaning.",
 	Codes: []string{v.CodeRequired, v.CodeInvalid, v.CodeNullCharacters, v.CodeNumberOutOfRange, v.CodeDuplicateKey}}
 
@@ -74,66 +74,11 @@ func bindTerms(w *v.Walker, val *v.Value, dst *Version) {
 		w.Add(v.CodeInvalid, "Expected an array but got %s.", val.Kind)
 		return
 	}
-	if !checkFreeForm(w, val) {
+	if !v.CheckFreeForm(w, val, termsSpec) {
 		return
 	}
 	var compact, escaped bytes.Buffer
 	_ = json.Compact(&compact, []byte(val.Raw)) // cannot fail: Parse accepted it
 	json.HTMLEscape(&escaped, compact.Bytes())
 	dst.Terms = json.RawMessage(escaped.Bytes())
-}
-
-// checkFreeForm refuses, at their own paths, what jsonb cannot store or
-// would silently change: NUL characters, numbers beyond numeric's range, and
-// duplicate keys (jsonb keeps only the last).
-func checkFreeForm(w *v.Walker, val *v.Value) bool {
-	ok := true
-	switch val.Kind {
-	case v.KindString:
-		if strings.IndexByte(val.Text, 0) >= 0 {
-			w.Add(v.CodeNullCharacters, "Null characters are not allowed.")
-			ok = false
-		}
-	case v.KindNumber:
-		if !numericInRange(val.Text) {
-			w.Add(v.CodeNumberOutOfRange, "This number is too large or too precise to be stored.")
-			ok = false
-		}
-	case v.KindArray:
-		for i := range val.Items {
-			w.PushIndex(i)
-			ok = checkFreeForm(w, &val.Items[i]) && ok
-			w.Pop()
-		}
-	case v.KindObject:
-		for i := range val.Members {
-			m := &val.Members[i]
-			w.Push(m.Key)
-			if strings.IndexByte(m.Key, 0) >= 0 {
-				w.Add(v.CodeNullCharacters, "Null characters are not allowed.")
-				ok = false
-			}
-			for j := 0; j < i; j++ {
-				if val.Members[j].Key == m.Key {
-					w.Add(v.CodeDuplicateKey, "Duplicate key %q in object.", m.Key)
-					ok = false
-					break
-				}
-			}
-			ok = checkFreeForm(w, &m.Value) && ok
-			w.Pop()
-		}
-	}
-	return ok
-}
-
-// numericInRange reports whether a JSON number literal fits PostgreSQL's
-// numeric as jsonb stores it: only a long exponent can overflow.
-func numericInRange(lit string) bool {
-	i := strings.IndexAny(lit, "eE")
-	if i < 0 {
-		return len(lit) <= 1000
-	}
-	exp := strings.TrimLeft(strings.TrimLeft(lit[i+1:], "+-"), "0")
-	return len(exp) <= 3 && i <= 1000
 }

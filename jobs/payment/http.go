@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,6 +31,34 @@ func newHTTPAdapter(v Vendor, client *http.Client) (Adapter, error) {
 	return &httpAdapter{base: strings.TrimRight(v.BaseURL, "/"), client: client}, nil
 }
 
+// newVendorClient is the HTTP client of vendor calls. It follows no
+// redirect: the protocol has none, and following one would send the
+// reference to a place the operator never configured (issue 20). The
+// redirect comes back as the answer, a protocol violation.
+func newVendorClient(t http.RoundTripper) *http.Client {
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
+
+// AllowedURL reports whether vendor calls may go to u: https, or http to a
+// loopback host (127.0.0.0/8, ::1, localhost), where nothing crosses a
+// network (a vendor simulator, a local adapter's sidecar).
+func AllowedURL(u *url.URL) bool {
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		h := u.Hostname()
+		if strings.EqualFold(strings.TrimSuffix(h, "."), "localhost") {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return false
+}
+
 // InstructionURL is where the protocol asks for reference at base.
 func InstructionURL(base, reference string) string {
 	return strings.TrimRight(base, "/") + "/payment-instructions/" + url.PathEscape(reference)
@@ -41,6 +70,11 @@ func (a *httpAdapter) Fetch(ctx context.Context, reference string) (VendorInstru
 		return VendorInstruction{}, fmt.Errorf("build vendor request: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if !AllowedURL(req.URL) {
+		// AddVendor refuses such a URL; one stored before that rule is
+		// never called.
+		return VendorInstruction{}, protocolErrorf("base URL %s is not https (http only for a loopback host); nothing was sent", a.base)
+	}
 	res, err := a.client.Do(req)
 	if err != nil {
 		// Timeouts, refused and reset connections, DNS failures: all may
@@ -52,6 +86,8 @@ func (a *httpAdapter) Fetch(ctx context.Context, reference string) (VendorInstru
 	switch {
 	case res.StatusCode >= 500 || res.StatusCode == http.StatusTooManyRequests:
 		return VendorInstruction{}, &IntermittentError{Reason: "answered " + res.Status, Cause: fmt.Errorf("vendor answered %s", res.Status)}
+	case res.StatusCode >= 300 && res.StatusCode < 400:
+		return VendorInstruction{}, protocolErrorf("answered %s (to %q); redirects are not followed", res.Status, res.Header.Get("Location"))
 	case res.StatusCode == http.StatusNotFound:
 		return VendorInstruction{}, ErrNotFound
 	case res.StatusCode >= 400 && res.StatusCode < 500:

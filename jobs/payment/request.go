@@ -24,6 +24,11 @@ const (
 	maxReference = 255
 )
 
+// maxAccounts bounds E2's accounts: the service's own limit (the spec shows
+// none), far above a real business's accounts; the rest of the array is
+// never built (validate.MaxItems).
+const maxAccounts = 10000
+
 // AccountRequest is the body of E9.
 type AccountRequest struct {
 	ImportSupplier        string `json:"import_supplier"`
@@ -84,7 +89,7 @@ var businessRequestSchema = v.NewObject(
 	v.Req("type", v.StringValue, func(r *BusinessRequest) *string { return &r.Type }, v.OpenCode(),
 		v.Codes(CodeTypeMismatch), v.Note(typeNote)),
 	v.List("accounts", accountRefSchema, func(r *BusinessRequest) *[]AccountRef { return &r.Accounts }, v.Required(),
-		v.Note("At least one. Each account must be imported and belong to the business through its business contract.")),
+		v.MaxItems(maxAccounts), v.Note("At least one. Each account must be imported and belong to the business through its business contract.")),
 )
 
 // ParseAccountRequest decodes and checks the body of E9 as far as the
@@ -92,7 +97,7 @@ var businessRequestSchema = v.NewObject(
 // and every problem; a body that is not a JSON object gives a parse_error.
 func ParseAccountRequest(body []byte) (AccountRequest, problem.List, *problem.Error) {
 	var r AccountRequest
-	root, perr := v.ParseBody(body)
+	root, perr := accountRequestSchema.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}
@@ -105,7 +110,7 @@ func ParseAccountRequest(body []byte) (AccountRequest, problem.List, *problem.Er
 // ParseAccountRequest does for E9.
 func ParseBusinessRequest(body []byte) (BusinessRequest, problem.List, *problem.Error) {
 	var r BusinessRequest
-	root, perr := v.ParseBody(body)
+	root, perr := businessRequestSchema.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}

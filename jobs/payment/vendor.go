@@ -114,8 +114,8 @@ func checkVendor(v *Vendor) error {
 		errs.Add("name", "invalid_vendor_name", "Vendor name %q must be 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit.", v.Name)
 	}
 	u, err := url.Parse(v.BaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		errs.Add("url", "invalid_url", "Vendor URL %q must be an absolute http:// or https:// URL without credentials, query or fragment.", v.BaseURL)
+	if err != nil || !AllowedURL(u) || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		errs.Add("url", "invalid_url", "Vendor URL %q must be an absolute https:// URL (http:// only for a loopback host: 127.0.0.0/8, ::1, localhost) without credentials, query or fragment.", v.BaseURL)
 	} else {
 		v.BaseURL = strings.TrimRight(v.BaseURL, "/")
 	}

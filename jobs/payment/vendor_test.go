@@ -73,16 +73,19 @@ func TestAddVendor_ValidatesAndStores(t *testing.T) {
 		v    Vendor
 		code string
 	}{
-		{"name with a space", Vendor{Name: "Pay Co", BaseURL: "http://x"}, "invalid_vendor_name"},
-		{"empty name", Vendor{BaseURL: "http://x"}, "invalid_vendor_name"},
+		{"name with a space", Vendor{Name: "Pay Co", BaseURL: "https://x"}, "invalid_vendor_name"},
+		{"empty name", Vendor{BaseURL: "https://x"}, "invalid_vendor_name"},
 		{"ftp URL", Vendor{Name: "V1", BaseURL: "ftp://x"}, "invalid_url"},
+		{"http URL to a host on the network", Vendor{Name: "V9", BaseURL: "http://pay.example"}, "invalid_url"},
+		{"http URL to a private address", Vendor{Name: "V10", BaseURL: "http://10.0.0.1:8080"}, "invalid_url"},
+		{"http URL to a name that only starts like localhost", Vendor{Name: "V11", BaseURL: "http://localhost.pay.example"}, "invalid_url"},
 		{"relative URL", Vendor{Name: "V2", BaseURL: "/api"}, "invalid_url"},
-		{"URL with query", Vendor{Name: "V3", BaseURL: "http://x/?a=1"}, "invalid_url"},
-		{"URL with credentials", Vendor{Name: "V4", BaseURL: "http://u:p@x"}, "invalid_url"},
-		{"negative timeout", Vendor{Name: "V5", BaseURL: "http://x", Timeout: -time.Second}, "invalid"},
-		{"too many attempts", Vendor{Name: "V6", BaseURL: "http://x", Attempts: 11}, "invalid"},
-		{"backoff too long", Vendor{Name: "V7", BaseURL: "http://x", Backoff: 2 * time.Minute}, "invalid"},
-		{"unknown adapter", Vendor{Name: "V8", BaseURL: "http://x", Adapter: "soap"}, "invalid_choice"},
+		{"URL with query", Vendor{Name: "V3", BaseURL: "https://x/?a=1"}, "invalid_url"},
+		{"URL with credentials", Vendor{Name: "V4", BaseURL: "https://u:p@x"}, "invalid_url"},
+		{"negative timeout", Vendor{Name: "V5", BaseURL: "https://x", Timeout: -time.Second}, "invalid"},
+		{"too many attempts", Vendor{Name: "V6", BaseURL: "https://x", Attempts: 11}, "invalid"},
+		{"backoff too long", Vendor{Name: "V7", BaseURL: "https://x", Backoff: 2 * time.Minute}, "invalid"},
+		{"unknown adapter", Vendor{Name: "V8", BaseURL: "https://x", Adapter: "soap"}, "invalid_choice"},
 		{"several problems", Vendor{Name: "bad name", BaseURL: "x"}, "invalid_vendor"},
 	}
 	for _, tc := range tests {
@@ -98,6 +101,20 @@ func TestAddVendor_ValidatesAndStores(t *testing.T) {
 	if err != nil || len(vs) != 1 || vs[0].Name != "Pay.Co-1" || vs[0].Timeout != DefaultTimeout {
 		t.Errorf("list: %+v %v", vs, err)
 	}
+	// http is accepted for a loopback host only, where nothing crosses a
+	// network (issue 20).
+	for _, u := range []string{"http://127.0.0.1:18090", "http://127.8.9.10", "http://[::1]:80", "http://localhost:9", "http://LOCALHOST."} {
+		if _, err := AddVendor(ctx, d, Vendor{Name: "L" + strconv.Itoa(len(u)) + strings.Map(keepAlnum, u), BaseURL: u}); err != nil {
+			t.Errorf("AddVendor(%s): %v", u, err)
+		}
+	}
+}
+
+func keepAlnum(r rune) rune {
+	if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+		return r
+	}
+	return -1
 }
 
 // statusServer answers every request with the status and body named in its

@@ -41,7 +41,7 @@ func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient, log *slog.Logger) *Verif
 	// Every verification of a busy migration goes to the same few vendors.
 	t.MaxIdleConnsPerHost = 32
 	// No client timeout: each attempt's context carries the vendor's.
-	return &Verifier{db: d, rdb: rdb, client: &http.Client{Transport: t}, log: log}
+	return &Verifier{db: d, rdb: rdb, client: newVendorClient(t), log: log}
 }
 
 // Run verifies and stores the instruction of one task, and announces the

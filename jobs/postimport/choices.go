@@ -34,6 +34,9 @@ const (
 	MaxNotes        = 1000
 	MaxTransactions = 10000
 	MaxStatements   = 1000
+	// maxUnits bounds line_items[].units: generous, as the spec shows no
+	// meaning for the list (a month of half-hourly values is 1,488).
+	maxUnits = 10000
 )
 
 // String length limits, as in jobs/account.

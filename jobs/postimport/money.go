@@ -89,7 +89,7 @@ func moneyField[T any](name string, at func(*T) *Money, extraCodes ...string) va
 func decimalListField[T any](name string, at func(*T) *[]validate.Decimal, note string) validate.Field[T] {
 	// The schema has no list-of-numbers type; the reference renders this
 	// row's type from unitsType (see Reference).
-	spec := &validate.Spec{Name: name, Type: validate.TypeDecimal, Note: note}
+	spec := &validate.Spec{Name: name, Type: validate.TypeDecimal, Note: note, MaxItems: maxUnits}
 	return validate.Custom(spec, func(w *validate.Walker, v *validate.Value, dst *T) {
 		if v.Kind == validate.KindNull {
 			w.Add(validate.CodeInvalid, "This field may not be null.")
@@ -99,8 +99,12 @@ func decimalListField[T any](name string, at func(*T) *[]validate.Decimal, note 
 			w.Add(validate.CodeInvalid, "Expected an array of numbers but got %s.", v.Kind)
 			return
 		}
-		out := make([]validate.Decimal, 0, len(v.Items))
 		ok := true
+		if v.Truncated {
+			w.Add(validate.CodeTooManyItems, "Ensure this field has no more than %d elements.", maxUnits)
+			ok = false
+		}
+		out := make([]validate.Decimal, 0, len(v.Items))
 		for i := range v.Items {
 			w.PushIndex(i)
 			it := &v.Items[i]

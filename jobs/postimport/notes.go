@@ -22,7 +22,7 @@ var notesSchema = v.NewObject(
 		v.Codes(CodeAccountNotFound)),
 	v.Req("external_account_number", v.StringValue, func(r *NotesRequest) *string { return &r.ExternalAccountNumber },
 		v.MaxLength(maxAccountRef), v.Codes(CodeAccountNotFound)),
-	v.List("notes", note.Schema, func(r *NotesRequest) *[]note.Note { return &r.Notes }, v.Required(), v.Codes(CodeTooManyItems),
+	v.List("notes", note.Schema, func(r *NotesRequest) *[]note.Note { return &r.Notes }, v.Required(), v.MaxItems(MaxNotes),
 		v.Note(fmt.Sprintf("At most %d notes.", MaxNotes))),
 )
 
@@ -44,14 +44,13 @@ func ParseNotes(body []byte) (*NotesRequest, error) {
 const detailNotesFailed = "Could not validate the notes; nothing was created."
 
 func parseNotes(body []byte) (*NotesRequest, problem.List, *problem.Error) {
-	root, perr := v.ParseBody(body)
+	root, perr := notesSchema.ParseBody(body)
 	if perr != nil {
 		return nil, nil, perr
 	}
 	var r NotesRequest
 	var w v.Walker
 	notesSchema.Bind(&w, root, &r)
-	checkCount(&w.Errors, "notes", len(r.Notes), MaxNotes)
 	note.Check(&w, "notes", r.Notes)
 	return &r, w.Errors, nil
 }

@@ -28,7 +28,7 @@ const (
 
 // The codes of individual problems. Each is stable: callers branch on them.
 const (
-	CodeTooManyItems             = "too_many_items"
+	CodeTooManyItems             = validate.CodeTooManyItems
 	CodeInvalidDocumentPath      = documents.CodeInvalidPath
 	CodeDocumentNotFound         = documents.CodeNotFound
 	CodeAmountPrecision          = "invalid_amount_precision"
@@ -139,6 +139,8 @@ requires documents (below), a request that references a document while the servi
 The field tables' own codes follow the spec: ` + "`unknown_field`" + ` (section 1, rule 6: only documented fields),
 ` + "`required`" + `, ` + "`invalid`" + `, ` + "`blank`" + `, ` + "`invalid_date`" + ` and ` + "`invalid_datetime`" + ` (the types of section 2 and the date
 forms of rule 5). ` + "`max_length`" + ` limits are the service's own bounds on stored text; the spec sets none.
+
+` + validate.LimitsRule + `
 
 Concurrent requests for one account take turns (the account's row is locked for the request's transaction), so two
 identical requests sent at once behave as if sent one after the other.

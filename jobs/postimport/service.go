@@ -250,11 +250,3 @@ func hasErrorAt(errs problem.List, attrs ...string) bool {
 	}
 	return false
 }
-
-// checkCount adds a problem when a request carries more items than one
-// transaction should write.
-func checkCount(errs *problem.List, field string, n, limit int) {
-	if n > limit {
-		errs.Add(field, CodeTooManyItems, "At most %d items per request; send the rest in further requests.", limit)
-	}
-}

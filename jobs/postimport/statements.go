@@ -62,7 +62,7 @@ var statementsSchema = v.NewObject(
 	v.Req("external_account_number", v.StringValue, func(r *StatementsRequest) *string { return &r.ExternalAccountNumber },
 		v.MaxLength(maxAccountRef), v.Codes(CodeAccountNotFound)),
 	v.List("statements", statementSchema, func(r *StatementsRequest) *[]Statement { return &r.Statements }, v.Required(),
-		v.Codes(CodeTooManyItems), v.Note(fmt.Sprintf("At most %d statements; all are created, or none.", MaxStatements))),
+		v.MaxItems(MaxStatements), v.Note(fmt.Sprintf("At most %d statements; all are created, or none.", MaxStatements))),
 )
 
 // grossAmountField is the optional integer gross_amount. A number written
@@ -112,14 +112,13 @@ func ParseStatements(body []byte, today time.Time) (*StatementsRequest, error) {
 }
 
 func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.List, *problem.Error) {
-	root, perr := v.ParseBody(body)
+	root, perr := statementsSchema.ParseBody(body)
 	if perr != nil {
 		return nil, nil, perr
 	}
 	var r StatementsRequest
 	var w v.Walker
 	statementsSchema.Bind(&w, root, &r)
-	checkCount(&w.Errors, "statements", len(r.Statements), MaxStatements)
 	seen := make(map[string]bool, len(r.Statements))
 	for i := range r.Statements {
 		st := &r.Statements[i]

@@ -188,7 +188,7 @@ var transactionsSchema = v.NewObject(
 	v.Req("external_account_number", v.StringValue, func(r *TransactionsRequest) *string { return &r.ExternalAccountNumber },
 		v.MaxLength(maxAccountRef), v.Codes(CodeAccountNotFound)),
 	v.List("transactions", transactionSchema, func(r *TransactionsRequest) *[]Transaction { return &r.Transactions }, v.Required(),
-		v.Codes(CodeTooManyItems), v.Note(fmt.Sprintf("At most %d transactions; all are added, or none.", MaxTransactions))),
+		v.MaxItems(MaxTransactions), v.Note(fmt.Sprintf("At most %d transactions; all are added, or none.", MaxTransactions))),
 	v.Opt("dry_run", v.BooleanValue, func(r *TransactionsRequest) **bool { return &r.DryRun },
 		v.Note("Default false. When true the request is checked in full and answered as usual, with \"dry_run\": true, but nothing is written.")),
 )
@@ -250,7 +250,7 @@ func ParseTransactions(body []byte, query url.Values, today time.Time) (*Transac
 }
 
 func parseTransactions(body []byte, today v.Date, errs *problem.List) (*TransactionsRequest, *problem.Error) {
-	root, perr := v.ParseBody(body)
+	root, perr := transactionsSchema.ParseBody(body)
 	if perr != nil {
 		return nil, perr
 	}
@@ -267,7 +267,6 @@ func parseTransactions(body []byte, today v.Date, errs *problem.List) (*Transact
 			break // Bind used the first; a repeated key is a problem of its own
 		}
 	}
-	checkCount(&w.Errors, "transactions", len(r.Transactions), MaxTransactions)
 	seen := make(map[string]bool, len(r.Transactions))
 	for i := range r.Transactions {
 		t := &r.Transactions[i]

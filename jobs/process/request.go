@@ -29,7 +29,7 @@ var requestSchema = v.NewObject(
 // at its own attr: a *problem.Error with code parse_error for a body that is
 // not a JSON object, or invalid_request with one entry per problem.
 func ParseRequest(body []byte) (Request, error) {
-	root, perr := v.ParseBody(body)
+	root, perr := requestSchema.ParseBody(body)
 	if perr != nil {
 		return Request{}, perr
 	}

@@ -1,25 +1,56 @@
 package validate
 
-import "github.com/bulkimport/bulkimport/jobs/problem"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/bulkimport/bulkimport/jobs/problem"
+)
 
 // CodeParseError is the top-level code of a request body that is not JSON,
 // or not a JSON object. Such an answer has no entries in errors.
 const CodeParseError = "parse_error"
 
-// ParseBody parses a request body into the tree that the schemas walk.
-// Every endpoint's body goes through it, so that a body refused on one
-// endpoint is refused on all of them with the same answer.
+// ParseBody parses the body of a request of schema o into the tree that
+// o.Bind walks. Every endpoint's body goes through it, so that a body
+// refused on one endpoint is refused on all of them with the same answer.
 //
-// It returns the root object, or a *problem.Error of kind Invalid with code
-// parse_error: for malformed JSON the detail names the byte offset of the
-// problem; for valid JSON that is not an object it names what the body is.
+// The schema bounds what is built, so that a body cannot make the service
+// build a tree many times its size: an array keeps at most its item limit
+// of elements (MaxItems, else DefaultMaxItems) and the others are only
+// checked for syntax (Bind then reports too_many_items); a value the binding
+// does not read (an unknown field, an array where a string belongs, a body
+// that is not an object) keeps only its kind; and the tree keeps at most
+// MaxValues values.
+//
+// It returns the root object, or a *problem.Error: of kind Invalid with code
+// parse_error for malformed JSON (the detail names the byte offset of the
+// problem) or valid JSON that is not an object (the detail names what the
+// body is); of kind TooLarge with code request_too_large for a body with
+// more than MaxValues values.
+func (o *Object[T]) ParseBody(body []byte) (*Value, *problem.Error) {
+	return parseBody(body, &Spec{Type: TypeObject, Object: o.spec})
+}
+
+// ParseBody parses a request body without a schema (the GraphQL request) as
+// Object.ParseBody does: any JSON object, with DefaultMaxItems elements per
+// array.
 func ParseBody(body []byte) (*Value, *problem.Error) {
-	root, err := Parse(body)
-	if err != nil {
+	return parseBody(body, freeForm)
+}
+
+func parseBody(body []byte, root *Spec) (*Value, *problem.Error) {
+	p := parser{s: string(body), limited: true}
+	v, err := p.parse(root)
+	switch {
+	case errors.Is(err, errTooManyValues):
+		return nil, problem.New(problem.TooLarge, CodeRequestTooLarge,
+			fmt.Sprintf("The request body has more than %d JSON values; send the items in several requests.", MaxValues))
+	case err != nil:
 		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
 	}
-	if root.Kind != KindObject {
-		return nil, problem.New(problem.Invalid, CodeParseError, "The request body must be a JSON object, not "+root.Kind.String()+".")
+	if v.Kind != KindObject {
+		return nil, problem.New(problem.Invalid, CodeParseError, "The request body must be a JSON object, not "+v.Kind.String()+".")
 	}
-	return root, nil
+	return v, nil
 }

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -49,9 +50,14 @@ type Value struct {
 	// Text is the decoded contents of a string, or the literal of a number.
 	Text string
 	// Raw is the exact input text of the value, for fields kept as JSON.
-	Raw     string
-	Items   []Value
-	Members []Member
+	Raw string
+	// Truncated is set by ParseBody on an array with more elements than its
+	// item limit: Items holds the elements up to the limit, and the others
+	// were only checked for syntax, never built. Binders refuse such an array
+	// with too_many_items.
+	Truncated bool
+	Items     []Value
+	Members   []Member
 }
 
 // Member is one key of a JSON object with its value.
@@ -79,16 +85,22 @@ const MaxDepth = 512
 // Parse decodes one JSON value that spans all of data (surrounding whitespace
 // allowed). It accepts exactly RFC 8259 JSON in UTF-8; escaped lone
 // surrogates become U+FFFD, as with encoding/json. It returns a *SyntaxError
-// for anything else.
+// for anything else. Parse keeps every value: request bodies go through
+// ParseBody, which bounds what it builds.
 //
 // Parse exists instead of json.Decoder.Token because it is several times
 // faster, allocates one tree, and keeps the information validation needs:
 // literal numbers, member order, duplicate keys and raw text.
 func Parse(data []byte) (*Value, error) {
 	p := parser{s: string(data)}
+	return p.parse(nil)
+}
+
+// parse decodes the whole input as one value described by f.
+func (p *parser) parse(f *Spec) (*Value, error) {
 	p.skipSpace()
 	v := new(Value)
-	if err := p.value(v); err != nil {
+	if err := p.value(v, f); err != nil {
 		return nil, err
 	}
 	p.skipSpace()
@@ -103,6 +115,28 @@ type parser struct {
 	i     int
 	depth int
 	buf   []byte // scratch space for strings with escapes
+	// limited is set for request bodies (ParseBody): an array keeps at most
+	// its item limit of elements, and the tree at most MaxValues values.
+	limited bool
+	values  int // values kept so far
+	// Elements and members of the arrays and objects being parsed, so that
+	// each gets one slice of exactly its length when it is complete instead
+	// of a slice grown by appending (up to twice as large, plus garbage).
+	items   []Value
+	members []Member
+}
+
+// errTooManyValues is returned by a limited parse that would keep more than
+// MaxValues values.
+var errTooManyValues = fmt.Errorf("more than %d values", MaxValues)
+
+// keep counts one more value kept in the tree.
+func (p *parser) keep() error {
+	p.values++
+	if p.limited && p.values > MaxValues {
+		return errTooManyValues
+	}
+	return nil
 }
 
 func (p *parser) errorf(format string, args ...any) *SyntaxError {
@@ -138,18 +172,19 @@ func (p *parser) skipSpace() {
 	}
 }
 
-func (p *parser) value(v *Value) error {
+// value parses one value that f describes (see Spec.keepsObject).
+func (p *parser) value(v *Value, f *Spec) error {
 	if p.i >= len(p.s) {
 		return p.eof()
 	}
 	start := p.i
 	switch c := p.s[p.i]; {
 	case c == '{':
-		if err := p.object(v); err != nil {
+		if err := p.object(v, f, f.keepsObject()); err != nil {
 			return err
 		}
 	case c == '[':
-		if err := p.array(v); err != nil {
+		if err := p.array(v, f, f.keepsArray()); err != nil {
 			return err
 		}
 	case c == '"':
@@ -206,7 +241,9 @@ func (p *parser) enter() error {
 	return nil
 }
 
-func (p *parser) object(v *Value) error {
+// object parses an object that f describes. Unless keep is set it only
+// checks the syntax: v gets its Kind and no members.
+func (p *parser) object(v *Value, f *Spec, keep bool) error {
 	if err := p.enter(); err != nil {
 		return err
 	}
@@ -215,11 +252,17 @@ func (p *parser) object(v *Value) error {
 	p.skipSpace()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
-		v.Members = []Member{}
+		if keep {
+			v.Members = []Member{}
+		}
 		p.depth--
 		return nil
 	}
-	members := make([]Member, 0, 8)
+	base := len(p.members)
+	// m and it (in array) are declared outside their loops: Go's escape
+	// analysis moves a variable of a loop body whose address reaches a
+	// recursive call to the heap, one allocation per member.
+	var m Member
 	for {
 		if p.i >= len(p.s) {
 			return p.eof()
@@ -240,9 +283,19 @@ func (p *parser) object(v *Value) error {
 		}
 		p.i++
 		p.skipSpace()
-		members = append(members, Member{Key: key})
-		if err := p.value(&members[len(members)-1].Value); err != nil {
+		m = Member{Key: key}
+		child := skipSpec
+		if keep {
+			child = f.memberSpec(key)
+		}
+		if err := p.value(&m.Value, child); err != nil {
 			return err
+		}
+		if keep {
+			if err := p.keep(); err != nil {
+				return err
+			}
+			p.members = append(p.members, m)
 		}
 		p.skipSpace()
 		if p.i >= len(p.s) {
@@ -254,7 +307,11 @@ func (p *parser) object(v *Value) error {
 			p.skipSpace()
 		case '}':
 			p.i++
-			v.Members = members
+			if keep {
+				v.Members = slices.Clone(p.members[base:])
+				clear(p.members[base:]) // drop references into the tree
+				p.members = p.members[:base]
+			}
 			p.depth--
 			return nil
 		default:
@@ -263,7 +320,10 @@ func (p *parser) object(v *Value) error {
 	}
 }
 
-func (p *parser) array(v *Value) error {
+// array parses an array that f describes. Unless keep is set it only checks
+// the syntax: v gets its Kind and no items. In a limited parse, the elements
+// beyond f's item limit are checked the same way and v is marked Truncated.
+func (p *parser) array(v *Value, f *Spec, keep bool) error {
 	if err := p.enter(); err != nil {
 		return err
 	}
@@ -272,15 +332,35 @@ func (p *parser) array(v *Value) error {
 	p.skipSpace()
 	if p.i < len(p.s) && p.s[p.i] == ']' {
 		p.i++
-		v.Items = []Value{}
+		if keep {
+			v.Items = []Value{}
+		}
 		p.depth--
 		return nil
 	}
-	items := make([]Value, 0, 4)
-	for {
-		items = append(items, Value{})
-		if err := p.value(&items[len(items)-1]); err != nil {
+	base := len(p.items)
+	child, limit := skipSpec, -1
+	if keep {
+		child = f.itemSpec()
+		if p.limited {
+			limit = f.maxItems()
+		}
+	}
+	keeping := keep
+	var it Value
+	for n := 0; ; n++ {
+		if keeping && n == limit {
+			v.Truncated, keeping, child = true, false, skipSpec
+		}
+		it = Value{}
+		if err := p.value(&it, child); err != nil {
 			return err
+		}
+		if keeping {
+			if err := p.keep(); err != nil {
+				return err
+			}
+			p.items = append(p.items, it)
 		}
 		p.skipSpace()
 		if p.i >= len(p.s) {
@@ -292,7 +372,11 @@ func (p *parser) array(v *Value) error {
 			p.skipSpace()
 		case ']':
 			p.i++
-			v.Items = items
+			if keep {
+				v.Items = slices.Clone(p.items[base:])
+				clear(p.items[base:]) // drop references into the tree
+				p.items = p.items[:base]
+			}
 			p.depth--
 			return nil
 		default:

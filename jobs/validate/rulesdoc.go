@@ -36,7 +36,7 @@ func writeRows(b *strings.Builder, prefix string, o *ObjectSpec, when string) {
 			vw = when + " and " + vw
 		}
 		fmt.Fprintf(b, "| `%s*` | any JSON | no |  | %s | Only when %s: any other field is accepted and kept as given. |\n",
-			prefix, codeList([]string{CodeNullCharacters, CodeDuplicateKey, CodeNumberOutOfRange}), vw)
+			prefix, codeList([]string{CodeNullCharacters, CodeDuplicateKey, CodeNumberOutOfRange, CodeTooManyItems}), vw)
 	}
 }
 
@@ -65,6 +65,9 @@ func writeRow(b *strings.Builder, prefix string, f *Spec, when string) {
 	}
 	if f.NonNegative {
 		allowed = append(allowed, "0 or more")
+	}
+	if f.MaxItems > 0 {
+		allowed = append(allowed, fmt.Sprintf("at most %d items", f.MaxItems))
 	}
 	if f.Nullable {
 		allowed = append(allowed, "null is the same as omitted")

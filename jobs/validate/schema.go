@@ -105,6 +105,12 @@ type Spec struct {
 	// Codes are the codes of rules that run outside the schema walk (for
 	// example a phone number check), listed in the reference with the field.
 	Codes []string
+	// MaxItems limits the elements of an array field (see ParseBody); List
+	// and EmptyList set DefaultMaxItems unless given MaxItems.
+	MaxItems int
+
+	item   *Spec // the elements of an array of objects
+	custom bool  // bound by a Custom function, which may read any value
 }
 
 // Option sets a property of a Spec.
@@ -213,12 +219,15 @@ func (s *Spec) ErrorCodes() []string {
 	case TypeDatetime:
 		c = append(c, CodeInvalidDatetime)
 	case TypeJSONObject:
-		c = append(c, CodeNullCharacters, CodeNumberOutOfRange)
+		c = append(c, CodeNullCharacters, CodeNumberOutOfRange, CodeTooManyItems)
 	case TypeEmptyList:
 		c = append(c, CodeNotSupported)
 	}
 	if s.NonNegative {
 		c = append(c, CodeMinValue)
+	}
+	if s.MaxItems > 0 {
+		c = append(c, CodeTooManyItems)
 	}
 	for _, x := range s.Codes {
 		if !slices.Contains(c, x) {
@@ -298,9 +307,14 @@ func Obj[T, U any](name string, o *Object[U], at func(*T) **U, opts ...Option) F
 // slice has one element per array element, also for elements with problems,
 // so that indexes in later rules match the input. An empty array yields an
 // empty, non-nil slice, so that it encodes as [] again.
+//
+// An array longer than its item limit (MaxItems, DefaultMaxItems by
+// default) is a too_many_items problem at its path; ParseBody keeps only the
+// elements up to the limit, which are bound as usual.
 func List[T, U any](name string, o *Object[U], at func(*T) *[]U, opts ...Option) Field[T] {
-	s := newSpec(name, TypeObjectList, opts)
+	s := newSpec(name, TypeObjectList, append([]Option{MaxItems(DefaultMaxItems)}, opts...))
 	s.Object = o.spec
+	s.item = &Spec{Name: name, Type: TypeObject, Object: o.spec}
 	return Field[T]{Spec: s, bind: func(w *Walker, v *Value, dst *T) {
 		if !nullable(w, s, v) {
 			return
@@ -308,6 +322,9 @@ func List[T, U any](name string, o *Object[U], at func(*T) *[]U, opts ...Option)
 		if v.Kind != KindArray {
 			wrongType(w, "an array", v)
 			return
+		}
+		if v.Truncated {
+			tooManyItems(w, s.MaxItems)
 		}
 		out := make([]U, len(v.Items))
 		for i := range v.Items {
@@ -336,7 +353,7 @@ func JSONObject[T any](name string, at func(*T) *json.RawMessage, opts ...Option
 			wrongType(w, "an object", v)
 			return
 		}
-		if !checkFreeForm(w, v) {
+		if !CheckFreeForm(w, v, s) {
 			return
 		}
 		*at(dst) = compactJSON(v.Raw)
@@ -356,9 +373,10 @@ func compactJSON(raw string) json.RawMessage {
 
 // EmptyList is an array field whose elements are not accepted (yet): each
 // element is a not_supported problem carrying detail. An empty array is kept
-// as an empty array.
+// as an empty array. Its item limit, as List's, bounds the problems one
+// array can cause.
 func EmptyList[T any](name string, at func(*T) *[]json.RawMessage, detail string, opts ...Option) Field[T] {
-	s := newSpec(name, TypeEmptyList, opts)
+	s := newSpec(name, TypeEmptyList, append([]Option{MaxItems(DefaultMaxItems)}, opts...))
 	return Field[T]{Spec: s, bind: func(w *Walker, v *Value, dst *T) {
 		if !nullable(w, s, v) {
 			return
@@ -366,6 +384,9 @@ func EmptyList[T any](name string, at func(*T) *[]json.RawMessage, detail string
 		if v.Kind != KindArray {
 			wrongType(w, "an array", v)
 			return
+		}
+		if v.Truncated {
+			tooManyItems(w, s.MaxItems)
 		}
 		for i := range v.Items {
 			w.PushIndex(i)
@@ -376,11 +397,18 @@ func EmptyList[T any](name string, at func(*T) *[]json.RawMessage, detail string
 	}}
 }
 
-// checkFreeForm walks a free-form value for what the schema cannot see
-// otherwise: duplicate keys, NUL characters (which jsonb refuses), and
-// numbers beyond what PostgreSQL's numeric can hold.
-func checkFreeForm(w *Walker, v *Value) bool {
+// CheckFreeForm walks a free-form value v of field s (nil for a value
+// without a field of its own) for what the schema cannot see otherwise:
+// duplicate keys, NUL characters (which jsonb refuses), numbers beyond what
+// PostgreSQL's numeric can hold, and arrays that ParseBody cut at their item
+// limit (s's for v itself, DefaultMaxItems inside it). It reports each
+// problem at its path and returns whether there was none.
+func CheckFreeForm(w *Walker, v *Value, s *Spec) bool {
 	ok := true
+	if v.Truncated {
+		tooManyItems(w, s.maxItems())
+		ok = false
+	}
 	switch v.Kind {
 	case KindString:
 		if strings.IndexByte(v.Text, 0) >= 0 {
@@ -395,7 +423,7 @@ func checkFreeForm(w *Walker, v *Value) bool {
 	case KindArray:
 		for i := range v.Items {
 			w.PushIndex(i)
-			ok = checkFreeForm(w, &v.Items[i]) && ok
+			ok = CheckFreeForm(w, &v.Items[i], nil) && ok
 			w.Pop()
 		}
 	case KindObject:
@@ -413,7 +441,7 @@ func checkFreeForm(w *Walker, v *Value) bool {
 					break
 				}
 			}
-			ok = checkFreeForm(w, &m.Value) && ok
+			ok = CheckFreeForm(w, &m.Value, nil) && ok
 			w.Pop()
 		}
 	}
@@ -435,8 +463,11 @@ func numericInRange(lit string) bool {
 }
 
 // Custom is a field with its own binding, for shapes the constructors above
-// do not cover. spec.Name must be set.
+// do not cover. spec.Name must be set. ParseBody keeps the whole value of a
+// custom field, with at most spec.MaxItems (else DefaultMaxItems) elements
+// if it is an array; the binding checks Value.Truncated.
 func Custom[T any](spec *Spec, bind func(w *Walker, v *Value, dst *T)) Field[T] {
+	spec.custom = true
 	return Field[T]{Spec: spec, bind: bind}
 }
 
@@ -471,6 +502,8 @@ type ObjectSpec struct {
 	// OtherVariants is set when the union also accepts discriminator codes
 	// without a variant of their own, keeping their other fields as given.
 	OtherVariants bool
+
+	index map[string]*Spec // every field by name, for the body parser
 }
 
 // VariantSpec is the extra fields of a union for some discriminator values.
@@ -497,6 +530,7 @@ func NewObject[T any](fields ...Field[T]) *Object[T] {
 	for _, f := range fields {
 		o.spec.Fields = append(o.spec.Fields, f.Spec)
 	}
+	o.spec.buildIndex()
 	return o
 }
 
@@ -544,6 +578,7 @@ func NewUnion[T any](disc string, common []Field[T], variants ...Variant[T]) *Ob
 	if !found {
 		panic(fmt.Sprintf("validate.NewUnion: discriminator %q is not a common field", disc))
 	}
+	o.spec.buildIndex()
 	o.common = newFieldSet(slices.Clone(common), true)
 	o.plain = newFieldSet(all, false)
 	for i, f := range o.plain.fields {
@@ -650,7 +685,7 @@ func (o *Object[T]) keepOther(w *Walker, m *Member, dst *T) {
 		w.Add(CodeNullCharacters, "Null characters are not allowed.")
 		return
 	}
-	if !checkFreeForm(w, &m.Value) {
+	if !CheckFreeForm(w, &m.Value, nil) {
 		return
 	}
 	if *extra == nil {

@@ -163,7 +163,8 @@ func TestReference_ListsEveryFieldWithPathTypeAndCodes(t *testing.T) {
 		"| `pets[].wings` | integer | yes | 0 or more | `required`, `invalid`, `min_value` | Only when kind is BIRD. |",
 		"| `pets[].name` | string or null | no | may be empty; null is the same as omitted |",
 		"| `home.street` | string | yes | at most 5 characters |",
-		"| `later` | array (empty) | no |  | `invalid`, `not_supported` |",
+		"| `pets` | array of object | no | at most 1000 items | `invalid`, `too_many_items` |",
+		"| `later` | array (empty) | no | at most 1000 items | `invalid`, `not_supported`, `too_many_items` |",
 	} {
 		if !strings.Contains(ref, want) {
 			t.Errorf("reference lacks %q; got:\n%s", want, ref)
@@ -309,7 +310,7 @@ func TestUnion_OtherVariantsKeepTheirFieldsAsGiven(t *testing.T) {
 		})
 	}
 	ref := Reference(gadgetSchema.Spec())
-	for _, want := range []string{"| `kind` | string | yes | any code matching", "| `*` | any JSON | no |  | `null_characters_not_allowed`, `duplicate_key`, `number_out_of_range` | Only when kind is any other code"} {
+	for _, want := range []string{"| `kind` | string | yes | any code matching", "| `*` | any JSON | no |  | `null_characters_not_allowed`, `duplicate_key`, `number_out_of_range`, `too_many_items` | Only when kind is any other code"} {
 		if !strings.Contains(ref, want) {
 			t.Errorf("reference lacks %q:\n%s", want, ref)
 		}
