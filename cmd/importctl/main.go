@@ -255,9 +255,20 @@ func (c *cli) apikeyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "apikey", Short: "Manage organisation API keys"}
 	var suppliers []string
 	var org string
-	create := &cobra.Command{Use: "create NAME [--supplier CODE ...]", Short: "Create an API key and print it (shown only once)", Args: cobra.ExactArgs(1),
+	var all bool
+	create := &cobra.Command{Use: "create NAME (--supplier CODE ... | --all-suppliers)", Short: "Create an API key and print it (shown only once)",
+		Long: "Create an API key and print it (shown only once). A key names its suppliers with --supplier, or is\n" +
+			"for every supplier, present and future, with --all-suppliers; one of the two is required.",
+		Args: cobra.ExactArgs(1),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
-			key, err := auth.CreateKey(ctx, d, args[0], org, suppliers)
+			if all == (len(suppliers) > 0) {
+				return fmt.Errorf("give either --supplier CODE (repeatable) or --all-suppliers")
+			}
+			scope := auth.OnlySuppliers(suppliers...)
+			if all {
+				scope = auth.AllSuppliers()
+			}
+			key, err := auth.CreateKey(ctx, d, args[0], org, scope)
 			if err != nil {
 				return err
 			}
@@ -266,7 +277,8 @@ func (c *cli) apikeyCmd() *cobra.Command {
 			_, err = fmt.Fprintln(c.out, key)
 			return err
 		})}
-	create.Flags().StringArrayVar(&suppliers, "supplier", nil, "limit the key to this import supplier (repeatable; default: all)")
+	create.Flags().StringArrayVar(&suppliers, "supplier", nil, "limit the key to this import supplier (repeatable)")
+	create.Flags().BoolVar(&all, "all-suppliers", false, "let the key see every import supplier, including those created later")
 	create.Flags().StringVar(&org, "organisation", "", "organisation that owns the key (default: the key's name)")
 	list := &cobra.Command{Use: "list", Short: "List API keys (never the keys themselves)", Args: cobra.NoArgs,
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
@@ -281,7 +293,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 					state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
 				}
 				sup := k.Suppliers
-				if sup == "" {
+				if k.AllSuppliers {
 					sup = "(all)"
 				}
 				rows[i] = []string{k.Name, k.Organisation, k.Prefix + "…", sup, state}

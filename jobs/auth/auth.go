@@ -49,13 +49,17 @@ type Principal struct {
 	KeyID        int64
 	KeyName      string
 	Organisation string
-	// Suppliers lists the supplier codes the key is limited to; empty means all.
+	// AllSuppliers says the key may see every supplier. It is a flag of the
+	// key of its own: an empty Suppliers does not mean all.
+	AllSuppliers bool
+	// Suppliers lists the supplier codes the key is limited to when
+	// AllSuppliers is false; empty then means none.
 	Suppliers []string
 }
 
 // CanSee reports whether the key may address the import supplier.
 func (p Principal) CanSee(supplierCode string) bool {
-	if len(p.Suppliers) == 0 {
+	if p.AllSuppliers {
 		return true
 	}
 	for _, s := range p.Suppliers {
@@ -104,21 +108,41 @@ func hashKey(key string) []byte {
 	return h[:]
 }
 
-// CreateKey stores a new key for the organisation, limited to the given
-// suppliers (none means all), and returns the key. It is the only time the key
-// is visible: only its hash is stored.
-func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, suppliers []string) (string, error) {
+// Scope is what a new API key may see: every supplier (All), or exactly the
+// listed ones. One of the two must be given; nothing is implied by an empty
+// list, so that no key becomes unscoped by accident.
+type Scope struct {
+	All       bool
+	Suppliers []string
+}
+
+// AllSuppliers is the scope of a key that sees every supplier.
+func AllSuppliers() Scope { return Scope{All: true} }
+
+// OnlySuppliers is the scope of a key limited to the suppliers with these codes.
+func OnlySuppliers(codes ...string) Scope { return Scope{Suppliers: codes} }
+
+// CreateKey stores a new key for the organisation with the given scope and
+// returns the key. It is the only time the key is visible: only its hash is
+// stored. A scope with neither All nor suppliers, or with both, is refused
+// (invalid_scope).
+func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, scope Scope) (string, error) {
 	if strings.TrimSpace(name) == "" {
 		return "", problem.Invalidf("blank", "name", "The key name may not be blank.")
 	}
+	if scope.All == (len(scope.Suppliers) > 0) {
+		return "", problem.Invalidf("invalid_scope", "supplier",
+			"A key is either for all suppliers or for the suppliers it names: give exactly one of the two.")
+	}
+	suppliers := scope.Suppliers
 	if organisation == "" {
 		organisation = name
 	}
 	key := GenerateKey()
 	err := db.InTx(ctx, d, func(tx *sqlx.Tx) error {
 		var id int64
-		err := tx.GetContext(ctx, &id, `INSERT INTO api_keys (name, organisation, prefix, secret_hash) VALUES ($1, $2, $3, $4) RETURNING id`,
-			name, organisation, key[:lookupLength], hashKey(key))
+		err := tx.GetContext(ctx, &id, `INSERT INTO api_keys (name, organisation, prefix, secret_hash, all_suppliers) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			name, organisation, key[:lookupLength], hashKey(key), scope.All)
 		if db.IsUniqueViolation(err, "api_keys_name_key") {
 			return problem.Invalidf("already_exists", "name", "An API key named %q already exists.", name)
 		}
@@ -169,6 +193,7 @@ type KeyInfo struct {
 	Name         string     `db:"name" json:"name"`
 	Organisation string     `db:"organisation" json:"organisation"`
 	Prefix       string     `db:"prefix" json:"prefix"`
+	AllSuppliers bool       `db:"all_suppliers" json:"all_suppliers"`
 	Suppliers    string     `db:"suppliers" json:"suppliers"`
 	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
 	RevokedAt    *time.Time `db:"revoked_at" json:"revoked_at"`
@@ -178,7 +203,7 @@ type KeyInfo struct {
 func ListKeys(ctx context.Context, d *sqlx.DB) ([]KeyInfo, error) {
 	var out []KeyInfo
 	err := d.SelectContext(ctx, &out, `
-		SELECT k.name, k.organisation, k.prefix, k.created_at, k.revoked_at,
+		SELECT k.name, k.organisation, k.prefix, k.all_suppliers, k.created_at, k.revoked_at,
 		       coalesce(string_agg(s.code, ',' ORDER BY s.code), '') AS suppliers
 		FROM api_keys k
 		LEFT JOIN api_key_suppliers ks ON ks.api_key_id = k.id
@@ -196,11 +221,12 @@ type keyRow struct {
 	Organisation string       `db:"organisation"`
 	SecretHash   []byte       `db:"secret_hash"`
 	RevokedAt    sql.NullTime `db:"revoked_at"`
+	AllSuppliers bool         `db:"all_suppliers"`
 	Suppliers    string       `db:"suppliers"`
 }
 
 const keyQuery = `
-	SELECT k.id, k.name, k.organisation, k.secret_hash, k.revoked_at,
+	SELECT k.id, k.name, k.organisation, k.secret_hash, k.revoked_at, k.all_suppliers,
 	       coalesce(string_agg(s.code, ',' ORDER BY s.code), '') AS suppliers
 	FROM api_keys k
 	LEFT JOIN api_key_suppliers ks ON ks.api_key_id = k.id
@@ -209,8 +235,8 @@ const keyQuery = `
 	GROUP BY k.id`
 
 func (r keyRow) principal() Principal {
-	p := Principal{KeyID: r.ID, KeyName: r.Name, Organisation: r.Organisation}
-	if r.Suppliers != "" {
+	p := Principal{KeyID: r.ID, KeyName: r.Name, Organisation: r.Organisation, AllSuppliers: r.AllSuppliers}
+	if !r.AllSuppliers && r.Suppliers != "" {
 		p.Suppliers = strings.Split(r.Suppliers, ",")
 	}
 	return p
