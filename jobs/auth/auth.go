@@ -79,6 +79,8 @@ type Service struct {
 	tokens *verifiedTokens
 	// sessionMaxAge caps a chain of refreshes from its first issue.
 	sessionMaxAge time.Duration
+	// limiter refuses attempts after too many failures; nil: no limit.
+	limiter *FailureLimiter
 }
 
 // New returns a Service that signs tokens with secret (HS256).
@@ -305,8 +307,14 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID s
 
 var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid API key.")
 
-// TokenFromKey exchanges an API key for a token pair.
+// TokenFromKey exchanges an API key for a token pair. After too many
+// failures from the client's address or with the key, it refuses with
+// CodeTooManyFailedAttempts (see FailureLimiter).
 func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
+	return guard(ctx, s.limiter, keyPrefixOf(key), func() (TokenPair, error) { return s.tokenFromKey(ctx, key) })
+}
+
+func (s *Service) tokenFromKey(ctx context.Context, key string) (TokenPair, error) {
 	r, ok, err := s.keyBySecret(ctx, key)
 	if err != nil {
 		return TokenPair{}, err
@@ -325,8 +333,14 @@ func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, erro
 // TokenFromRefresh exchanges a refresh token for a new pair. Each refresh
 // token is exchanged once (rotate): a reused one revokes its session, and a
 // session ends sessionMaxAge after the key obtained its first pair, whose
-// time is carried over as origIat. Every refusal is invalid_refresh_token.
+// time is carried over as origIat. Every refusal is invalid_refresh_token,
+// but for CodeTooManyFailedAttempts after too many failures from the
+// client's address.
 func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
+	return guard(ctx, s.limiter, "", func() (TokenPair, error) { return s.tokenFromRefresh(ctx, refresh) })
+}
+
+func (s *Service) tokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
 	refused := problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
 	c, err := s.parse(refresh, "refresh")
 	if err != nil {
@@ -387,12 +401,17 @@ func (s *Service) activeKey(ctx context.Context, c *claims) (keyRow, error) {
 
 // Authenticate checks an access token and returns its principal. The key's
 // state comes from the principal cache when Listen runs (revocations evict
-// it by NOTIFY), else from the database on every call.
+// it by NOTIFY), else from the database on every call. A token it has not
+// verified before goes through the failed-attempt limit of the client's
+// address (CodeTooManyFailedAttempts); one it has verified does not, as it
+// cannot be a guess.
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
-	c, ok := s.tokens.get(token, s.now())
-	if !ok {
-		var err error
-		if c, err = s.parse(token, "access"); err != nil {
+	if c, ok := s.tokens.get(token, s.now()); ok {
+		return s.principalOf(ctx, c)
+	}
+	return guard(ctx, s.limiter, "", func() (Principal, error) {
+		c, err := s.parse(token, "access")
+		if err != nil {
 			detail := "Invalid token."
 			if errors.Is(err, jwt.ErrTokenExpired) {
 				detail = "The token has expired; obtain a new one."
@@ -400,7 +419,13 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 			return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, detail)
 		}
 		s.tokens.put(token, c)
-	}
+		return s.principalOf(ctx, c)
+	})
+}
+
+// principalOf returns the principal of the verified claims c, from the
+// cache or the database.
+func (s *Service) principalOf(ctx context.Context, c *claims) (Principal, error) {
 	now := time.Now()
 	if id, err := strconv.ParseInt(c.Subject, 10, 64); err == nil {
 		if p, ok := s.cache.get(id, now); ok {
