@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	graphql "github.com/graph-gophers/graphql-go"
@@ -52,8 +54,11 @@ func (g *genericScalar) UnmarshalGraphQL(input any) error {
 func (g genericScalar) MarshalJSON() ([]byte, error) { return json.Marshal(g.v) }
 
 // gqlError is a GraphQL error with the extensions clients branch on.
+// retryAfter is set on a refusal for too many failed attempts, which the
+// handler answers as a 429 (throttled).
 type gqlError struct {
 	code, typ, desc string
+	retryAfter      time.Duration
 }
 
 func (e gqlError) Error() string { return e.desc }
@@ -84,7 +89,7 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 	hasKey := in.APIKey != nil && *in.APIKey != ""
 	hasRefresh := in.RefreshToken != nil && *in.RefreshToken != ""
 	if hasKey == hasRefresh {
-		return nil, gqlError{auth.CodeInvalidTokenInput, "VALIDATION", "Provide exactly one of APIKey or refreshToken."}
+		return nil, gqlError{auth.CodeInvalidTokenInput, "VALIDATION", "Provide exactly one of APIKey or refreshToken.", 0}
 	}
 	var pair auth.TokenPair
 	var err error
@@ -94,11 +99,14 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 		pair, err = r.auth.TokenFromRefresh(ctx, *in.RefreshToken)
 	}
 	if p, ok := problem.As(err); ok && p.Kind == problem.Unauthenticated {
-		return nil, gqlError{p.Code, "AUTHORIZATION", p.Detail}
+		return nil, gqlError{p.Code, "AUTHORIZATION", p.Detail, 0}
+	}
+	if p, ok := problem.As(err); ok && p.Kind == problem.TooManyRequests {
+		return nil, gqlError{p.Code, "THROTTLED", p.Detail, p.RetryAfter}
 	}
 	if err != nil {
 		r.log.ErrorContext(ctx, "obtainServiceToken failed", "request_id", requestIDFrom(ctx), "error", err.Error())
-		return nil, gqlError{problem.CodeInternal, "INTERNAL", "An unexpected error occurred."}
+		return nil, gqlError{problem.CodeInternal, "INTERNAL", "An unexpected error occurred.", 0}
 	}
 	return &tokenOutput{pair}, nil
 }
@@ -144,7 +152,7 @@ func (s *Server) graphql() gin.HandlerFunc {
 		if topLevelFields(req.Query) > 1 {
 			c.JSON(http.StatusOK, gin.H{"data": nil, "errors": []map[string]any{{
 				"message":    "A request may carry one operation with one top-level field.",
-				"extensions": gqlError{codeTooManyOperations, "VALIDATION", "A request may carry one operation with one top-level field."}.Extensions(),
+				"extensions": gqlError{codeTooManyOperations, "VALIDATION", "A request may carry one operation with one top-level field.", 0}.Extensions(),
 			}}})
 			return
 		}
@@ -155,8 +163,29 @@ func (s *Server) graphql() gin.HandlerFunc {
 				return
 			}
 		}
-		c.JSON(http.StatusOK, schema.Exec(c.Request.Context(), req.Query, req.OperationName, vars))
+		res := schema.Exec(c.Request.Context(), req.Query, req.OperationName, vars)
+		if p := throttled(res); p != nil {
+			writeError(c, p)
+			return
+		}
+		c.JSON(http.StatusOK, res)
 	}
+}
+
+// throttled returns the 429 to answer when the request was refused for too
+// many failed attempts, or nil. Unlike the other refusals, which GraphQL
+// answers with 200 and errors[], this one is the HTTP 429 with Retry-After
+// (section 7) that clients and proxies already back off on.
+func throttled(res *graphql.Response) *problem.Error {
+	for _, e := range res.Errors {
+		var g gqlError
+		if errors.As(e.ResolverError, &g) && g.code == auth.CodeTooManyFailedAttempts {
+			p := problem.New(problem.TooManyRequests, g.code, g.desc)
+			p.RetryAfter = g.retryAfter
+			return p
+		}
+	}
+	return nil
 }
 
 // topLevelFields counts the top-level fields of all operations in query,

@@ -54,6 +54,15 @@ func withRequestID(c *gin.Context) {
 	c.Next()
 }
 
+// withClientAddr stores the client's address in the request's context for
+// the failed-authentication limit (auth.FailureLimiter). It is the
+// connection's address, or what X-Forwarded-For says when the connection
+// comes from one of Config.TrustedProxies (gin's ClientIP).
+func withClientAddr(c *gin.Context) {
+	c.Request = c.Request.WithContext(auth.WithClientAddr(c.Request.Context(), c.ClientIP()))
+	c.Next()
+}
+
 // withLogger makes log available to the middleware and to writeError, which
 // are plain functions shared by every engine of this package.
 func withLogger(log *slog.Logger) gin.HandlerFunc {

@@ -45,6 +45,10 @@ type Config struct {
 	// MaxInFlightPerKey is how many requests one API key may have in flight
 	// on this replica; zero means 64.
 	MaxInFlightPerKey int
+	// TrustedProxies are the addresses or CIDRs of the reverse proxies whose
+	// X-Forwarded-For names the client; none means the connection's
+	// address is the client's. It must parse (cmd checks it).
+	TrustedProxies []string
 }
 
 // Deps are the API's collaborators.
@@ -104,13 +108,18 @@ func New(cfg Config, deps Deps) *Server {
 	s.postImport = deps.PostImport
 	s.business, s.payment = deps.Business, deps.Payment
 	r := gin.New()
+	// Gin trusts every proxy by default, which would let any client pick
+	// the address the failed-authentication limit counts.
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		panic("api.New: Config.TrustedProxies: " + err.Error())
+	}
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
 	// Account numbers may contain an escaped slash (%2F); match on the raw
 	// path so that it stays inside its path segment.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(withRequestID, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
+	r.Use(withRequestID, withClientAddr, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
 	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))

@@ -33,10 +33,11 @@ func TestDocumentPut(t *testing.T) {
 			t.Errorf("%s: %q %v", p, b, err)
 		}
 	}
-	// Without a root the key is the path; a second put replaces the document.
+	// Without a root given the supplier's root is suppliers/<code>, never the
+	// whole bucket (issue 20); a second put replaces the document.
 	c.ok("document", "put", "BARE", "a.pdf", src)
 	c.ok("document", "put", "BARE", "a.pdf", src)
-	if _, err := os.Stat(filepath.Join(store, "a.pdf")); err != nil {
+	if _, err := os.Stat(filepath.Join(store, "suppliers/BARE/a.pdf")); err != nil {
 		t.Error(err)
 	}
 

@@ -159,10 +159,10 @@ func (c *cli) supplierCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.done(out, fmt.Sprintf("created supplier %s (%s, %s)", out.Code, out.Status, out.Country))
+			return c.done(out, fmt.Sprintf("created supplier %s (%s, %s, documents under %s/)", out.Code, out.Status, out.Country, out.DocumentRoot))
 		})}
 	create.Flags().StringVar(&s.Status, "status", admin.StatusOngoing, "Ongoing, Paused or Complete")
-	create.Flags().StringVar(&s.DocumentRoot, "document-root", "", "prefix of the supplier's documents in object storage")
+	create.Flags().StringVar(&s.DocumentRoot, "document-root", "", "prefix of the supplier's documents in object storage, apart from every other supplier's (default suppliers/CODE)")
 	create.Flags().StringVar(&s.Country, "country", "GB", "ISO 3166-1 alpha-2 region whose phone and postcode rules apply")
 	create.Flags().BoolVar(&s.MigrationEmails, "migration-emails", false, "e-mail customers when their account is created")
 	create.Flags().BoolVar(&s.RequireDocuments, admin.OptionRequireDocuments, false,
@@ -173,6 +173,17 @@ func (c *cli) supplierCmd() *cobra.Command {
 				return err
 			}
 			return c.done(map[string]string{"code": args[0], "status": args[1]}, fmt.Sprintf("supplier %s is now %s", args[0], args[1]))
+		})}
+	setRoot := &cobra.Command{Use: "set-document-root CODE ROOT", Short: "Change a supplier's document root",
+		Long: "Change a supplier's document root: the prefix of its documents in object storage, which may be neither\n" +
+			"inside nor around another supplier's root. Documents under the old root are not moved; move them first.",
+		Args: cobra.ExactArgs(2),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			root, err := admin.SetDocumentRoot(ctx, d, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return c.done(map[string]string{"code": args[0], "document_root": root}, fmt.Sprintf("supplier %s: documents under %s/", args[0], root))
 		})}
 	setOption := &cobra.Command{Use: "set-option CODE " + admin.OptionRequireDocuments + " on|off", Short: "Turn a supplier's option on or off",
 		Long: admin.OptionRequireDocuments + ": whether the documents that notes (E5, E6) and historical statements (E8) name must be\n" +
@@ -204,7 +215,22 @@ func (c *cli) supplierCmd() *cobra.Command {
 			}
 			return c.print(ss, []string{"CODE", "STATUS", "COUNTRY", "DOCUMENT ROOT", "MIGRATION E-MAILS", "REQUIRE DOCUMENTS"}, rows)
 		})}
-	cmd.AddCommand(create, setStatus, setOption, list)
+	var force bool
+	purge := &cobra.Command{Use: "purge-staged CODE [--force]", Short: "Blank the staged payloads of the supplier's created accounts",
+		Long: "Blank the staged payloads (the personal data E4 received: names, dates of birth, e-mail addresses,\n" +
+			"phone numbers, addresses) of the supplier's COMPLETED accounts, and print how many were blanked. The\n" +
+			"created accounts keep their data; accounts not yet created keep their payloads. Refused while the\n" +
+			"supplier is Ongoing unless --force: run it once the migration is closed (Complete).",
+		Args: cobra.ExactArgs(1),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			n, err := admin.PurgeStaged(ctx, d, args[0], force)
+			if err != nil {
+				return err
+			}
+			return c.done(map[string]any{"code": args[0], "purged": n}, fmt.Sprintf("supplier %s: purged the staged payloads of %d created account(s)", args[0], n))
+		})}
+	purge.Flags().BoolVar(&force, "force", false, "purge even though the supplier is Ongoing")
+	cmd.AddCommand(create, setStatus, setRoot, setOption, purge, list)
 	return cmd
 }
 
@@ -266,9 +292,20 @@ func (c *cli) apikeyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "apikey", Short: "Manage organisation API keys"}
 	var suppliers []string
 	var org string
-	create := &cobra.Command{Use: "create NAME [--supplier CODE ...]", Short: "Create an API key and print it (shown only once)", Args: cobra.ExactArgs(1),
+	var all bool
+	create := &cobra.Command{Use: "create NAME (--supplier CODE ... | --all-suppliers)", Short: "Create an API key and print it (shown only once)",
+		Long: "Create an API key and print it (shown only once). A key names its suppliers with --supplier, or is\n" +
+			"for every supplier, present and future, with --all-suppliers; one of the two is required.",
+		Args: cobra.ExactArgs(1),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
-			key, err := auth.CreateKey(ctx, d, args[0], org, suppliers)
+			if all == (len(suppliers) > 0) {
+				return fmt.Errorf("give either --supplier CODE (repeatable) or --all-suppliers")
+			}
+			scope := auth.OnlySuppliers(suppliers...)
+			if all {
+				scope = auth.AllSuppliers()
+			}
+			key, err := auth.CreateKey(ctx, d, args[0], org, scope)
 			if err != nil {
 				return err
 			}
@@ -277,7 +314,8 @@ func (c *cli) apikeyCmd() *cobra.Command {
 			_, err = fmt.Fprintln(c.out, key)
 			return err
 		})}
-	create.Flags().StringArrayVar(&suppliers, "supplier", nil, "limit the key to this import supplier (repeatable; default: all)")
+	create.Flags().StringArrayVar(&suppliers, "supplier", nil, "limit the key to this import supplier (repeatable)")
+	create.Flags().BoolVar(&all, "all-suppliers", false, "let the key see every import supplier, including those created later")
 	create.Flags().StringVar(&org, "organisation", "", "organisation that owns the key (default: the key's name)")
 	list := &cobra.Command{Use: "list", Short: "List API keys (never the keys themselves)", Args: cobra.NoArgs,
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
@@ -292,7 +330,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 					state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
 				}
 				sup := k.Suppliers
-				if sup == "" {
+				if k.AllSuppliers {
 					sup = "(all)"
 				}
 				rows[i] = []string{k.Name, k.Organisation, k.Prefix + "…", sup, state}

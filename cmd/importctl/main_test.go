@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 )
 
@@ -49,6 +53,17 @@ func (c *ctl) fails(want string, args ...string) {
 	if !strings.Contains(errs, want) {
 		c.t.Errorf("importctl %s: error %q does not contain %q", strings.Join(args, " "), errs, want)
 	}
+}
+
+// db opens the test's database, closed when the test ends.
+func (c *ctl) db() *sqlx.DB {
+	c.t.Helper()
+	d, err := db.Open(context.Background(), c.env["DATABASE_URL"], 2)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { d.Close() })
+	return d
 }
 
 func (c *ctl) jsonList(args ...string) []map[string]any {
@@ -121,7 +136,7 @@ func TestAPIKeyCommands(t *testing.T) {
 	if lines := strings.Split(strings.TrimRight(key, "\n"), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "bik_") {
 		t.Fatalf("apikey create printed %q, want the key alone on one line", key)
 	}
-	c.fails("already exists", "apikey", "create", "migration-team")
+	c.fails("already exists", "apikey", "create", "migration-team", "--all-suppliers")
 	c.fails("does not exist", "apikey", "create", "other", "--supplier", "NOPE")
 	got := c.jsonList("apikey", "list")
 	if len(got) != 1 || got[0]["name"] != "migration-team" || got[0]["suppliers"] != "ONE" || got[0]["revoked_at"] != nil {
@@ -165,4 +180,31 @@ func TestUsageErrorsFail(t *testing.T) {
 	c := newCtl(t)
 	c.fails("accepts 1 arg", "team", "create")
 	c.fails("unknown command", "nonsense")
+}
+
+// A key's scope is given explicitly: its suppliers or --all-suppliers,
+// exactly one of the two; and a supplier a key names cannot be deleted.
+func TestAPIKeyCreate_ScopeIsExplicit(t *testing.T) {
+	t.Parallel()
+	c := newCtl(t)
+	c.ok("supplier", "create", "ONE")
+	c.fails("--all-suppliers", "apikey", "create", "implicit")
+	c.fails("--all-suppliers", "apikey", "create", "both", "--supplier", "ONE", "--all-suppliers")
+	c.ok("apikey", "create", "everything", "--all-suppliers")
+	c.ok("apikey", "create", "one", "--supplier", "ONE")
+	got := map[string]any{}
+	for _, k := range c.jsonList("apikey", "list") {
+		got[k["name"].(string)] = []any{k["all_suppliers"], k["suppliers"]}
+	}
+	want := map[string]any{"everything": []any{true, ""}, "one": []any{false, "ONE"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("keys (-want +got):\n%s", diff)
+	}
+	if table := c.ok("apikey", "list"); !strings.Contains(table, "(all)") {
+		t.Errorf("table does not show the all-suppliers key: %q", table)
+	}
+	d := c.db()
+	if _, err := d.Exec(`DELETE FROM import_suppliers WHERE code = 'ONE'`); err == nil {
+		t.Error("the supplier of a scoped key was deleted")
+	}
 }

@@ -397,7 +397,7 @@ func startChaos(t testing.TB, cfg chaosConfig) *chaosRun {
 	}
 	t.Cleanup(func() { r.db.Close() })
 	seedDemo(t, &service{db: r.db, env: r.env}, admin.Supplier{})
-	if r.key, err = auth.CreateKey(context.Background(), r.db, "chaos", "", nil); err != nil {
+	if r.key, err = auth.CreateKey(context.Background(), r.db, "chaos", "", auth.AllSuppliers()); err != nil {
 		t.Fatal(err)
 	}
 	r.insp = asynq.NewInspector(asynq.RedisClientOpt{Addr: fmt.Sprintf("127.0.0.1:%d", r.redis.port)})

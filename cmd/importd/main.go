@@ -244,12 +244,14 @@ func (p *instance) handler(ctx context.Context) (http.Handler, error) {
 // apiHandler builds the REST API with its services.
 func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	cfg, d, rc, log := p.cfg, p.db, p.redis, p.log
-	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL)
+	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL).
+		WithFailureLimiter(auth.NewFailureLimiter(rc, cfg.AuthFailureLimit, cfg.AuthFailureWindow, log))
 	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}
 	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(), Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
-		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey}, api.Deps{
+		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey,
+		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
 		Imports:    imports.New(d),
 		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log, Hub: p.waits}),

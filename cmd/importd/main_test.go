@@ -151,9 +151,15 @@ func (s *service) token(t testing.TB, input string) (map[string]any, []any) {
 	return out, errs
 }
 
+// newKey creates a key limited to suppliers, or for all suppliers when none
+// are given.
 func (s *service) newKey(t testing.TB, name string, suppliers ...string) string {
 	t.Helper()
-	key, err := auth.CreateKey(context.Background(), s.db, name, "", suppliers)
+	scope := auth.OnlySuppliers(suppliers...)
+	if len(suppliers) == 0 {
+		scope = auth.AllSuppliers()
+	}
+	key, err := auth.CreateKey(context.Background(), s.db, name, "", scope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +587,7 @@ func TestAuth_KeyLimitedToSupplierSeesOnlyIt(t *testing.T) {
 	if got := fmt.Sprint(r.Body["import_suppliers"]); got != "[ALPHA]" {
 		t.Fatalf("scope %s, want [ALPHA]", got)
 	}
-	if _, err := auth.CreateKey(ctx, s.db, "ghost", "", []string{"NOPE"}); err == nil {
+	if _, err := auth.CreateKey(ctx, s.db, "ghost", "", auth.OnlySuppliers("NOPE")); err == nil {
 		t.Error("a key limited to a supplier that does not exist was created")
 	}
 	_ = os.Getenv // keep imports stable as tests grow

@@ -28,7 +28,7 @@ func TestErrors_DatabaseOutOfReachIsAServiceFailureToRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	key, err := auth.CreateKey(context.Background(), d, "k", "", nil)
+	key, err := auth.CreateKey(context.Background(), d, "k", "", auth.AllSuppliers())
 	if err != nil {
 		t.Fatal(err)
 	}

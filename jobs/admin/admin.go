@@ -5,6 +5,8 @@ package admin
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -31,9 +34,12 @@ var (
 
 // Supplier is an import supplier as the operator configures it.
 type Supplier struct {
-	ID              int64     `db:"id" json:"-"`
-	Code            string    `db:"code" json:"code"`
-	Status          string    `db:"status" json:"status"`
+	ID     int64  `db:"id" json:"-"`
+	Code   string `db:"code" json:"code"`
+	Status string `db:"status" json:"status"`
+	// DocumentRoot is the prefix of the supplier's documents in the store:
+	// documents.DefaultRoot(Code) unless given, and never inside or around
+	// another supplier's root.
 	DocumentRoot    string    `db:"document_root" json:"document_root"`
 	Country         string    `db:"country" json:"country"`
 	MigrationEmails bool      `db:"migration_emails" json:"migration_emails"`
@@ -53,7 +59,8 @@ func checkStatus(s string) error {
 }
 
 // CreateSupplier validates and stores a new supplier. Status defaults to
-// Ongoing and country to GB.
+// Ongoing, country to GB and the document root to documents.DefaultRoot; a
+// root that overlaps another supplier's is refused (document_root_overlap).
 func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, error) {
 	if s.Status == "" {
 		s.Status = StatusOngoing
@@ -70,10 +77,23 @@ func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, erro
 	if !countryRE.MatchString(s.Country) {
 		return s, problem.Invalidf("invalid_country", "country", "Country %q must be an ISO 3166-1 alpha-2 code such as GB.", s.Country)
 	}
-	s.DocumentRoot = strings.Trim(s.DocumentRoot, "/")
-	err := d.GetContext(ctx, &s, `
+	if strings.Trim(s.DocumentRoot, "/") == "" {
+		s.DocumentRoot = documents.DefaultRoot(s.Code)
+	}
+	root, err := documents.CleanRoot(s.DocumentRoot)
+	if err != nil {
+		return s, err
+	}
+	s.DocumentRoot = root
+	if err := checkRootApart(ctx, d, s.Code, root); err != nil {
+		return s, err
+	}
+	err = d.GetContext(ctx, &s, `
 		INSERT INTO import_suppliers (code, status, document_root, country, migration_emails, require_documents)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`, s.Code, s.Status, s.DocumentRoot, s.Country, s.MigrationEmails, s.RequireDocuments)
+	if db.IsUniqueViolation(err, rootOverlapConstraint) {
+		return s, rootOverlap(root, "")
+	}
 	if db.IsUniqueViolation(err, "") {
 		return s, problem.Invalidf("already_exists", "code", "Supplier %s already exists.", s.Code)
 	}
@@ -96,6 +116,66 @@ func SetSupplierStatus(ctx context.Context, d *sqlx.DB, code, status string) err
 		return problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)
 	}
 	return nil
+}
+
+// rootOverlapConstraint names the refusal of the database's trigger
+// (migration 00014), which holds the rule of checkRootApart for every
+// writer and for two writers at once.
+const rootOverlapConstraint = "import_suppliers_document_root_overlap"
+
+// checkRootApart refuses root when it overlaps the document root of a
+// supplier other than code (documents.Overlap).
+func checkRootApart(ctx context.Context, q sqlx.QueryerContext, code, root string) error {
+	var others []struct {
+		Code string `db:"code"`
+		Root string `db:"document_root"`
+	}
+	if err := sqlx.SelectContext(ctx, q, &others, `SELECT code, document_root FROM import_suppliers WHERE code <> $1 ORDER BY code`, code); err != nil {
+		return fmt.Errorf("check document root: %w", err)
+	}
+	for _, o := range others {
+		if documents.Overlap(root, o.Root) {
+			return rootOverlap(root, o.Code)
+		}
+	}
+	return nil
+}
+
+func rootOverlap(root, other string) error {
+	if other == "" {
+		return problem.Invalidf(documents.CodeRootOverlap, "document_root",
+			"Document root %q overlaps another supplier's root; each supplier needs a root of its own.", root)
+	}
+	return problem.Invalidf(documents.CodeRootOverlap, "document_root",
+		"Document root %q overlaps the root of supplier %s; each supplier needs a root of its own, neither inside nor around another.", root, other)
+}
+
+// SetDocumentRoot changes a supplier's document root, with the rules of
+// CreateSupplier. The documents under the old root are not moved: the
+// operator moves them, or the supplier's document paths stop naming them.
+// It returns the root as stored.
+func SetDocumentRoot(ctx context.Context, d *sqlx.DB, code, root string) (string, error) {
+	if strings.Trim(root, "/") == "" {
+		root = documents.DefaultRoot(code)
+	}
+	root, err := documents.CleanRoot(root)
+	if err != nil {
+		return "", err
+	}
+	if err := checkRootApart(ctx, d, code, root); err != nil {
+		return "", err
+	}
+	res, err := d.ExecContext(ctx, `UPDATE import_suppliers SET document_root = $2 WHERE code = $1`, code, root)
+	if db.IsUniqueViolation(err, rootOverlapConstraint) {
+		return "", rootOverlap(root, "")
+	}
+	if err != nil {
+		return "", fmt.Errorf("set document root: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return "", problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)
+	}
+	return root, nil
 }
 
 // OptionRequireDocuments is the supplier option that SetSupplierOption sets
@@ -277,4 +357,40 @@ func ListSkipped(ctx context.Context, d *sqlx.DB, supplier string) ([]Skipped, e
 		return nil, fmt.Errorf("list skipped: %w", err)
 	}
 	return out, nil
+}
+
+// PurgeStaged blanks the staged payloads (the account data as E4 received
+// it: names, dates of birth, e-mail addresses, phone numbers, addresses) of
+// the supplier's COMPLETED accounts and returns how many it blanked. The
+// created accounts are the record from then on; a COMPLETED payload is
+// never read again (E4 refuses to restage it, the worker does not
+// re-validate it), so nothing the service answers changes. Payloads of
+// accounts not yet created are kept: they are what E5 creates from.
+//
+// It is meant for a closed migration: while the supplier is Ongoing it is
+// refused (import_supplier_migration_ongoing) unless force, so that data a
+// team may still compare its runs against is not lost by mistake. Running it
+// again purges only what completed since.
+func PurgeStaged(ctx context.Context, d *sqlx.DB, code string, force bool) (int64, error) {
+	var status string
+	err := d.GetContext(ctx, &status, `SELECT status FROM import_suppliers WHERE code = $1`, code)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("purge staged: %w", err)
+	}
+	if status == StatusOngoing && !force {
+		return 0, problem.Invalidf("import_supplier_migration_ongoing", "code",
+			"Supplier %s is Ongoing: set it Complete (or Paused) when its migration is closed, or force the purge.", code)
+	}
+	res, err := d.ExecContext(ctx, `
+		UPDATE import_processes p SET payload = '{}'::jsonb, updated_at = now()
+		FROM import_suppliers s
+		WHERE s.code = $1 AND p.supplier_id = s.id
+		  AND p.status = 'COMPLETED' AND p.service_account_number IS NOT NULL AND p.payload <> '{}'::jsonb`, code)
+	if err != nil {
+		return 0, fmt.Errorf("purge staged: %w", err)
+	}
+	return res.RowsAffected()
 }

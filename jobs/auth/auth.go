@@ -49,13 +49,17 @@ type Principal struct {
 	KeyID        int64
 	KeyName      string
 	Organisation string
-	// Suppliers lists the supplier codes the key is limited to; empty means all.
+	// AllSuppliers says the key may see every supplier. It is a flag of the
+	// key of its own: an empty Suppliers does not mean all.
+	AllSuppliers bool
+	// Suppliers lists the supplier codes the key is limited to when
+	// AllSuppliers is false; empty then means none.
 	Suppliers []string
 }
 
 // CanSee reports whether the key may address the import supplier.
 func (p Principal) CanSee(supplierCode string) bool {
-	if len(p.Suppliers) == 0 {
+	if p.AllSuppliers {
 		return true
 	}
 	for _, s := range p.Suppliers {
@@ -77,6 +81,8 @@ type Service struct {
 	sessionMaxAge time.Duration
 	// accessTTL is the lifetime of an access token.
 	accessTTL time.Duration
+	// limiter refuses attempts after too many failures; nil: no limit.
+	limiter *FailureLimiter
 }
 
 // New returns a Service that signs tokens with secret (HS256).
@@ -117,21 +123,41 @@ func hashKey(key string) []byte {
 	return h[:]
 }
 
-// CreateKey stores a new key for the organisation, limited to the given
-// suppliers (none means all), and returns the key. It is the only time the key
-// is visible: only its hash is stored.
-func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, suppliers []string) (string, error) {
+// Scope is what a new API key may see: every supplier (All), or exactly the
+// listed ones. One of the two must be given; nothing is implied by an empty
+// list, so that no key becomes unscoped by accident.
+type Scope struct {
+	All       bool
+	Suppliers []string
+}
+
+// AllSuppliers is the scope of a key that sees every supplier.
+func AllSuppliers() Scope { return Scope{All: true} }
+
+// OnlySuppliers is the scope of a key limited to the suppliers with these codes.
+func OnlySuppliers(codes ...string) Scope { return Scope{Suppliers: codes} }
+
+// CreateKey stores a new key for the organisation with the given scope and
+// returns the key. It is the only time the key is visible: only its hash is
+// stored. A scope with neither All nor suppliers, or with both, is refused
+// (invalid_scope).
+func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, scope Scope) (string, error) {
 	if strings.TrimSpace(name) == "" {
 		return "", problem.Invalidf("blank", "name", "The key name may not be blank.")
 	}
+	if scope.All == (len(scope.Suppliers) > 0) {
+		return "", problem.Invalidf("invalid_scope", "supplier",
+			"A key is either for all suppliers or for the suppliers it names: give exactly one of the two.")
+	}
+	suppliers := scope.Suppliers
 	if organisation == "" {
 		organisation = name
 	}
 	key := GenerateKey()
 	err := db.InTx(ctx, d, func(tx *sqlx.Tx) error {
 		var id int64
-		err := tx.GetContext(ctx, &id, `INSERT INTO api_keys (name, organisation, prefix, secret_hash) VALUES ($1, $2, $3, $4) RETURNING id`,
-			name, organisation, key[:lookupLength], hashKey(key))
+		err := tx.GetContext(ctx, &id, `INSERT INTO api_keys (name, organisation, prefix, secret_hash, all_suppliers) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			name, organisation, key[:lookupLength], hashKey(key), scope.All)
 		if db.IsUniqueViolation(err, "api_keys_name_key") {
 			return problem.Invalidf("already_exists", "name", "An API key named %q already exists.", name)
 		}
@@ -182,6 +208,7 @@ type KeyInfo struct {
 	Name         string     `db:"name" json:"name"`
 	Organisation string     `db:"organisation" json:"organisation"`
 	Prefix       string     `db:"prefix" json:"prefix"`
+	AllSuppliers bool       `db:"all_suppliers" json:"all_suppliers"`
 	Suppliers    string     `db:"suppliers" json:"suppliers"`
 	CreatedAt    time.Time  `db:"created_at" json:"created_at"`
 	RevokedAt    *time.Time `db:"revoked_at" json:"revoked_at"`
@@ -191,7 +218,7 @@ type KeyInfo struct {
 func ListKeys(ctx context.Context, d *sqlx.DB) ([]KeyInfo, error) {
 	var out []KeyInfo
 	err := d.SelectContext(ctx, &out, `
-		SELECT k.name, k.organisation, k.prefix, k.created_at, k.revoked_at,
+		SELECT k.name, k.organisation, k.prefix, k.all_suppliers, k.created_at, k.revoked_at,
 		       coalesce(string_agg(s.code, ',' ORDER BY s.code), '') AS suppliers
 		FROM api_keys k
 		LEFT JOIN api_key_suppliers ks ON ks.api_key_id = k.id
@@ -209,11 +236,12 @@ type keyRow struct {
 	Organisation string       `db:"organisation"`
 	SecretHash   []byte       `db:"secret_hash"`
 	RevokedAt    sql.NullTime `db:"revoked_at"`
+	AllSuppliers bool         `db:"all_suppliers"`
 	Suppliers    string       `db:"suppliers"`
 }
 
 const keyQuery = `
-	SELECT k.id, k.name, k.organisation, k.secret_hash, k.revoked_at,
+	SELECT k.id, k.name, k.organisation, k.secret_hash, k.revoked_at, k.all_suppliers,
 	       coalesce(string_agg(s.code, ',' ORDER BY s.code), '') AS suppliers
 	FROM api_keys k
 	LEFT JOIN api_key_suppliers ks ON ks.api_key_id = k.id
@@ -222,8 +250,8 @@ const keyQuery = `
 	GROUP BY k.id`
 
 func (r keyRow) principal() Principal {
-	p := Principal{KeyID: r.ID, KeyName: r.Name, Organisation: r.Organisation}
-	if r.Suppliers != "" {
+	p := Principal{KeyID: r.ID, KeyName: r.Name, Organisation: r.Organisation, AllSuppliers: r.AllSuppliers}
+	if !r.AllSuppliers && r.Suppliers != "" {
 		p.Suppliers = strings.Split(r.Suppliers, ",")
 	}
 	return p
@@ -292,8 +320,14 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID s
 
 var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid API key.")
 
-// TokenFromKey exchanges an API key for a token pair.
+// TokenFromKey exchanges an API key for a token pair. After too many
+// failures from the client's address or with the key, it refuses with
+// CodeTooManyFailedAttempts (see FailureLimiter).
 func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
+	return guard(ctx, s.limiter, keyPrefixOf(key), func() (TokenPair, error) { return s.tokenFromKey(ctx, key) })
+}
+
+func (s *Service) tokenFromKey(ctx context.Context, key string) (TokenPair, error) {
 	r, ok, err := s.keyBySecret(ctx, key)
 	if err != nil {
 		return TokenPair{}, err
@@ -312,8 +346,14 @@ func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, erro
 // TokenFromRefresh exchanges a refresh token for a new pair. Each refresh
 // token is exchanged once (rotate): a reused one revokes its session, and a
 // session ends sessionMaxAge after the key obtained its first pair, whose
-// time is carried over as origIat. Every refusal is invalid_refresh_token.
+// time is carried over as origIat. Every refusal is invalid_refresh_token,
+// but for CodeTooManyFailedAttempts after too many failures from the
+// client's address.
 func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
+	return guard(ctx, s.limiter, "", func() (TokenPair, error) { return s.tokenFromRefresh(ctx, refresh) })
+}
+
+func (s *Service) tokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
 	refused := problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
 	c, err := s.parse(refresh, "refresh")
 	if err != nil {
@@ -374,12 +414,17 @@ func (s *Service) activeKey(ctx context.Context, c *claims) (keyRow, error) {
 
 // Authenticate checks an access token and returns its principal. The key's
 // state comes from the principal cache when Listen runs (revocations evict
-// it by NOTIFY), else from the database on every call.
+// it by NOTIFY), else from the database on every call. A token it has not
+// verified before goes through the failed-attempt limit of the client's
+// address (CodeTooManyFailedAttempts); one it has verified does not, as it
+// cannot be a guess.
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
-	c, ok := s.tokens.get(token, s.now())
-	if !ok {
-		var err error
-		if c, err = s.parse(token, "access"); err != nil {
+	if c, ok := s.tokens.get(token, s.now()); ok {
+		return s.principalOf(ctx, c)
+	}
+	return guard(ctx, s.limiter, "", func() (Principal, error) {
+		c, err := s.parse(token, "access")
+		if err != nil {
 			detail := "Invalid token."
 			if errors.Is(err, jwt.ErrTokenExpired) {
 				detail = "The token has expired; obtain a new one."
@@ -387,7 +432,13 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 			return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, detail)
 		}
 		s.tokens.put(token, c)
-	}
+		return s.principalOf(ctx, c)
+	})
+}
+
+// principalOf returns the principal of the verified claims c, from the
+// cache or the database.
+func (s *Service) principalOf(ctx context.Context, c *claims) (Principal, error) {
 	now := time.Now()
 	if id, err := strconv.ParseInt(c.Subject, 10, 64); err == nil {
 		if p, ok := s.cache.get(id, now); ok {

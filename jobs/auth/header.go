@@ -28,7 +28,8 @@ const detailForms = "Send 'Authorization: Token <token>', the token alone, or 'A
 // refused: the reference names the prefix as required for keys. Errors are
 // Unauthenticated: CodeNotAuthenticated when no credential is given (no
 // header, another scheme, "Token" alone), CodeAuthenticationFailed when the
-// credential is wrong, expired or revoked.
+// credential is wrong, expired or revoked; or TooManyRequests,
+// CodeTooManyFailedAttempts, after too many failures (see FailureLimiter).
 func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Principal, error) {
 	h := strings.TrimSpace(header)
 	scheme, cred, found := strings.Cut(h, " ")
@@ -62,8 +63,13 @@ func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Princi
 // AuthenticateKey checks an API key used directly, without a token, and
 // returns its principal. The key is read from the database on every call,
 // so a revocation stops it at once. Errors: CodeAuthenticationFailed for an
-// unknown or revoked key.
+// unknown or revoked key, CodeTooManyFailedAttempts after too many failures
+// from the client's address or with the key.
 func (s *Service) AuthenticateKey(ctx context.Context, key string) (Principal, error) {
+	return guard(ctx, s.limiter, keyPrefixOf(key), func() (Principal, error) { return s.authenticateKey(ctx, key) })
+}
+
+func (s *Service) authenticateKey(ctx context.Context, key string) (Principal, error) {
 	r, ok, err := s.keyBySecret(ctx, key)
 	if err != nil {
 		return Principal{}, err

@@ -23,7 +23,11 @@ func TestAuthenticateHeader_FormsOfTheReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	newKey := func(name string, suppliers ...string) string {
-		key, err := CreateKey(ctx, d, name, "", suppliers)
+		scope := OnlySuppliers(suppliers...)
+		if len(suppliers) == 0 {
+			scope = AllSuppliers()
+		}
+		key, err := CreateKey(ctx, d, name, "", scope)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +102,7 @@ func TestAuthenticateHeader_FormsOfTheReference(t *testing.T) {
 // Unauthenticated problem: never a panic, never another error.
 func FuzzAuthenticateHeader(f *testing.F) {
 	d := dbtest.New(f)
-	key, err := CreateKey(context.Background(), d, "fuzz", "", nil)
+	key, err := CreateKey(context.Background(), d, "fuzz", "", AllSuppliers())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func newRefreshService(t *testing.T, maxAge time.Duration) (*Service, string, *t
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	key, err := CreateKey(context.Background(), d, "refresher", "", nil)
+	key, err := CreateKey(context.Background(), d, "refresher", "", AllSuppliers())
 	if err != nil {
 		t.Fatal(err)
 	}

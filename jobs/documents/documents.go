@@ -4,8 +4,11 @@
 // the import endpoints only check that a referenced document exists.
 //
 // A document's key is the import supplier's document root, a slash, then the
-// path the caller gave without its leading slash, if any; with an empty root
-// the key is the path alone.
+// path the caller gave without its leading slash, if any. Every supplier has
+// a root of its own (suppliers/<code> unless the operator chose one), and no
+// root lies inside another (Overlap), so a supplier's paths can only name its
+// own documents (issue 20: roots used to default to the whole bucket and
+// could nest).
 //
 // Whether a referenced document must exist is a per-supplier setting
 // (import_suppliers.require_documents), off by default as on the reference
@@ -110,6 +113,36 @@ func Key(root, path string) string {
 		return path
 	}
 	return root + "/" + path
+}
+
+// DefaultRoot is the document root of a supplier created without one.
+func DefaultRoot(supplierCode string) string { return "suppliers/" + supplierCode }
+
+// CodeInvalidRoot is the problem code of a document root that is not a
+// normalised relative path.
+const CodeInvalidRoot = "invalid_document_root"
+
+// CodeRootOverlap is the problem code of a document root inside, or around,
+// another supplier's root.
+const CodeRootOverlap = "document_root_overlap"
+
+// CleanRoot returns root without the slashes around it, the spelling that
+// is stored, or a *problem.Error (CodeInvalidRoot, attr document_root) when
+// it is empty or not a normalised path (see ValidPath).
+func CleanRoot(root string) (string, error) {
+	r := strings.Trim(root, "/")
+	if r == "" || !ValidPath(r) {
+		return "", problem.Invalidf(CodeInvalidRoot, "document_root",
+			"Document root %q must be a normalised path such as suppliers/ACME (no \\, no empty, . or .. segment).", root)
+	}
+	return r, nil
+}
+
+// Overlap reports whether the cleaned roots a and b share documents: one is
+// the other, or lies inside it, segment by segment ("acme" and "acme/x"
+// overlap, "acme" and "acme2" do not).
+func Overlap(a, b string) bool {
+	return strings.HasPrefix(a+"/", b+"/") || strings.HasPrefix(b+"/", a+"/")
 }
 
 // Store is a bucket of documents. Its methods are safe for concurrent use.

@@ -255,7 +255,8 @@ stored and answered exactly as sent. The 201 answer is the validated request: wh
 Documents live in the object store named by ` + "`DOCUMENTS_URL`" + ` (a gocloud.dev/blob URL: ` + "`file:///path`" + ` locally,
 ` + "`s3://bucket?region=...`" + ` in production, with the bucket's options in the URL). A document's key is the import
 supplier's document root (` + "`importctl supplier create --document-root`" + `), ` + "`/`" + `, then the path given without
-its leading ` + "`/`" + `; with an empty root, the path alone. The service never stores files. Whether a referenced document
+its leading ` + "`/`" + `. Every supplier has a root of its own (` + "`suppliers/CODE`" + ` by default), neither inside nor around
+another supplier's root, so its paths name only its own documents. The service never stores files. Whether a referenced document
 must exist is a setting of the import supplier, off by default as on the reference platform:
 ` + "`importctl supplier set-option CODE require-documents on`" + ` (or ` + "`off`" + `). When it is on, E5 (the account's notes), E6 and E8
 refuse a path that names nothing (` + "`path_does_not_exist_in_file_store`" + `); when it is off, the store is not read.

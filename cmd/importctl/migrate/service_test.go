@@ -171,7 +171,7 @@ func (s *service) seed(t testing.TB) {
 	if _, err := payment.AddVendor(ctx, s.db, payment.Vendor{Name: "DEMO_PAY", BaseURL: vs.URL}); err != nil {
 		t.Fatal(err)
 	}
-	if s.key, err = auth.CreateKey(ctx, s.db, "runner", "", nil); err != nil {
+	if s.key, err = auth.CreateKey(ctx, s.db, "runner", "", auth.AllSuppliers()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bulkimport/bulkimport/jobs/auth"
+)
+
+// attempt is the outcome of one authentication attempt as a client sees it:
+// the HTTP status and the code (section 7 code, or the GraphQL errorCode of
+// a 200).
+type attempt struct {
+	Status int
+	Code   string
+}
+
+// tokenFrom runs obtainServiceToken with input from the client address
+// addr (an X-Forwarded-For behind the trusted loopback proxy; "" for none).
+func (s *service) tokenFrom(t testing.TB, addr, input string) (attempt, response) {
+	t.Helper()
+	q := map[string]any{"query": `mutation($input: ObtainJSONWebTokenInput!) { obtainServiceToken(input: $input) { token refreshToken } }`,
+		"variables": map[string]any{"input": json.RawMessage(input)}}
+	body, _ := json.Marshal(q)
+	req, _ := http.NewRequest("POST", s.base+"/v1/graphql/", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if addr != "" {
+		req.Header.Set("X-Forwarded-For", addr)
+	}
+	r := doReq(t, req)
+	a := attempt{Status: r.Status}
+	if code, ok := r.Body["code"].(string); ok {
+		a.Code = code
+	} else if errs, _ := r.Body["errors"].([]any); len(errs) > 0 {
+		a.Code = errorCode(t, errs)
+	}
+	return a, r
+}
+
+// whoamiFrom calls whoami with the Authorization header from addr.
+func (s *service) whoamiFrom(t testing.TB, addr, authorization string) (attempt, response) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.base+"/v1/data-import/whoami/", nil)
+	req.Header.Set("Authorization", authorization)
+	if addr != "" {
+		req.Header.Set("X-Forwarded-For", addr)
+	}
+	r := doReq(t, req)
+	code, _ := r.Body["code"].(string)
+	return attempt{Status: r.Status, Code: code}, r
+}
+
+func keyInput(key string) string { return fmt.Sprintf(`{"APIKey": %q}`, key) }
+
+// badKey is a well-formed API key that no one holds; n makes each different.
+func badKey(n int) string { return fmt.Sprintf("bik_%08dxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", n) }
+
+var (
+	refusedKey = attempt{200, auth.CodeInvalidAPIKey}
+	throttled  = attempt{429, auth.CodeTooManyFailedAttempts}
+)
+
+// checkThrottled checks that r is the section 7 429 with a Retry-After
+// within the limit's window.
+func checkThrottled(t testing.TB, r response, window time.Duration) {
+	t.Helper()
+	secs, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	if err != nil || secs < 1 || time.Duration(secs)*time.Second > window {
+		t.Errorf("Retry-After %q, want 1 to %v seconds", r.Header.Get("Retry-After"), window.Seconds())
+	}
+	if _, ok := r.Body["errors"].([]any); !ok || r.Body["detail"] == "" {
+		t.Errorf("429 body is not the section 7 shape: %s", r.Raw)
+	}
+}
+
+// Issue 20: 300 failed token requests in a row got no 429. Now the limit's
+// failures are answered as before, and every attempt after them is refused
+// with 429, the right key included, while a client at another address is
+// not slowed.
+func TestAuthLimit_FailedAttemptsFromOneAddressAreThrottled(t *testing.T) {
+	t.Parallel()
+	const limit = 10
+	s := startService(t, "api", map[string]string{"AUTH_FAILURE_LIMIT": strconv.Itoa(limit), "AUTH_FAILURE_WINDOW": "10m",
+		"TRUSTED_PROXIES": "127.0.0.1"})
+	good := s.newKey(t, "good")
+	const attacker, other = "203.0.113.7", "198.51.100.9"
+
+	counts := map[attempt]int{}
+	var last response
+	for i := range 300 {
+		a, r := s.tokenFrom(t, attacker, keyInput(badKey(i)))
+		counts[a]++
+		if a == throttled {
+			last = r
+		}
+	}
+	if diff := cmp.Diff(map[attempt]int{refusedKey: limit, throttled: 300 - limit}, counts); diff != "" {
+		t.Fatalf("300 failed attempts (-want +got):\n%s", diff)
+	}
+	checkThrottled(t, last, 10*time.Minute)
+
+	// While throttled, the right key is refused too, so that a guess tells nothing.
+	if a, _ := s.tokenFrom(t, attacker, keyInput(good)); a != throttled {
+		t.Errorf("good key from the throttled address: %+v, want %+v", a, throttled)
+	}
+	// The same key from another address is not slowed.
+	if a, r := s.tokenFrom(t, other, keyInput(good)); a != (attempt{200, ""}) {
+		t.Errorf("good key from another address: %+v %s", a, r.Raw)
+	}
+	// Nor is the API key used directly on a REST endpoint from there.
+	if a, r := s.whoamiFrom(t, other, "Token "+good); a.Status != 200 {
+		t.Errorf("good key used directly from another address: %+v %s", a, r.Raw)
+	}
+	// The REST endpoints apply the same count to the attacker's address.
+	if a, _ := s.whoamiFrom(t, attacker, "Token "+good); a != throttled {
+		t.Errorf("good key used directly from the throttled address: %+v, want %+v", a, throttled)
+	}
+}
+
+// Bad bearer tokens and bad refresh tokens count as failed attempts; a
+// token the service has verified before is no guess and is not throttled.
+func TestAuthLimit_BadTokensAndRefreshTokensCount(t *testing.T) {
+	t.Parallel()
+	const limit = 5
+	s := startService(t, "api", map[string]string{"AUTH_FAILURE_LIMIT": strconv.Itoa(limit), "AUTH_FAILURE_WINDOW": "10m",
+		"TRUSTED_PROXIES": "127.0.0.1"})
+	key := s.newKey(t, "k")
+	const tokens, refreshes = "203.0.113.20", "203.0.113.21"
+	a, r := s.tokenFrom(t, tokens, keyInput(key))
+	if a.Status != 200 {
+		t.Fatalf("token: %+v %s", a, r.Raw)
+	}
+	tok := r.Body["data"].(map[string]any)["obtainServiceToken"].(map[string]any)["token"].(string)
+	if a, r := s.whoamiFrom(t, tokens, "Token "+tok); a.Status != 200 {
+		t.Fatalf("whoami: %+v %s", a, r.Raw)
+	}
+
+	var got []attempt
+	for i := range limit + 2 {
+		a, _ := s.whoamiFrom(t, tokens, fmt.Sprintf("Token not.a.token%d", i))
+		got = append(got, a)
+	}
+	failed := attempt{401, auth.CodeAuthenticationFailed}
+	want := []attempt{failed, failed, failed, failed, failed, throttled, throttled}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bad bearer tokens (-want +got):\n%s", diff)
+	}
+	if a, r := s.whoamiFrom(t, tokens, "Token "+tok); a.Status != 200 {
+		t.Errorf("a token verified before the limit was reached: %+v %s", a, r.Raw)
+	}
+
+	got = nil
+	for i := range limit + 2 {
+		a, _ := s.tokenFrom(t, refreshes, fmt.Sprintf(`{"refreshToken": "not.a.refresh%d"}`, i))
+		got = append(got, a)
+	}
+	bad := attempt{200, auth.CodeInvalidRefreshToken}
+	want = []attempt{bad, bad, bad, bad, bad, throttled, throttled}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bad refresh tokens (-want +got):\n%s", diff)
+	}
+}
+
+// Guesses at one API key (its first characters, which only its holders
+// know, with wrong rest) from many addresses use up the key's count: then
+// the key is refused from everywhere until the count recovers, and other
+// keys are not.
+func TestAuthLimit_FailedAttemptsAtOneKeyAreThrottledFromAnyAddress(t *testing.T) {
+	t.Parallel()
+	const limit = 5
+	s := startService(t, "api", map[string]string{"AUTH_FAILURE_LIMIT": strconv.Itoa(limit), "AUTH_FAILURE_WINDOW": "10m",
+		"TRUSTED_PROXIES": "127.0.0.1"})
+	target, bystander := s.newKey(t, "target"), s.newKey(t, "bystander")
+	var got []attempt
+	for i := range limit + 1 {
+		wrong := target[:len(target)-4] + fmt.Sprintf("%04d", i)
+		a, _ := s.tokenFrom(t, fmt.Sprintf("192.0.2.%d", i+1), keyInput(wrong))
+		got = append(got, a)
+	}
+	want := []attempt{refusedKey, refusedKey, refusedKey, refusedKey, refusedKey, throttled}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("guesses at one key from many addresses (-want +got):\n%s", diff)
+	}
+	if a, _ := s.tokenFrom(t, "192.0.2.200", keyInput(target)); a != throttled {
+		t.Errorf("the guessed-at key: %+v, want %+v", a, throttled)
+	}
+	if a, r := s.tokenFrom(t, "192.0.2.200", keyInput(bystander)); a != (attempt{200, ""}) {
+		t.Errorf("another key from the same address: %+v %s", a, r.Raw)
+	}
+}
+
+// The count recovers: one attempt more every window/limit, and all of them
+// a window after the last failure.
+func TestAuthLimit_CountRecoversAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	const limit, window = 3, 1500 * time.Millisecond
+	s := startService(t, "api", map[string]string{"AUTH_FAILURE_LIMIT": strconv.Itoa(limit), "AUTH_FAILURE_WINDOW": window.String()})
+	key := s.newKey(t, "k")
+	round := func() []attempt {
+		var got []attempt
+		for i := range limit + 1 {
+			a, _ := s.tokenFrom(t, "", keyInput(badKey(i)))
+			got = append(got, a)
+		}
+		return got
+	}
+	want := []attempt{refusedKey, refusedKey, refusedKey, throttled}
+	if diff := cmp.Diff(want, round()); diff != "" {
+		t.Fatalf("first round (-want +got):\n%s", diff)
+	}
+	time.Sleep(window + 200*time.Millisecond)
+	if a, r := s.tokenFrom(t, "", keyInput(key)); a != (attempt{200, ""}) {
+		t.Errorf("good key after the window: %+v %s", a, r.Raw)
+	}
+	if diff := cmp.Diff(want, round()); diff != "" {
+		t.Errorf("round after the window (-want +got):\n%s", diff)
+	}
+}
+
+// X-Forwarded-For is ignored unless the connection comes from a trusted
+// proxy: otherwise a client would pick a new address for every guess.
+func TestAuthLimit_ForwardedForIsIgnoredWithoutTrustedProxies(t *testing.T) {
+	t.Parallel()
+	const limit = 3
+	s := startService(t, "api", map[string]string{"AUTH_FAILURE_LIMIT": strconv.Itoa(limit)})
+	var got []attempt
+	for i := range limit + 1 {
+		a, _ := s.tokenFrom(t, fmt.Sprintf("198.51.100.%d", i+1), keyInput(badKey(i)))
+		got = append(got, a)
+	}
+	if diff := cmp.Diff([]attempt{refusedKey, refusedKey, refusedKey, throttled}, got); diff != "" {
+		t.Errorf("attempts with a new X-Forwarded-For each (-want +got):\n%s", diff)
+	}
+}
