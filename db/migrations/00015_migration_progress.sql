@@ -15,6 +15,8 @@
 -- concurrent workers mostly update different rows instead of queueing on one
 -- row lock until commit. A reader sums the slots. Within one trigger call
 -- rows are locked in key order, so two single-row changes cannot deadlock.
+-- Triggers per row suit the service, which changes one process per
+-- statement; see progress_rebuild for bulk changes.
 
 CREATE TABLE progress_counts (
     supplier_id bigint NOT NULL REFERENCES import_suppliers (id) ON DELETE CASCADE,
@@ -131,7 +133,48 @@ END
 $$;
 -- +goose StatementEnd
 
--- Counted from here on: no process changes between the backfill and the
+-- progress_rebuild recounts every counter from import_processes. The
+-- migration fills the counters with it; after maintenance that changes many
+-- processes in one statement, run it with the triggers disabled (a counter
+-- row updated once per row in one transaction grows a chain of row versions
+-- that each later update walks, so such a statement slows down with the
+-- square of its rows; the service changes one process per statement):
+--   BEGIN; LOCK TABLE import_processes IN SHARE ROW EXCLUSIVE MODE;
+--   ALTER TABLE import_processes DISABLE TRIGGER USER; ...changes...;
+--   ALTER TABLE import_processes ENABLE TRIGGER USER; SELECT progress_rebuild(); COMMIT;
+-- The per-minute series is rebuilt from account_created_at and, for failed
+-- processes, updated_at: earlier failures of an account are not recounted.
+-- +goose StatementBegin
+CREATE FUNCTION progress_rebuild() RETURNS void
+LANGUAGE sql AS $$
+    DELETE FROM progress_counts;
+    DELETE FROM progress_errors;
+    DELETE FROM progress_minutes;
+
+    INSERT INTO progress_counts (supplier_id, state, slot, n)
+    SELECT supplier_id, progress_state(status, last_error), 0, count(*)
+    FROM import_processes GROUP BY 1, 2;
+
+    INSERT INTO progress_errors (supplier_id, code, attr, slot, n)
+    SELECT p.supplier_id, e.code, e.attr, 0, count(*)
+    FROM import_processes p, progress_error_pairs(p.last_error) e
+    WHERE progress_state(p.status, p.last_error) = 'failed'
+    GROUP BY 1, 2, 3;
+
+    INSERT INTO progress_minutes (supplier_id, minute, slot, completed, failed)
+    SELECT supplier_id, minute, 0, sum(completed), sum(failed)
+    FROM (
+        SELECT supplier_id, date_trunc('minute', account_created_at) AS minute, 1 AS completed, 0 AS failed
+        FROM import_processes WHERE status = 'COMPLETED' AND account_created_at IS NOT NULL
+        UNION ALL
+        SELECT supplier_id, date_trunc('minute', updated_at), 0, 1
+        FROM import_processes WHERE progress_state(status, last_error) = 'failed'
+    ) AS e
+    GROUP BY 1, 2;
+$$;
+-- +goose StatementEnd
+
+-- Counted from here on: no process changes between the count and the
 -- triggers' creation.
 LOCK TABLE import_processes IN SHARE ROW EXCLUSIVE MODE;
 
@@ -145,26 +188,7 @@ CREATE TRIGGER progress_track_update AFTER UPDATE ON import_processes
           OR OLD.supplier_id IS DISTINCT FROM NEW.supplier_id)
     EXECUTE FUNCTION progress_track();
 
-INSERT INTO progress_counts (supplier_id, state, slot, n)
-SELECT supplier_id, progress_state(status, last_error), 0, count(*)
-FROM import_processes GROUP BY 1, 2;
-
-INSERT INTO progress_errors (supplier_id, code, attr, slot, n)
-SELECT p.supplier_id, e.code, e.attr, 0, count(*)
-FROM import_processes p, progress_error_pairs(p.last_error) e
-WHERE progress_state(p.status, p.last_error) = 'failed'
-GROUP BY 1, 2, 3;
-
-INSERT INTO progress_minutes (supplier_id, minute, slot, completed, failed)
-SELECT supplier_id, minute, 0, sum(completed), sum(failed)
-FROM (
-    SELECT supplier_id, date_trunc('minute', account_created_at) AS minute, 1 AS completed, 0 AS failed
-    FROM import_processes WHERE status = 'COMPLETED' AND account_created_at IS NOT NULL
-    UNION ALL
-    SELECT supplier_id, date_trunc('minute', updated_at), 0, 1
-    FROM import_processes WHERE progress_state(status, last_error) = 'failed'
-) AS e
-GROUP BY 1, 2;
+SELECT progress_rebuild();
 
 -- The failed accounts table: newest failure first, and the filter by code,
 -- over failed processes only.
@@ -179,6 +203,7 @@ DROP INDEX import_processes_failed;
 DROP TRIGGER progress_track_update ON import_processes;
 DROP TRIGGER progress_track_insert_delete ON import_processes;
 DROP FUNCTION progress_track();
+DROP FUNCTION progress_rebuild();
 DROP FUNCTION progress_error_pairs(jsonb);
 DROP FUNCTION progress_state(text, jsonb);
 DROP TABLE progress_errors, progress_minutes, progress_counts;
