@@ -204,8 +204,8 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 		t.Errorf("the page did not update itself to 6 failed accounts without a reload: %v (marker %v)", err, marker)
 	}
 
-	all, err := failedRowsAt(ctx, "")
-	if err != nil {
+	var all []string
+	if err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) (err error) { all, err = failedRows(ctx); return err })); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(all) != "[ACME-S1 ACME-F5 ACME-F4 ACME-F3 ACME-F2 ACME-F1]" {
@@ -252,13 +252,6 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	if p := heard[:len(heard)-1]; len(p) > 0 {
 		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
 	}
-}
-
-// failedRowsAt returns the failed accounts on the page as loaded.
-func failedRowsAt(ctx context.Context, _ string) ([]string, error) {
-	var rows []string
-	err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) (err error) { rows, err = failedRows(ctx); return err }))
-	return rows, err
 }
 
 // seedHistory adds three hours of processing to the cohort, for the README's

@@ -27,8 +27,8 @@ func startPage(t *testing.T) *service {
 	return s
 }
 
-// get sends GET path with basic auth (none when user and pass are empty).
-func (s *service) get(t *testing.T, path, user, pass string) response {
+// basicGet sends GET path with basic auth (none when user and pass are empty).
+func (s *service) basicGet(t *testing.T, path, user, pass string) response {
 	t.Helper()
 	req, _ := http.NewRequest("GET", s.base+path, nil)
 	if user != "" || pass != "" {
@@ -56,7 +56,7 @@ func TestMigrationPage_NeedsTheMonitoringLoginOrAnAPIKey(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, path := range paths {
-			r := s.get(t, path, tc.user, tc.pass)
+			r := s.basicGet(t, path, tc.user, tc.pass)
 			if r.Status != 401 || r.Body["code"] != tc.code || r.Body["errors"] == nil ||
 				!strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Basic ") {
 				t.Errorf("%s: GET %s: %d %s (WWW-Authenticate %q), want 401 %s with a Basic challenge",
@@ -65,7 +65,7 @@ func TestMigrationPage_NeedsTheMonitoringLoginOrAnAPIKey(t *testing.T) {
 		}
 	}
 	for _, path := range paths[:4] {
-		if r := s.get(t, path, pageUser, pagePass); r.Status != 200 {
+		if r := s.basicGet(t, path, pageUser, pagePass); r.Status != 200 {
 			t.Errorf("operator: GET %s: %d %.300s", path, r.Status, r.Raw)
 		}
 	}
@@ -74,7 +74,7 @@ func TestMigrationPage_NeedsTheMonitoringLoginOrAnAPIKey(t *testing.T) {
 func TestMigrationPage_IsOffWithoutMonitoringUser(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "api", nil)
-	if r := s.get(t, "/migration/", pageUser, pagePass); r.Status != 404 || r.Body["code"] != "not_found" {
+	if r := s.basicGet(t, "/migration/", pageUser, pagePass); r.Status != 404 || r.Body["code"] != "not_found" {
 		t.Errorf("GET /migration/ without MONITORING_USER: %d %s, want 404 not_found", r.Status, r.Raw)
 	}
 }
@@ -118,7 +118,7 @@ func decodeSummary(t *testing.T, r response) summary {
 func TestMigrationPage_SummaryOfTheSeededCohort(t *testing.T) {
 	t.Parallel()
 	s := startPage(t)
-	got := decodeSummary(t, s.get(t, "/migration/ACME/summary.json", pageUser, pagePass))
+	got := decodeSummary(t, s.basicGet(t, "/migration/ACME/summary.json", pageUser, pagePass))
 	want := map[string]int64{"staged": 3, "in_progress": 2, "completed": 4, "failed": 5, "total": 14, "skip_marks": 2}
 	if diff := cmp.Diff(want, got.Supplier.Counts); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
@@ -129,12 +129,12 @@ func TestMigrationPage_SummaryOfTheSeededCohort(t *testing.T) {
 	if got.Queue == nil || got.Queue.Name != "accounts" || !got.Queue.Available {
 		t.Errorf("operator's queue: %+v", got.Queue)
 	}
-	filtered := decodeSummary(t, s.get(t, "/migration/ACME/summary.json?code="+pt.CodePostcode, pageUser, pagePass))
+	filtered := decodeSummary(t, s.basicGet(t, "/migration/ACME/summary.json?code="+pt.CodePostcode, pageUser, pagePass))
 	if len(filtered.Failed.Accounts) != 1 || filtered.Failed.Accounts[0].ExternalAccountNumber != "ACME-F1" {
 		t.Errorf("filtered by %s: %+v", pt.CodePostcode, filtered.Failed.Accounts)
 	}
 
-	html := s.get(t, "/migration/ACME/", pageUser, pagePass)
+	html := s.basicGet(t, "/migration/ACME/", pageUser, pagePass)
 	for _, want := range []string{`data-count="failed">5<`, `data-count="skip_marks">2<`, "ACME-F5", pt.AttrPhone,
 		`href="/monitoring/queues/accounts"`, `?code=invalid_phone_number&amp;attr=customers.0.mobile#failed`} {
 		if !strings.Contains(string(html.Raw), want) {
@@ -144,20 +144,20 @@ func TestMigrationPage_SummaryOfTheSeededCohort(t *testing.T) {
 	if csp := html.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
 		t.Errorf("Content-Security-Policy %q", csp)
 	}
-	index := s.get(t, "/migration/", pageUser, pagePass)
+	index := s.basicGet(t, "/migration/", pageUser, pagePass)
 	for _, want := range []string{`href="/migration/ACME/"`, `href="/migration/OTHER/"`, "Paused"} {
 		if !strings.Contains(string(index.Raw), want) {
 			t.Errorf("index lacks %q", want)
 		}
 	}
-	if r := s.get(t, "/migration/ACME/summary.json?before=yesterday", pageUser, pagePass); r.Status != 400 || r.Body["code"] != "invalid" ||
+	if r := s.basicGet(t, "/migration/ACME/summary.json?before=yesterday", pageUser, pagePass); r.Status != 400 || r.Body["code"] != "invalid" ||
 		!strings.Contains(string(r.Raw), `"attr":"before"`) {
 		t.Errorf("bad cursor: %d %s, want 400 invalid at before", r.Status, r.Raw)
 	}
-	if r := s.get(t, "/migration/NOPE/summary.json", pageUser, pagePass); r.Status != 404 || r.Body["code"] != "import_supplier_not_found" {
+	if r := s.basicGet(t, "/migration/NOPE/summary.json", pageUser, pagePass); r.Status != 404 || r.Body["code"] != "import_supplier_not_found" {
 		t.Errorf("unknown supplier: %d %s", r.Status, r.Raw)
 	}
-	if r := s.get(t, "/migration/ACME", pageUser, pagePass); r.Status != 301 && r.Status != 200 {
+	if r := s.basicGet(t, "/migration/ACME", pageUser, pagePass); r.Status != 301 && r.Status != 200 {
 		t.Errorf("without the slash: %d", r.Status)
 	}
 }
@@ -170,7 +170,7 @@ func TestMigrationPage_KeyScopedElsewhereNeverSeesTheSupplier(t *testing.T) {
 	s := startPage(t)
 	otherKey := s.newKey(t, "page-other", pt.Other)
 	for _, path := range []string{"/migration/ACME/", "/migration/ACME/summary.json", "/migration/ACME/summary.json?code=" + pt.CodePhone} {
-		r := s.get(t, path, "lead", otherKey)
+		r := s.basicGet(t, path, "lead", otherKey)
 		if r.Status != 404 || r.Body["code"] != "import_supplier_not_found" {
 			t.Errorf("GET %s with OTHER's key: %d %.300s, want 404 import_supplier_not_found", path, r.Status, r.Raw)
 		}
@@ -178,27 +178,27 @@ func TestMigrationPage_KeyScopedElsewhereNeverSeesTheSupplier(t *testing.T) {
 			t.Errorf("GET %s with OTHER's key shows ACME's accounts: %s", path, r.Raw)
 		}
 	}
-	index := s.get(t, "/migration/", "lead", otherKey)
+	index := s.basicGet(t, "/migration/", "lead", otherKey)
 	if index.Status != 200 || strings.Contains(string(index.Raw), "ACME") || !strings.Contains(string(index.Raw), "/migration/OTHER/") {
 		t.Errorf("index with OTHER's key: %d %s", index.Status, index.Raw)
 	}
-	got := decodeSummary(t, s.get(t, "/migration/OTHER/summary.json", "lead", otherKey))
+	got := decodeSummary(t, s.basicGet(t, "/migration/OTHER/summary.json", "lead", otherKey))
 	if got.Queue != nil || got.Supplier.Counts["total"] != 2 {
 		t.Errorf("OTHER with its key: queue %+v, counts %v", got.Queue, got.Supplier.Counts)
 	}
-	page := s.get(t, "/migration/OTHER/", "lead", otherKey)
+	page := s.basicGet(t, "/migration/OTHER/", "lead", otherKey)
 	if strings.Contains(string(page.Raw), "/monitoring/") {
 		t.Errorf("a supplier's key is linked into Asynqmon")
 	}
 
 	acmeKey := s.newKey(t, "page-acme", pt.Supplier)
 	for _, path := range []string{"/migration/ACME/", "/migration/ACME/summary.json", "/migration/", "/migration/ACME/summary.json?code=" + pt.CodeOther} {
-		r := s.get(t, path, "lead", acmeKey)
+		r := s.basicGet(t, path, "lead", acmeKey)
 		if r.Status != 200 || strings.Contains(string(r.Raw), "OTHER") || strings.Contains(string(r.Raw), pt.CodeOther+`"`) && !strings.Contains(path, pt.CodeOther) {
 			t.Errorf("GET %s with ACME's key: %d, shows OTHER's data: %.500s", path, r.Status, r.Raw)
 		}
 	}
-	if r := s.get(t, "/migration/OTHER/summary.json", "lead", acmeKey); r.Status != 404 {
+	if r := s.basicGet(t, "/migration/OTHER/summary.json", "lead", acmeKey); r.Status != 404 {
 		t.Errorf("OTHER with ACME's key: %d", r.Status)
 	}
 }

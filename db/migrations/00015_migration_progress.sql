@@ -98,14 +98,25 @@ BEGIN
         IF new_state = 'failed' THEN new_error := NEW.last_error; END IF;
     END IF;
 
-    INSERT INTO progress_counts AS c (supplier_id, state, slot, n)
-    SELECT d.sup, d.state, s, sum(d.n)
-    FROM (VALUES (old_sup, old_state, -1), (new_sup, new_state, 1)) AS d (sup, state, n)
-    WHERE d.state IS NOT NULL
-    GROUP BY d.sup, d.state
-    HAVING sum(d.n) <> 0
-    ORDER BY d.sup, d.state
-    ON CONFLICT (supplier_id, state, slot) DO UPDATE SET n = c.n + EXCLUDED.n;
+    -- Two single-row upserts, the lower key first (no query over a VALUES
+    -- list: this runs for every staging of a new account).
+    IF old_state IS NOT NULL AND new_state IS NOT NULL AND (old_sup, old_state) = (new_sup, new_state) THEN
+        NULL; -- same state: only the error changed
+    ELSIF new_state IS NOT NULL AND (old_state IS NULL OR (new_sup, new_state) < (old_sup, old_state)) THEN
+        INSERT INTO progress_counts AS c (supplier_id, state, slot, n) VALUES (new_sup, new_state, s, 1)
+        ON CONFLICT (supplier_id, state, slot) DO UPDATE SET n = c.n + 1;
+        IF old_state IS NOT NULL THEN
+            INSERT INTO progress_counts AS c (supplier_id, state, slot, n) VALUES (old_sup, old_state, s, -1)
+            ON CONFLICT (supplier_id, state, slot) DO UPDATE SET n = c.n - 1;
+        END IF;
+    ELSE
+        INSERT INTO progress_counts AS c (supplier_id, state, slot, n) VALUES (old_sup, old_state, s, -1)
+        ON CONFLICT (supplier_id, state, slot) DO UPDATE SET n = c.n - 1;
+        IF new_state IS NOT NULL THEN
+            INSERT INTO progress_counts AS c (supplier_id, state, slot, n) VALUES (new_sup, new_state, s, 1)
+            ON CONFLICT (supplier_id, state, slot) DO UPDATE SET n = c.n + 1;
+        END IF;
+    END IF;
 
     IF old_error IS DISTINCT FROM new_error OR old_sup IS DISTINCT FROM new_sup THEN
         INSERT INTO progress_errors AS c (supplier_id, code, attr, slot, n)

@@ -1,8 +1,11 @@
 package progress
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 func FuzzParseCursor(f *testing.F) {
@@ -31,4 +34,21 @@ func TestCursor_RoundTripsAtMicrosecondPrecision(t *testing.T) {
 	if err != nil || got != c {
 		t.Fatalf("parseCursor(%q) = %v, %v; want %v", c.String(), got, err, c)
 	}
+}
+
+// Whatever the query string holds, a summary is either refused as invalid
+// or answered: nothing reaches PostgreSQL that it refuses (NUL, invalid
+// UTF-8, a cursor out of its range).
+func FuzzSummarize_FilterIsRefusedOrAnswered(f *testing.F) {
+	_, svc := seeded(f)
+	for _, s := range [][3]string{{"", "", ""}, {"invalid_phone_number", "customers.0.mobile", ""}, {"a\x00", "", ""},
+		{"\xff", "", ""}, {"x", "", "1.1"}, {"x", "y", "-5.3"}, {`"}]`, `\u0000`, "1e9.2"}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, code, attr, before string) {
+		_, err := svc.Summarize(context.Background(), "ACME", Filter{Code: code, Attr: attr, Before: before}, all, false)
+		if p, ok := problem.As(err); err != nil && (!ok || p.Kind != problem.Invalid) {
+			t.Fatalf("Summarize(%q, %q, %q): %v", code, attr, before, err)
+		}
+	})
 }

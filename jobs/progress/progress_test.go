@@ -17,7 +17,7 @@ import (
 
 func all(string) bool { return true }
 
-func seeded(t *testing.T) (*sqlx.DB, *Service) {
+func seeded(t testing.TB) (*sqlx.DB, *Service) {
 	t.Helper()
 	d := dbtest.New(t)
 	pt.Seed(t, d)
