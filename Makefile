@@ -62,6 +62,7 @@ stack-down: ## Stop the local PostgreSQL and Redis (their data stays in .local/)
 
 test: ## Run the tests except the long ones (-short), with the race detector, against the local stack
 	$(test-env)
+	$(STACK) chromium
 	$(GO) test -race -short -timeout 30m ./...
 
 test-long: ## Run the long tests that `make test` skips (a million rows, memory bounds)

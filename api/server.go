@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/progress"
 )
 
 // Config holds the API's settings; cmd fills it from the environment.
@@ -31,6 +33,9 @@ type Config struct {
 	// Monitoring, when non-nil, is mounted at /monitoring/ (the Asynqmon
 	// dashboard, already behind basic auth).
 	Monitoring http.Handler
+	// Migration, when its User is set, serves the migration progress page
+	// at /migration/ behind that basic-auth login (migration.go).
+	Migration MigrationLogin
 	// Metrics counts requests and validation errors; nil counts nothing.
 	Metrics *metrics.Metrics
 	// MetricsHandler, when non-nil, is served at GET /metrics without a
@@ -135,6 +140,14 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.Monitoring != nil {
 		r.Any("/monitoring/*any", gin.WrapH(cfg.Monitoring))
 		r.GET("/monitoring", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/monitoring/") })
+	}
+
+	if cfg.Migration.User != "" {
+		var insp progress.QueueInspector
+		if deps.Redis != nil {
+			insp = asynq.NewInspectorFromRedisClient(deps.Redis)
+		}
+		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth)
 	}
 
 	v1 := r.Group("/v1/data-import", s.authenticate, limitInFlight(cfg.MaxInFlightPerKey))

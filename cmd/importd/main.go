@@ -249,7 +249,8 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}
-	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(), Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
+	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(),
+		Migration: api.MigrationLogin{User: cfg.MonitoringUser, Password: cfg.MonitoringPassword}, Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
 		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey,
 		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,

@@ -242,7 +242,8 @@ func insertImportedAccount(t *testing.T, s *service, ean, number, contract, last
 // every operation of the document must have been exercised.
 func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 	t.Parallel()
-	c := newChecked(t, startService(t, "serve", map[string]string{"MAX_BODY_BYTES": "65536"}))
+	c := newChecked(t, startService(t, "serve", map[string]string{"MAX_BODY_BYTES": "65536",
+		"MONITORING_USER": pageUser, "MONITORING_PASSWORD": pagePass}))
 	openAPIEnv(t, c)
 	// limited has no worker (E5 never finishes there) and no document store
 	// (E6 naming a document is refused with 500).
@@ -436,6 +437,23 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 				t.Error("?format=json is not the same document")
 			}
 			want(t, "schema in another format", c.do(t, "GET", api.SchemaPath+"?format=xml", "", nil), 400, "invalid_choice")
+		})
+
+		t.Run("migration summary", func(t *testing.T) {
+			t.Parallel()
+			get := func(path, user, pass string) response {
+				req, _ := http.NewRequest("GET", c.base+path, nil)
+				if user != "" {
+					req.SetBasicAuth(user, pass)
+				}
+				return c.doReq(t, req)
+			}
+			want(t, "summary", get("/migration/DEMO/summary.json", pageUser, pagePass), 200, "")
+			want(t, "summary with a key", get("/migration/DEMO/summary.json", "lead", c.newKey(t, "oa-page", "DEMO")), 200, "")
+			want(t, "summary filtered", get("/migration/DEMO/summary.json?code=invalid_postcode&attr=x", pageUser, pagePass), 200, "")
+			want(t, "summary bad cursor", get("/migration/DEMO/summary.json?before=x", pageUser, pagePass), 400, "invalid")
+			want(t, "summary without a login", get("/migration/DEMO/summary.json", "", ""), 401, "not_authenticated")
+			want(t, "summary of no supplier", get("/migration/NOPE/summary.json", pageUser, pagePass), 404, "import_supplier_not_found")
 		})
 
 		t.Run("paths and methods without an operation", func(t *testing.T) {

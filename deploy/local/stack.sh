@@ -5,6 +5,9 @@
 #   stack.sh up     start both if they are not running; print nothing else on success
 #   stack.sh env    print export lines for DATABASE_URL and REDIS_URL
 #   stack.sh down   stop both
+#   stack.sh chromium  install Debian's chromium for the browser test of the
+#                   migration page when it is missing; without root it only
+#                   warns, and that test skips itself
 #
 # When DATABASE_URL and REDIS_URL are both set, the script uses them and starts
 # nothing. Ports come from STACK_PG_PORT (default 55432) and STACK_REDIS_PORT
@@ -145,6 +148,18 @@ print_env() {
 	fi
 }
 
+# chromium_up installs the browser the migration page's test drives
+# (cmd/importd/migration_browser_test.go). Unlike the servers it is optional:
+# a machine without root gets a warning, not an error.
+chromium_up() {
+	command -v chromium >/dev/null 2>&1 && return 0
+	if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+		log "chromium is missing and installing it needs root and apt-get; the browser test of the migration page will skip"
+		return 0
+	fi
+	apt_install chromium chromium
+}
+
 case "${1:-up}" in
 up)
 	if external; then exit 0; fi
@@ -153,5 +168,6 @@ up)
 	;;
 env) print_env ;;
 down) down ;;
-*) die "usage: stack.sh up|env|down" ;;
+chromium) chromium_up ;;
+*) die "usage: stack.sh up|env|down|chromium" ;;
 esac

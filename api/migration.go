@@ -1,0 +1,187 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/progress"
+)
+
+// MigrationRoot is where the migration progress page is served.
+const MigrationRoot = "/migration"
+
+// MigrationLogin is the basic-auth login of the migration progress page:
+// the dashboard's MONITORING_USER and MONITORING_PASSWORD. The page is off
+// when User is empty.
+type MigrationLogin struct {
+	User     string
+	Password string
+}
+
+//go:embed migrationui
+var migrationUI embed.FS
+
+// migrationPages are the page templates, parsed once.
+var migrationPages = template.Must(template.New("").Funcs(template.FuncMap{
+	"query": url.QueryEscape,
+}).ParseFS(migrationUI, "migrationui/*.html"))
+
+// migrationStatic is what /migration/static/ serves: the page's script and
+// style, and uPlot (migrationui/static/uPlot.LICENSE).
+var migrationStatic = func() http.Handler {
+	sub, err := fs.Sub(migrationUI, "migrationui/static")
+	if err != nil {
+		panic(err) // the embed pattern guarantees the folder exists
+	}
+	return http.StripPrefix(MigrationRoot+"/static/", http.FileServerFS(sub))
+}()
+
+// migrationViewer is who looks at the page: the operator (MONITORING_USER),
+// who sees every supplier and the queue, or the holder of an API key sent
+// as the basic-auth password, who sees what the key may see.
+type migrationViewer struct {
+	visible func(string) bool
+	// operator is true for the MONITORING_USER login; it alone gets the
+	// queue depth and the links into Asynqmon, which show every supplier's
+	// tasks.
+	operator bool
+}
+
+const viewerKey = "migration_viewer"
+
+// migrationPage holds what the page's handlers share.
+type migrationPage struct {
+	progress           *progress.Service
+	auth               *auth.Service
+	wantUser, wantPass [sha256.Size]byte
+}
+
+// routeMigration registers the page's routes on r.
+func routeMigration(r *gin.Engine, login MigrationLogin, p *progress.Service, a *auth.Service) {
+	m := &migrationPage{progress: p, auth: a,
+		wantUser: sha256.Sum256([]byte(login.User)), wantPass: sha256.Sum256([]byte(login.Password))}
+	r.GET(MigrationRoot, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, MigrationRoot+"/") })
+	g := r.Group(MigrationRoot, m.authenticate, pageHeaders)
+	g.GET("/", m.index)
+	g.GET("/static/*file", gin.WrapH(migrationStatic))
+	g.GET("/:supplier", func(c *gin.Context) {
+		c.Redirect(http.StatusMovedPermanently, MigrationRoot+"/"+url.PathEscape(c.Param("supplier"))+"/")
+	})
+	g.GET("/:supplier/", m.supplier)
+	g.GET("/:supplier/summary.json", m.summaryJSON)
+}
+
+// authenticate admits the MONITORING_USER login, or any user name with an
+// API key as the password; anything else gets 401 with a basic-auth
+// challenge, so that a browser asks for a login.
+func (m *migrationPage) authenticate(c *gin.Context) {
+	user, pass, ok := c.Request.BasicAuth()
+	gotUser, gotPass := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass))
+	switch {
+	case !ok:
+	case subtle.ConstantTimeCompare(gotUser[:], m.wantUser[:])&subtle.ConstantTimeCompare(gotPass[:], m.wantPass[:]) == 1:
+		c.Set(viewerKey, migrationViewer{visible: func(string) bool { return true }, operator: true})
+		return
+	case strings.HasPrefix(pass, "bik_"):
+		p, err := m.auth.AuthenticateKey(c.Request.Context(), pass)
+		if pe, isProblem := problem.As(err); err != nil && (!isProblem || pe.Kind != problem.Unauthenticated) {
+			writeError(c, err)
+			return
+		}
+		if err == nil {
+			c.Set(viewerKey, migrationViewer{visible: p.CanSee})
+			return
+		}
+	}
+	c.Header("WWW-Authenticate", `Basic realm="migration", charset="UTF-8"`)
+	code, detail := auth.CodeNotAuthenticated, "The migration page needs the MONITORING_USER login, or an API key as the password."
+	if ok {
+		code, detail = auth.CodeAuthenticationFailed, "Wrong login for the migration page."
+	}
+	writeError(c, problem.New(problem.Unauthenticated, code, detail))
+}
+
+// pageHeaders keeps the page's own files the only ones it loads or runs,
+// and keeps it out of frames and caches.
+func pageHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+func viewer(c *gin.Context) migrationViewer {
+	v, _ := c.Get(viewerKey)
+	mv, _ := v.(migrationViewer)
+	if mv.visible == nil {
+		mv.visible = func(string) bool { return false }
+	}
+	return mv
+}
+
+func (m *migrationPage) index(c *gin.Context) {
+	list, err := m.progress.Suppliers(c.Request.Context(), viewer(c).visible)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	m.render(c, "index.html", map[string]any{"Suppliers": list})
+}
+
+// summary reads the supplier's summary with the filter of the query string.
+func (m *migrationPage) summary(c *gin.Context) (progress.Summary, bool) {
+	v := viewer(c)
+	f := progress.Filter{Code: c.Query("code"), Attr: c.Query("attr"), Before: c.Query("before")}
+	sum, err := m.progress.Summarize(c.Request.Context(), c.Param("supplier"), f, v.visible, v.operator)
+	if err != nil {
+		writeError(c, err)
+		return sum, false
+	}
+	return sum, true
+}
+
+func (m *migrationPage) supplier(c *gin.Context) {
+	sum, ok := m.summary(c)
+	if !ok {
+		return
+	}
+	m.render(c, "supplier.html", map[string]any{
+		"S":            sum,
+		"Operator":     viewer(c).operator,
+		"QueueURL":     MonitoringRoot + "/queues/" + jobs.QueueAccounts,
+		"TaskURL":      MonitoringRoot + "/queues/" + jobs.QueueAccounts + "/tasks/",
+		"Query":        c.Request.URL.RawQuery,
+		"TopErrorsMax": progress.TopErrors,
+	})
+}
+
+// summaryJSON is GET /migration/{supplier}/summary.json, for the page's
+// refresh, scripts and alerting (api/openapi.yaml).
+func (m *migrationPage) summaryJSON(c *gin.Context) {
+	sum, ok := m.summary(c)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, sum)
+}
+
+func (m *migrationPage) render(c *gin.Context, name string, data map[string]any) {
+	var b strings.Builder
+	if err := migrationPages.ExecuteTemplate(&b, name, data); err != nil {
+		writeError(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "text/html; charset=utf-8", []byte(b.String()))
+}

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	pt "github.com/bulkimport/bulkimport/jobs/progress/progresstest"
+)
+
+// browser starts a headless Chromium of the test's own (fresh profile) and
+// returns a context driving one tab, and a function that reports what the
+// page logged as errors. The test skips when Chromium is not installed:
+// `make test` installs it (deploy/local/stack.sh chromium) where it can.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	var bin string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Skip("chromium is not installed: `make test` installs it with apt-get as root (deploy/local/stack.sh chromium); without root install the Debian package chromium")
+	}
+	// A fresh profile, removed after the browser has exited: Chromium may
+	// still write to it while it shuts down, which t.TempDir's removal
+	// reports as a failure.
+	profile, err := os.MkdirTemp("", "chromium-profile-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 1400),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(allocCtx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() {
+		_ = chromedp.Cancel(ctx) // closes the browser and waits for it
+		cancelTimeout()
+		cancelTab()
+		cancelAlloc()
+		for range 20 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	var mu sync.Mutex
+	var problems []string
+	chromedp.ListenTarget(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeWarning {
+				var args []string
+				for _, a := range ev.Args {
+					args = append(args, string(a.Value)+a.Description)
+				}
+				problems = append(problems, fmt.Sprintf("console.%s: %s", ev.Type, strings.Join(args, " ")))
+			}
+		case *runtime.EventExceptionThrown:
+			problems = append(problems, "exception: "+ev.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded:
+			if ev.Entry.Level == cdplog.LevelError || ev.Entry.Level == cdplog.LevelWarning {
+				problems = append(problems, fmt.Sprintf("log %s: %s %s", ev.Entry.Level, ev.Entry.Text, ev.Entry.URL))
+			}
+		}
+	})
+	if err := chromedp.Run(ctx, cdplog.Enable(), runtime.Enable()); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), problems...)
+	}
+}
+
+// basicAuth makes every request of the tab carry the login, as a browser
+// does once the user has typed it.
+func basicAuth(user, pass string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		if err := network.Enable().Do(ctx); err != nil {
+			return err
+		}
+		token := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+		return network.SetExtraHTTPHeaders(network.Headers{"Authorization": "Basic " + token}).Do(ctx)
+	})
+}
+
+// failedRows returns the external account numbers in the failed accounts table.
+func failedRows(ctx context.Context) ([]string, error) {
+	var rows []string
+	err := chromedp.Evaluate(`Array.from(document.querySelectorAll("#failed-accounts tbody tr")).
+		filter(tr => tr.cells.length > 1).map(tr => tr.cells[0].textContent)`, &rows).Do(ctx)
+	return rows, err
+}
+
+// The page of the seeded cohort, in headless Chromium: it loads without
+// console errors, shows the cohort's counts, draws the chart, updates itself
+// when an account fails meanwhile, and the filter by code narrows the
+// failed accounts. A screenshot goes to the test's temporary directory (and
+// to $MIGRATION_SCREENSHOT when set, which is how README's is made).
+func TestMigrationPage_InHeadlessChromium(t *testing.T) {
+	t.Parallel()
+	ctx, problems := browser(t)
+	s := startPage(t)
+	if os.Getenv("MIGRATION_SCREENSHOT") != "" {
+		seedHistory(t, s)
+	}
+	page := s.base + "/migration/" + pt.Supplier + "/"
+
+	counts := map[string]string{}
+	var chartCanvases int
+	err := chromedp.Run(ctx,
+		basicAuth(pageUser, pagePass),
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(`#page[data-refreshed]`),
+		chromedp.WaitVisible(`#chart canvas`),
+		chromedp.Evaluate(`document.querySelectorAll("#chart canvas").length`, &chartCanvases),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			for _, k := range []string{"staged", "in_progress", "completed", "failed", "total", "skip_marks"} {
+				var v string
+				if err := chromedp.Text(`[data-count="`+k+`"]`, &v, chromedp.ByQuery).Do(ctx); err != nil {
+					return err
+				}
+				counts[k] = v
+			}
+			return nil
+		}),
+	)
+	if err != nil {
+		t.Fatalf("load %s: %v (page problems: %v)", page, err, problems())
+	}
+	want := map[string]string{"staged": "3", "in_progress": "2", "completed": "4", "failed": "5", "total": "14", "skip_marks": "2"}
+	if os.Getenv("MIGRATION_SCREENSHOT") == "" && fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("counts on the page %v, want %v", counts, want)
+	}
+	if chartCanvases != 1 {
+		t.Errorf("%d chart canvases, want 1", chartCanvases)
+	}
+	shot := filepath.Join(t.TempDir(), "migration.png")
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p := os.Getenv("MIGRATION_SCREENSHOT"); p != "" {
+		// README's: the window, not the whole table.
+		if err := chromedp.Run(ctx, chromedp.CaptureScreenshot(&png)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+
+	// An account fails while the page is open: the page shows it without
+	// being reloaded (the marker set before survives only without a reload).
+	if _, err := s.db.Exec(`UPDATE import_processes SET status = 'UNKNOWN', updated_at = now(),
+		last_error = '{"code":"account_failed_validation","detail":"d","errors":[{"code":"invalid_postcode","attr":"x","detail":"Late."}]}'
+		WHERE external_account_number = 'ACME-S1'`); err != nil {
+		t.Fatal(err)
+	}
+	var marker bool
+	err = chromedp.Run(ctx,
+		chromedp.Evaluate(`window.notReloaded = true`, nil),
+		chromedp.Poll(`document.querySelector('[data-count="failed"]').textContent === "6"`, nil, chromedp.WithPollingTimeout(20*time.Second)),
+		chromedp.Evaluate(`window.notReloaded === true`, &marker),
+	)
+	if err != nil || !marker {
+		t.Errorf("the page did not update itself to 6 failed accounts without a reload: %v (marker %v)", err, marker)
+	}
+
+	var all []string
+	if err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) (err error) { all, err = failedRows(ctx); return err })); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(all) != "[ACME-S1 ACME-F5 ACME-F4 ACME-F3 ACME-F2 ACME-F1]" {
+		t.Errorf("failed accounts %v", all)
+	}
+	// The filter form narrows the table to the code typed.
+	var narrowed []string
+	err = chromedp.Run(ctx,
+		chromedp.SetValue(`input[name="code"]`, pt.CodePostcode, chromedp.ByQuery),
+		chromedp.Submit(`form.filter`, chromedp.ByQuery),
+		chromedp.WaitVisible(`a[href="./#failed"]`, chromedp.ByQuery),
+		chromedp.ActionFunc(func(ctx context.Context) (err error) { narrowed, err = failedRows(ctx); return err }),
+	)
+	if err != nil || fmt.Sprint(narrowed) != "[ACME-S1 ACME-F1]" {
+		t.Errorf("filtered by %s: %v (%v)", pt.CodePostcode, narrowed, err)
+	}
+	// So does a top error's link: code and attr.
+	var byLink []string
+	err = chromedp.Run(ctx,
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(`#page[data-refreshed]`),
+		chromedp.Click(`#top-errors a[href*="`+pt.CodeTariff+`"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`a[href="./#failed"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#page[data-refreshed]`),
+		chromedp.ActionFunc(func(ctx context.Context) (err error) { byLink, err = failedRows(ctx); return err }),
+	)
+	if err != nil || fmt.Sprint(byLink) != "[ACME-F4]" {
+		t.Errorf("top error link %s: %v (%v)", pt.CodeTariff, byLink, err)
+	}
+	// The listener hears the page's console: a probe logged now must show.
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`console.error("listener-probe")`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	var heard []string
+	for range 50 {
+		if heard = problems(); len(heard) > 0 && strings.Contains(heard[len(heard)-1], "listener-probe") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(heard) == 0 || !strings.Contains(heard[len(heard)-1], "listener-probe") {
+		t.Fatalf("the console listener missed a console.error: %v", heard)
+	}
+	if p := heard[:len(heard)-1]; len(p) > 0 {
+		t.Errorf("the page logged problems:\n%s", strings.Join(p, "\n"))
+	}
+}
+
+// seedHistory adds three hours of processing to the cohort, for the README's
+// screenshot: rows written with the triggers off and counted with
+// progress_rebuild, as migration 00015 says for bulk changes.
+func seedHistory(t *testing.T, s *service) {
+	t.Helper()
+	for _, q := range []string{
+		`ALTER TABLE import_processes DISABLE TRIGGER USER`,
+		`INSERT INTO import_processes (supplier_id, external_account_number, payload, status, service_account_number, account_created_at, last_error, updated_at)
+		 SELECT sup.id, 'ACME-H' || lpad(i::text, 5, '0'), '{}',
+		        CASE WHEN i % 23 = 0 OR i % 31 = 0 THEN 'UNKNOWN' ELSE 'COMPLETED' END,
+		        CASE WHEN i % 23 = 0 OR i % 31 = 0 THEN NULL ELSE 'A-' || lpad(to_hex(1000000 + i), 8, '0') END,
+		        CASE WHEN i % 23 = 0 OR i % 31 = 0 THEN NULL ELSE t END,
+		        CASE WHEN i % 23 = 0 THEN '{"code":"account_failed_validation","detail":"The account failed validation.","errors":[{"code":"invalid_phone_number","attr":"customers.0.mobile","detail":"Not a valid UK phone number."}]}'::jsonb
+		             WHEN i % 31 = 0 THEN '{"code":"account_failed_validation","detail":"The account failed validation.","errors":[{"code":"tariff_code_not_found","attr":"supply_points.0.agreements.0.tariff_code","detail":"Tariff E-FIX-24 does not exist."}]}'::jsonb END,
+		        t
+		 FROM import_suppliers sup, generate_series(1, 6000) i,
+		      LATERAL (SELECT now() - interval '171 minutes' + (i * interval '170 minutes' / 6000) + (sin(i / 300.0) * interval '30 seconds') AS t) ts
+		 WHERE sup.code = 'ACME'`,
+		`ALTER TABLE import_processes ENABLE TRIGGER USER`,
+		`SELECT progress_rebuild()`,
+	} {
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}

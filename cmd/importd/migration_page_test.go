@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bulkimport/bulkimport/jobs/auth"
+	pt "github.com/bulkimport/bulkimport/jobs/progress/progresstest"
+)
+
+const (
+	pageUser = "ops"
+	pagePass = "page-password-0123"
+)
+
+// startPage starts the API with the migration page on and the cohort of
+// progresstest seeded.
+func startPage(t *testing.T) *service {
+	t.Helper()
+	s := startService(t, "api", map[string]string{"MONITORING_USER": pageUser, "MONITORING_PASSWORD": pagePass})
+	pt.Seed(t, s.db)
+	return s
+}
+
+// basicGet sends GET path with basic auth (none when user and pass are empty).
+func (s *service) basicGet(t *testing.T, path, user, pass string) response {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.base+path, nil)
+	if user != "" || pass != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	return doReq(t, req)
+}
+
+func TestMigrationPage_NeedsTheMonitoringLoginOrAnAPIKey(t *testing.T) {
+	t.Parallel()
+	s := startPage(t)
+	revoked := s.newKey(t, "page-revoked")
+	if err := auth.RevokeKey(context.Background(), s.db, "page-revoked"); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/migration/", "/migration/ACME/", "/migration/ACME/summary.json", "/migration/static/page.js", "/migration/NOPE/"}
+	cases := []struct {
+		name, user, pass, code string
+	}{
+		{"no credentials", "", "", "not_authenticated"},
+		{"wrong password", pageUser, "nope", "authentication_failed"},
+		{"wrong user", "someone", pagePass, "authentication_failed"},
+		{"unknown API key", "x", "bik_0123456789abcdefghijklmnop", "authentication_failed"},
+		{"revoked API key", "x", revoked, "authentication_failed"},
+	}
+	for _, tc := range cases {
+		for _, path := range paths {
+			r := s.basicGet(t, path, tc.user, tc.pass)
+			if r.Status != 401 || r.Body["code"] != tc.code || r.Body["errors"] == nil ||
+				!strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Basic ") {
+				t.Errorf("%s: GET %s: %d %s (WWW-Authenticate %q), want 401 %s with a Basic challenge",
+					tc.name, path, r.Status, r.Raw, r.Header.Get("WWW-Authenticate"), tc.code)
+			}
+		}
+	}
+	for _, path := range paths[:4] {
+		if r := s.basicGet(t, path, pageUser, pagePass); r.Status != 200 {
+			t.Errorf("operator: GET %s: %d %.300s", path, r.Status, r.Raw)
+		}
+	}
+}
+
+func TestMigrationPage_IsOffWithoutMonitoringUser(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	if r := s.basicGet(t, "/migration/", pageUser, pagePass); r.Status != 404 || r.Body["code"] != "not_found" {
+		t.Errorf("GET /migration/ without MONITORING_USER: %d %s, want 404 not_found", r.Status, r.Raw)
+	}
+}
+
+// summary is the part of summary.json the tests compare.
+type summary struct {
+	Supplier struct {
+		Code   string           `json:"code"`
+		Status string           `json:"status"`
+		Counts map[string]int64 `json:"counts"`
+	} `json:"supplier"`
+	TopErrors []struct {
+		Code     string `json:"code"`
+		Attr     string `json:"attr"`
+		Accounts int64  `json:"accounts"`
+	} `json:"top_errors"`
+	Failed struct {
+		Accounts []struct {
+			ExternalAccountNumber string `json:"external_account_number"`
+			Code                  string `json:"code"`
+		} `json:"accounts"`
+	} `json:"failed"`
+	Queue *struct {
+		Name      string `json:"name"`
+		Available bool   `json:"available"`
+	} `json:"queue"`
+}
+
+func decodeSummary(t *testing.T, r response) summary {
+	t.Helper()
+	if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("summary.json: %d %s %.300s", r.Status, r.Header.Get("Content-Type"), r.Raw)
+	}
+	var s summary
+	if err := json.Unmarshal(r.Raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestMigrationPage_SummaryOfTheSeededCohort(t *testing.T) {
+	t.Parallel()
+	s := startPage(t)
+	got := decodeSummary(t, s.basicGet(t, "/migration/ACME/summary.json", pageUser, pagePass))
+	want := map[string]int64{"staged": 3, "in_progress": 2, "completed": 4, "failed": 5, "total": 14, "skip_marks": 2}
+	if diff := cmp.Diff(want, got.Supplier.Counts); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	if got.Supplier.Status != "Ongoing" || len(got.TopErrors) != 4 || got.TopErrors[0].Code != pt.CodePhone || got.TopErrors[0].Accounts != 3 {
+		t.Errorf("supplier %+v, top errors %+v", got.Supplier, got.TopErrors)
+	}
+	if got.Queue == nil || got.Queue.Name != "accounts" || !got.Queue.Available {
+		t.Errorf("operator's queue: %+v", got.Queue)
+	}
+	filtered := decodeSummary(t, s.basicGet(t, "/migration/ACME/summary.json?code="+pt.CodePostcode, pageUser, pagePass))
+	if len(filtered.Failed.Accounts) != 1 || filtered.Failed.Accounts[0].ExternalAccountNumber != "ACME-F1" {
+		t.Errorf("filtered by %s: %+v", pt.CodePostcode, filtered.Failed.Accounts)
+	}
+
+	html := s.basicGet(t, "/migration/ACME/", pageUser, pagePass)
+	for _, want := range []string{`data-count="failed">5<`, `data-count="skip_marks">2<`, "ACME-F5", pt.AttrPhone,
+		`href="/monitoring/queues/accounts"`, `?code=invalid_phone_number&amp;attr=customers.0.mobile#failed`} {
+		if !strings.Contains(string(html.Raw), want) {
+			t.Errorf("supplier page lacks %q", want)
+		}
+	}
+	if csp := html.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("Content-Security-Policy %q", csp)
+	}
+	index := s.basicGet(t, "/migration/", pageUser, pagePass)
+	for _, want := range []string{`href="/migration/ACME/"`, `href="/migration/OTHER/"`, "Paused"} {
+		if !strings.Contains(string(index.Raw), want) {
+			t.Errorf("index lacks %q", want)
+		}
+	}
+	if r := s.basicGet(t, "/migration/ACME/summary.json?before=yesterday", pageUser, pagePass); r.Status != 400 || r.Body["code"] != "invalid" ||
+		!strings.Contains(string(r.Raw), `"attr":"before"`) {
+		t.Errorf("bad cursor: %d %s, want 400 invalid at before", r.Status, r.Raw)
+	}
+	if r := s.basicGet(t, "/migration/NOPE/summary.json", pageUser, pagePass); r.Status != 404 || r.Body["code"] != "import_supplier_not_found" {
+		t.Errorf("unknown supplier: %d %s", r.Status, r.Raw)
+	}
+	if r := s.basicGet(t, "/migration/ACME", pageUser, pagePass); r.Status != 301 && r.Status != 200 {
+		t.Errorf("without the slash: %d", r.Status)
+	}
+}
+
+// A key limited to some suppliers, sent as the basic-auth password, sees
+// those suppliers only: another supplier is not found, appears in no list,
+// and the shared queue is not shown.
+func TestMigrationPage_KeyScopedElsewhereNeverSeesTheSupplier(t *testing.T) {
+	t.Parallel()
+	s := startPage(t)
+	otherKey := s.newKey(t, "page-other", pt.Other)
+	for _, path := range []string{"/migration/ACME/", "/migration/ACME/summary.json", "/migration/ACME/summary.json?code=" + pt.CodePhone} {
+		r := s.basicGet(t, path, "lead", otherKey)
+		if r.Status != 404 || r.Body["code"] != "import_supplier_not_found" {
+			t.Errorf("GET %s with OTHER's key: %d %.300s, want 404 import_supplier_not_found", path, r.Status, r.Raw)
+		}
+		if strings.Contains(string(r.Raw), "ACME-") {
+			t.Errorf("GET %s with OTHER's key shows ACME's accounts: %s", path, r.Raw)
+		}
+	}
+	index := s.basicGet(t, "/migration/", "lead", otherKey)
+	if index.Status != 200 || strings.Contains(string(index.Raw), "ACME") || !strings.Contains(string(index.Raw), "/migration/OTHER/") {
+		t.Errorf("index with OTHER's key: %d %s", index.Status, index.Raw)
+	}
+	got := decodeSummary(t, s.basicGet(t, "/migration/OTHER/summary.json", "lead", otherKey))
+	if got.Queue != nil || got.Supplier.Counts["total"] != 2 {
+		t.Errorf("OTHER with its key: queue %+v, counts %v", got.Queue, got.Supplier.Counts)
+	}
+	page := s.basicGet(t, "/migration/OTHER/", "lead", otherKey)
+	if strings.Contains(string(page.Raw), "/monitoring/") {
+		t.Errorf("a supplier's key is linked into Asynqmon")
+	}
+
+	acmeKey := s.newKey(t, "page-acme", pt.Supplier)
+	for _, path := range []string{"/migration/ACME/", "/migration/ACME/summary.json", "/migration/", "/migration/ACME/summary.json?code=" + pt.CodeOther} {
+		r := s.basicGet(t, path, "lead", acmeKey)
+		if r.Status != 200 || strings.Contains(string(r.Raw), "OTHER") || strings.Contains(string(r.Raw), pt.CodeOther+`"`) && !strings.Contains(path, pt.CodeOther) {
+			t.Errorf("GET %s with ACME's key: %d, shows OTHER's data: %.500s", path, r.Status, r.Raw)
+		}
+	}
+	if r := s.basicGet(t, "/migration/OTHER/summary.json", "lead", acmeKey); r.Status != 404 {
+		t.Errorf("OTHER with ACME's key: %d", r.Status)
+	}
+}

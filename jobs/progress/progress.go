@@ -1,0 +1,416 @@
+// Package progress answers how a supplier's migration is going: accounts by
+// state, completions and failures per minute, the most frequent errors, the
+// failed accounts and the depth of the accounts queue. It serves the
+// migration progress page (/migration/, issue 17).
+//
+// Every figure except the failed accounts comes from counters that triggers
+// on import_processes keep in the same transaction as each status change
+// (migration 00015), so a summary costs the same for ten accounts as for
+// millions. The failed accounts are read through partial indexes over failed
+// processes only.
+package progress
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+)
+
+// The states of an import process, as counted.
+const (
+	StateStaged     = "staged"      // staged, not processed yet
+	StateInProgress = "in_progress" // queued or being processed
+	StateCompleted  = "completed"   // its account exists
+	StateFailed     = "failed"      // its last processing failed (last_error)
+)
+
+// Window is how far back the per-minute series goes.
+const Window = 3 * time.Hour
+
+// TopErrors is how many (code, attr) pairs a summary lists.
+const TopErrors = 10
+
+// PageSize is how many failed accounts a summary lists at a time.
+const PageSize = 50
+
+// QueueInspector is the part of *asynq.Inspector a summary uses.
+type QueueInspector interface {
+	Queues() ([]string, error)
+	GetQueueInfo(queue string) (*asynq.QueueInfo, error)
+}
+
+// Service reads migration progress. Its zero value is not usable; use New.
+type Service struct {
+	db   *sqlx.DB
+	insp QueueInspector
+	now  func() time.Time
+}
+
+// New returns a Service reading d and, for the queue depth, insp.
+func New(d *sqlx.DB, insp QueueInspector) *Service {
+	return &Service{db: d, insp: insp, now: time.Now}
+}
+
+// Counts are a supplier's import processes by state, and its skip marks.
+// Total is the sum of the four states; skip marks are counted apart because
+// a mark may exist for an account that was never staged.
+type Counts struct {
+	Staged     int64 `json:"staged"`
+	InProgress int64 `json:"in_progress"`
+	Completed  int64 `json:"completed"`
+	Failed     int64 `json:"failed"`
+	Total      int64 `json:"total"`
+	SkipMarks  int64 `json:"skip_marks"`
+}
+
+// SupplierProgress is one line of the index of suppliers.
+type SupplierProgress struct {
+	Code   string `json:"code"`
+	Status string `json:"status"`
+	Counts Counts `json:"counts"`
+}
+
+// Minute is one point of the per-minute series: accounts completed, and
+// failures recorded, during the minute that starts at Minute.
+type Minute struct {
+	Minute    time.Time `json:"minute"`
+	Completed int64     `json:"completed"`
+	Failed    int64     `json:"failed"`
+}
+
+// ErrorCount is how many failed accounts have an error with Code at Attr
+// in their last error. Attr is empty for an error without field errors.
+type ErrorCount struct {
+	Code     string `json:"code"`
+	Attr     string `json:"attr"`
+	Accounts int64  `json:"accounts"`
+}
+
+// FailedAccount is one failed account: the error shown (the first one that
+// matches the filter, else the first one), how many other errors its last
+// attempt had, and when it failed.
+type FailedAccount struct {
+	ExternalAccountNumber string    `json:"external_account_number"`
+	Code                  string    `json:"code"`
+	Attr                  string    `json:"attr"`
+	Detail                string    `json:"detail"`
+	OtherErrors           int       `json:"other_errors"`
+	FailedAt              time.Time `json:"failed_at"`
+	// TaskID is the account's task in the accounts queue, as Asynqmon
+	// names it.
+	TaskID string `json:"task_id"`
+}
+
+// FailedPage is one page of failed accounts, newest failure first. Next is
+// the cursor of the following page, empty on the last one.
+type FailedPage struct {
+	Code     string          `json:"code"`
+	Attr     string          `json:"attr"`
+	Accounts []FailedAccount `json:"accounts"`
+	Next     string          `json:"next"`
+}
+
+// Queue is the depth of the accounts queue, shared by every supplier.
+// Available is false when Redis could not be asked.
+type Queue struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+	Pending   int    `json:"pending"`
+	Active    int    `json:"active"`
+	Scheduled int    `json:"scheduled"`
+	Retry     int    `json:"retry"`
+	Archived  int    `json:"archived"`
+}
+
+// Summary is everything the supplier page shows.
+type Summary struct {
+	Supplier    SupplierProgress `json:"supplier"`
+	GeneratedAt time.Time        `json:"generated_at"`
+	PerMinute   []Minute         `json:"per_minute"`
+	TopErrors   []ErrorCount     `json:"top_errors"`
+	Failed      FailedPage       `json:"failed"`
+	// Queue is nil for a caller limited to some suppliers: the queue holds
+	// every supplier's tasks.
+	Queue *Queue `json:"queue"`
+}
+
+// Filter selects the failed accounts of a summary: those with an error of
+// Code (at Attr, when set), after the cursor Before.
+type Filter struct {
+	Code   string
+	Attr   string
+	Before string
+}
+
+// maxFilterLength bounds the code and attr of a filter; longer ones match
+// nothing that the service records.
+const maxFilterLength = 200
+
+// Suppliers lists the suppliers visible reports true for, by code, with
+// their counts.
+func (s *Service) Suppliers(ctx context.Context, visible func(string) bool) ([]SupplierProgress, error) {
+	var rows []struct {
+		Code   string `db:"code"`
+		Status string `db:"status"`
+		countsRow
+	}
+	err := s.db.SelectContext(ctx, &rows, `
+		SELECT s.code, s.status, `+countsColumns+`,
+		       (SELECT count(*) FROM skipped_accounts k WHERE k.supplier_id = s.id) AS skip_marks
+		FROM import_suppliers s
+		LEFT JOIN progress_counts c ON c.supplier_id = s.id
+		GROUP BY s.id
+		ORDER BY s.code`)
+	if err != nil {
+		return nil, fmt.Errorf("progress: suppliers: %w", err)
+	}
+	out := []SupplierProgress{}
+	for _, r := range rows {
+		if visible(r.Code) {
+			out = append(out, SupplierProgress{Code: r.Code, Status: r.Status, Counts: r.counts()})
+		}
+	}
+	return out, nil
+}
+
+// countsColumns sums the counter slots of progress_counts c by state.
+const countsColumns = `
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'staged'), 0) AS staged,
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'in_progress'), 0) AS in_progress,
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'completed'), 0) AS completed,
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'failed'), 0) AS failed`
+
+type countsRow struct {
+	Staged     int64 `db:"staged"`
+	InProgress int64 `db:"in_progress"`
+	Completed  int64 `db:"completed"`
+	Failed     int64 `db:"failed"`
+	SkipMarks  int64 `db:"skip_marks"`
+}
+
+func (r countsRow) counts() Counts {
+	return Counts{Staged: r.Staged, InProgress: r.InProgress, Completed: r.Completed, Failed: r.Failed,
+		Total: r.Staged + r.InProgress + r.Completed + r.Failed, SkipMarks: r.SkipMarks}
+}
+
+// Summarize returns the summary of supplier code. A supplier that visible
+// refuses is reported exactly like a missing one (NotFound,
+// import_supplier_not_found). withQueue asks Redis for the queue depth; a
+// caller limited to some suppliers must not see it. A malformed filter is
+// Invalid (invalid, at code, attr or before).
+func (s *Service) Summarize(ctx context.Context, code string, f Filter, visible func(string) bool, withQueue bool) (Summary, error) {
+	before, err := checkFilter(f)
+	if err != nil {
+		return Summary{}, err
+	}
+	var sup struct {
+		ID     int64  `db:"id"`
+		Code   string `db:"code"`
+		Status string `db:"status"`
+		countsRow
+	}
+	err = s.db.GetContext(ctx, &sup, `
+		SELECT s.id, s.code, s.status, `+countsColumns+`,
+		       (SELECT count(*) FROM skipped_accounts k WHERE k.supplier_id = s.id) AS skip_marks
+		FROM import_suppliers s
+		LEFT JOIN progress_counts c ON c.supplier_id = s.id
+		WHERE s.code = $1
+		GROUP BY s.id`, code)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !visible(sup.Code) {
+		return Summary{}, problem.New(problem.NotFound, imports.CodeImportSupplierNotFound, "Import supplier "+code+" does not exist.")
+	}
+	if err != nil {
+		return Summary{}, fmt.Errorf("progress: supplier: %w", err)
+	}
+	now := s.now().UTC()
+	sum := Summary{
+		Supplier:    SupplierProgress{Code: sup.Code, Status: sup.Status, Counts: sup.counts()},
+		GeneratedAt: now,
+	}
+	if sum.PerMinute, err = s.perMinute(ctx, sup.ID, now); err != nil {
+		return Summary{}, err
+	}
+	if sum.TopErrors, err = s.topErrors(ctx, sup.ID); err != nil {
+		return Summary{}, err
+	}
+	if sum.Failed, err = s.failed(ctx, sup.ID, sup.Code, f, before); err != nil {
+		return Summary{}, err
+	}
+	if withQueue {
+		sum.Queue = s.queue()
+	}
+	return sum, nil
+}
+
+// perMinute returns one point per minute of the Window that ends with the
+// minute of now, zeros included.
+func (s *Service) perMinute(ctx context.Context, supplierID int64, now time.Time) ([]Minute, error) {
+	last := now.Truncate(time.Minute)
+	first := last.Add(-Window + time.Minute)
+	var rows []Minute
+	err := s.db.SelectContext(ctx, &rows, `
+		SELECT minute, sum(completed) AS completed, sum(failed) AS failed
+		FROM progress_minutes
+		WHERE supplier_id = $1 AND minute >= $2 AND minute <= $3
+		GROUP BY minute`, supplierID, first, last)
+	if err != nil {
+		return nil, fmt.Errorf("progress: per minute: %w", err)
+	}
+	byMinute := make(map[int64]Minute, len(rows))
+	for _, r := range rows {
+		byMinute[r.Minute.Unix()] = r
+	}
+	out := make([]Minute, 0, int(Window/time.Minute))
+	for m := first; !m.After(last); m = m.Add(time.Minute) {
+		p := byMinute[m.Unix()]
+		out = append(out, Minute{Minute: m, Completed: p.Completed, Failed: p.Failed})
+	}
+	return out, nil
+}
+
+func (s *Service) topErrors(ctx context.Context, supplierID int64) ([]ErrorCount, error) {
+	out := []ErrorCount{}
+	err := s.db.SelectContext(ctx, &out, `
+		SELECT code, attr, sum(n) AS accounts
+		FROM progress_errors
+		WHERE supplier_id = $1
+		GROUP BY code, attr
+		HAVING sum(n) > 0
+		ORDER BY accounts DESC, code, attr
+		LIMIT $2`, supplierID, TopErrors)
+	if err != nil {
+		return nil, fmt.Errorf("progress: top errors: %w", err)
+	}
+	return out, nil
+}
+
+// failed reads one page of failed accounts. The conditions repeat the
+// predicate of the partial indexes import_processes_failed (order and
+// cursor) and import_processes_failed_errors (the filter's containment).
+func (s *Service) failed(ctx context.Context, supplierID int64, supplierCode string, f Filter, before cursor) (FailedPage, error) {
+	q := `SELECT id, external_account_number, updated_at, last_error
+		FROM import_processes
+		WHERE supplier_id = $1 AND status = 'UNKNOWN' AND last_error IS NOT NULL`
+	args := []any{supplierID}
+	if before.id != 0 {
+		args = append(args, before.at, before.id)
+		q += fmt.Sprintf(" AND (updated_at, id) < ($%d, $%d)", len(args)-1, len(args))
+	}
+	if f.Code != "" {
+		field := map[string]string{"code": f.Code}
+		if f.Attr != "" {
+			field["attr"] = f.Attr
+		}
+		inErrors, _ := json.Marshal(map[string]any{"errors": []any{field}})
+		args = append(args, string(inErrors))
+		cond := fmt.Sprintf("last_error @> $%d::jsonb", len(args))
+		if f.Attr == "" {
+			top, _ := json.Marshal(map[string]string{"code": f.Code})
+			args = append(args, string(top))
+			cond = fmt.Sprintf("(%s OR last_error @> $%d::jsonb)", cond, len(args))
+		}
+		q += " AND " + cond
+	}
+	args = append(args, PageSize+1)
+	q += fmt.Sprintf(" ORDER BY updated_at DESC, id DESC LIMIT $%d", len(args))
+	var rows []struct {
+		ID        int64     `db:"id"`
+		Number    string    `db:"external_account_number"`
+		UpdatedAt time.Time `db:"updated_at"`
+		LastError []byte    `db:"last_error"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
+		return FailedPage{}, fmt.Errorf("progress: failed accounts: %w", err)
+	}
+	page := FailedPage{Code: f.Code, Attr: f.Attr, Accounts: []FailedAccount{}}
+	for i, r := range rows {
+		if i == PageSize {
+			prev := rows[i-1]
+			page.Next = cursor{at: prev.UpdatedAt, id: prev.ID}.String()
+			break
+		}
+		var rec problem.Record
+		_ = json.Unmarshal(r.LastError, &rec) // a record the service wrote; an odd one shows empty
+		shown := shownError(rec, f)
+		page.Accounts = append(page.Accounts, FailedAccount{
+			ExternalAccountNumber: r.Number, Code: shown.Code, Attr: shown.Attr, Detail: shown.Detail,
+			OtherErrors: max(len(rec.Errors)-1, 0), FailedAt: r.UpdatedAt.UTC(),
+			TaskID: jobs.AccountTaskID(supplierCode, r.Number, false),
+		})
+	}
+	return page, nil
+}
+
+// shownError picks the error of rec that a failed account's row shows.
+func shownError(rec problem.Record, f Filter) problem.FieldError {
+	if len(rec.Errors) == 0 {
+		return problem.FieldError{Code: rec.Code, Detail: rec.Detail}
+	}
+	if f.Code != "" {
+		i := slices.IndexFunc(rec.Errors, func(e problem.FieldError) bool {
+			return e.Code == f.Code && (f.Attr == "" || e.Attr == f.Attr)
+		})
+		if i >= 0 {
+			return rec.Errors[i]
+		}
+	}
+	return rec.Errors[0]
+}
+
+// queue asks Redis for the depth of the accounts queue. Asynq knows a
+// queue only once a task was enqueued to it; until then it is empty.
+func (s *Service) queue() *Queue {
+	q := &Queue{Name: jobs.QueueAccounts}
+	if s.insp == nil {
+		return q
+	}
+	known, err := s.insp.Queues()
+	if err != nil {
+		return q
+	}
+	q.Available = true
+	if !slices.Contains(known, jobs.QueueAccounts) {
+		return q
+	}
+	info, err := s.insp.GetQueueInfo(jobs.QueueAccounts)
+	if err != nil {
+		q.Available = false
+		return q
+	}
+	q.Pending, q.Active, q.Scheduled, q.Retry, q.Archived = info.Pending, info.Active, info.Scheduled, info.Retry, info.Archived
+	return q
+}
+
+func checkFilter(f Filter) (cursor, error) {
+	var errs problem.List
+	for _, p := range []struct{ attr, value string }{{"code", f.Code}, {"attr", f.Attr}} {
+		if len(p.value) > maxFilterLength || !utf8.ValidString(p.value) || strings.ContainsFunc(p.value, unicode.IsControl) {
+			errs.Add(p.attr, "invalid", "A %s is text of at most %d characters, without control characters.", p.attr, maxFilterLength)
+		}
+	}
+	if f.Attr != "" && f.Code == "" {
+		errs.Add("attr", "invalid", "Filter by attr only together with a code.")
+	}
+	c, err := parseCursor(f.Before)
+	if err != nil {
+		errs.Add("before", "invalid", "%s", err.Error())
+	}
+	if e := errs.Err("invalid", "The filter of failed accounts is invalid."); e != nil {
+		return cursor{}, e
+	}
+	return c, nil
+}

@@ -1,0 +1,338 @@
+package progress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	pt "github.com/bulkimport/bulkimport/jobs/progress/progresstest"
+)
+
+func all(string) bool { return true }
+
+func seeded(t testing.TB) (*sqlx.DB, *Service) {
+	t.Helper()
+	d := dbtest.New(t)
+	pt.Seed(t, d)
+	return d, New(d, nil)
+}
+
+func TestSummarize_CountsTheSeededCohortByState(t *testing.T) {
+	t.Parallel()
+	_, svc := seeded(t)
+	sum, err := svc.Summarize(context.Background(), pt.Supplier, Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SupplierProgress{Code: pt.Supplier, Status: "Ongoing",
+		Counts: Counts{Staged: 3, InProgress: 2, Completed: 4, Failed: 5, Total: 14, SkipMarks: 2}}
+	if diff := cmp.Diff(want, sum.Supplier); diff != "" {
+		t.Errorf("supplier (-want +got):\n%s", diff)
+	}
+	wantTop := []ErrorCount{
+		{Code: pt.CodePhone, Attr: pt.AttrPhone, Accounts: 3},
+		{Code: problem.CodeInternal, Attr: "", Accounts: 1},
+		{Code: pt.CodePostcode, Attr: pt.AttrPostcode, Accounts: 1},
+		{Code: pt.CodeTariff, Attr: pt.AttrTariff, Accounts: 1},
+	}
+	if diff := cmp.Diff(wantTop, sum.TopErrors); diff != "" {
+		t.Errorf("top errors (-want +got):\n%s", diff)
+	}
+	if len(sum.PerMinute) != int(Window.Minutes()) {
+		t.Errorf("per minute: %d points, want %v", len(sum.PerMinute), Window.Minutes())
+	}
+	var completed, failed int64
+	for _, m := range sum.PerMinute {
+		completed += m.Completed
+		failed += m.Failed
+	}
+	if completed != 4 || failed != 6 {
+		t.Errorf("per minute: %d completed and %d failures over the window, want 4 and 6", completed, failed)
+	}
+	if sum.Queue != nil {
+		t.Errorf("queue without withQueue: %+v", sum.Queue)
+	}
+}
+
+func TestSummarize_FailedAccountsNewestFirstAndFilteredByCode(t *testing.T) {
+	t.Parallel()
+	_, svc := seeded(t)
+	type row struct{ EAN, Code, Attr string }
+	cases := []struct {
+		name   string
+		filter Filter
+		want   []row
+	}{
+		{"no filter", Filter{}, []row{
+			{"ACME-F5", problem.CodeInternal, ""}, {"ACME-F4", pt.CodeTariff, pt.AttrTariff},
+			{"ACME-F3", pt.CodePhone, pt.AttrPhone}, {"ACME-F2", pt.CodePhone, pt.AttrPhone},
+			{"ACME-F1", pt.CodePhone, pt.AttrPhone}}},
+		{"field code shows the matching error", Filter{Code: pt.CodePostcode}, []row{{"ACME-F1", pt.CodePostcode, pt.AttrPostcode}}},
+		{"code and attr", Filter{Code: pt.CodePhone, Attr: pt.AttrPhone}, []row{
+			{"ACME-F3", pt.CodePhone, pt.AttrPhone}, {"ACME-F2", pt.CodePhone, pt.AttrPhone}, {"ACME-F1", pt.CodePhone, pt.AttrPhone}}},
+		{"an earlier failure of a retried account does not match", Filter{Code: pt.CodeTariff}, []row{{"ACME-F4", pt.CodeTariff, pt.AttrTariff}}},
+		{"top-level code of an error without field errors", Filter{Code: problem.CodeInternal}, []row{{"ACME-F5", problem.CodeInternal, ""}}},
+		{"attr of another code", Filter{Code: pt.CodePhone, Attr: pt.AttrPostcode}, nil},
+		{"another supplier's code", Filter{Code: pt.CodeOther}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sum, err := svc.Summarize(context.Background(), pt.Supplier, tc.filter, all, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []row
+			for _, a := range sum.Failed.Accounts {
+				got = append(got, row{a.ExternalAccountNumber, a.Code, a.Attr})
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("failed accounts (-want +got):\n%s", diff)
+			}
+			if sum.Failed.Next != "" {
+				t.Errorf("next cursor on the only page: %q", sum.Failed.Next)
+			}
+		})
+	}
+}
+
+func TestSummarize_FailedAccountsArePagedWithTheCursor(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`INSERT INTO import_suppliers (code) VALUES ('BIG')`,
+		// One failure time for all: the cursor must order by id within it.
+		`INSERT INTO import_processes (supplier_id, external_account_number, payload)
+		 SELECT s.id, 'BIG-' || lpad(i::text, 4, '0'), '{}' FROM import_suppliers s, generate_series(1, 120) i`,
+		`UPDATE import_processes SET last_error = '{"code":"x","detail":"d","errors":[]}', updated_at = '2026-01-01T00:00:00Z'`,
+	} {
+		if _, err := d.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := New(d, nil)
+	var seen []string
+	before := ""
+	for pages := 0; ; pages++ {
+		sum, err := svc.Summarize(ctx, "BIG", Filter{Before: before}, all, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range sum.Failed.Accounts {
+			seen = append(seen, a.ExternalAccountNumber)
+		}
+		if before = sum.Failed.Next; before == "" {
+			if pages != 2 {
+				t.Errorf("%d pages, want 3", pages+1)
+			}
+			break
+		}
+	}
+	var want []string
+	for i := 120; i >= 1; i-- {
+		want = append(want, fmt.Sprintf("BIG-%04d", i))
+	}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("accounts over the pages (-want +got):\n%s", diff)
+	}
+}
+
+func TestSummarize_SupplierOutOfScopeIsNotFound(t *testing.T) {
+	t.Parallel()
+	_, svc := seeded(t)
+	onlyOther := func(c string) bool { return c == pt.Other }
+	for _, code := range []string{pt.Supplier, "NOPE"} {
+		_, err := svc.Summarize(context.Background(), code, Filter{}, onlyOther, false)
+		if p, ok := problem.As(err); !ok || p.Kind != problem.NotFound || p.Code != "import_supplier_not_found" {
+			t.Errorf("%s: %v, want NotFound import_supplier_not_found", code, err)
+		}
+	}
+	list, err := svc.Suppliers(context.Background(), onlyOther)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SupplierProgress{{Code: pt.Other, Status: "Paused", Counts: Counts{Completed: 1, Failed: 1, Total: 2}}}
+	if diff := cmp.Diff(want, list); diff != "" {
+		t.Errorf("suppliers (-want +got):\n%s", diff)
+	}
+}
+
+func TestSummarize_BadFilterIsInvalidAndNamesTheParameter(t *testing.T) {
+	t.Parallel()
+	_, svc := seeded(t)
+	cases := []struct {
+		name   string
+		filter Filter
+		attr   string
+	}{
+		{"cursor not a cursor", Filter{Before: "yesterday"}, "before"},
+		{"cursor with a zero id", Filter{Before: "1.0"}, "before"},
+		{"cursor past year 9999", Filter{Before: "999999999999999999.1"}, "before"},
+		{"code with NUL", Filter{Code: "a\x00b"}, "code"},
+		{"code not UTF-8", Filter{Code: "\xff"}, "code"},
+		{"attr without code", Filter{Attr: "x"}, "attr"},
+		{"code too long", Filter{Code: string(make([]byte, 201))}, "code"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := svc.Summarize(context.Background(), pt.Supplier, tc.filter, all, false)
+			p, ok := problem.As(err)
+			if !ok || p.Kind != problem.Invalid || len(p.Errors) != 1 || p.Errors[0].Attr != tc.attr || p.Errors[0].Code != "invalid" {
+				t.Errorf("got %v, want one invalid error at %s", err, tc.attr)
+			}
+		})
+	}
+}
+
+// recount is what the counters must equal: the states counted from the
+// table itself.
+func recount(t *testing.T, d *sqlx.DB) map[string]int64 {
+	t.Helper()
+	var rows []struct {
+		State string `db:"state"`
+		N     int64  `db:"n"`
+	}
+	if err := d.Select(&rows, `SELECT progress_state(status, last_error) AS state, count(*) AS n FROM import_processes GROUP BY 1`); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.State] = r.N
+	}
+	return out
+}
+
+func counters(t *testing.T, d *sqlx.DB) map[string]int64 {
+	t.Helper()
+	var rows []struct {
+		State string `db:"state"`
+		N     int64  `db:"n"`
+	}
+	if err := d.Select(&rows, `SELECT state, sum(n) AS n FROM progress_counts GROUP BY 1 HAVING sum(n) <> 0`); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.State] = r.N
+	}
+	return out
+}
+
+// Concurrent status changes, some of them rolled back, leave the counters
+// equal to a recount: each change is counted once, in its own transaction.
+func TestCounters_ConcurrentChangesAndRollbacksMatchARecount(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	d.SetMaxOpenConns(16)
+	ctx := context.Background()
+	if _, err := d.Exec(`INSERT INTO import_suppliers (code) VALUES ('RACE')`); err != nil {
+		t.Fatal(err)
+	}
+	errRollback := errors.New("roll back")
+	var wg sync.WaitGroup
+	errs := make(chan error, 16*25*4)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 25 {
+				ean := fmt.Sprintf("R-%d-%d", w, i)
+				var id int64
+				if err := d.GetContext(ctx, &id, `INSERT INTO import_processes (supplier_id, external_account_number, payload)
+					SELECT id, $1, '{}' FROM import_suppliers WHERE code = 'RACE' RETURNING id`, ean); err != nil {
+					errs <- err
+					return
+				}
+				steps := []string{`UPDATE import_processes SET status = 'IN_PROGRESS' WHERE id = $1`}
+				switch i % 3 {
+				case 0:
+					steps = append(steps, `UPDATE import_processes SET status = 'COMPLETED', service_account_number = 'A-' || lpad(to_hex($1::int), 8, '0') WHERE id = $1`)
+				case 1:
+					steps = append(steps, `UPDATE import_processes SET status = 'UNKNOWN', last_error = '{"code":"c","errors":[{"code":"e","attr":"a"}]}' WHERE id = $1`)
+				}
+				for _, q := range steps {
+					if _, err := d.ExecContext(ctx, q, id); err != nil {
+						errs <- err
+						return
+					}
+				}
+				// A completion that rolls back counts nothing.
+				tx, err := d.BeginTxx(ctx, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := tx.ExecContext(ctx, `UPDATE import_processes SET status = 'COMPLETED' WHERE id = $1`, id); err != nil {
+					errs <- err
+				}
+				if err := tx.Rollback(); err != nil && !errors.Is(err, errRollback) {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want := recount(t, d)
+	if diff := cmp.Diff(want, counters(t, d)); diff != "" {
+		t.Errorf("counters against a recount (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int64{"in_progress": 128, "completed": 144, "failed": 128}, want); diff != "" {
+		t.Errorf("recount (-want +got):\n%s", diff)
+	}
+	var errCount int64
+	if err := d.Get(&errCount, `SELECT sum(n) FROM progress_errors WHERE code = 'e' AND attr = 'a'`); err != nil || errCount != want["failed"] {
+		t.Errorf("error counter: %d (%v), want %d", errCount, err, want["failed"])
+	}
+}
+
+// Staging again changes only the payload: the counters stay as they were.
+func TestCounters_RestagingCountsNothing(t *testing.T) {
+	t.Parallel()
+	d, _ := seeded(t)
+	before := counters(t, d)
+	if _, err := d.Exec(`UPDATE import_processes SET payload = '{"again": true}', updated_at = now() WHERE status = 'UNKNOWN'`); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, counters(t, d)); diff != "" {
+		t.Errorf("counters after restaging (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(recount(t, d), counters(t, d)); diff != "" {
+		t.Errorf("counters against a recount (-want +got):\n%s", diff)
+	}
+}
+
+// progress_rebuild, which the migration runs, counts what the triggers
+// counted as the cohort was processed.
+func TestCounters_RebuildMatchesWhatTheTriggersKept(t *testing.T) {
+	t.Parallel()
+	d, svc := seeded(t)
+	ctx := context.Background()
+	before, err := svc.Summarize(ctx, pt.Supplier, Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Exec(`SELECT progress_rebuild()`); err != nil {
+		t.Fatal(err)
+	}
+	after, err := svc.Summarize(ctx, pt.Supplier, Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before.Supplier, after.Supplier); diff != "" {
+		t.Errorf("counts (-triggers +rebuild):\n%s", diff)
+	}
+	if diff := cmp.Diff(before.TopErrors, after.TopErrors); diff != "" {
+		t.Errorf("top errors (-triggers +rebuild):\n%s", diff)
+	}
+}
