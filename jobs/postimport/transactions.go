@@ -456,11 +456,6 @@ var lockLookupSQL = `SELECT a.id, s.document_root, s.require_documents, ` + look
 // own, whose snapshot is taken with the lock held.
 var lookupSQL = `SELECT ` + lookupColumns("$2", "$3") + ` FROM accounts a WHERE a.id = $1`
 
-// findLookupSQL reads the account's id and lookup without locking it.
-var findLookupSQL = `SELECT a.id, ` + lookupColumns("$3", "$4") + `
-	FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
-	WHERE s.code = $1 AND a.external_account_number = $2`
-
 // lookupArgs returns the posted transaction ids and the distinct product
 // codes, the arguments of a lookup.
 func lookupArgs(r *TransactionsRequest) (ids, codes []string) {
@@ -476,39 +471,26 @@ func lookupArgs(r *TransactionsRequest) (ids, codes []string) {
 	return ids, codes
 }
 
-// addTransactionsDirect is the common case of E7, a request that adds
-// transactions and moves none, in two round trips without BEGIN and
-// COMMIT: a lookup without the lock, then post_transactions, which locks
-// the account, re-checks what the request was decided on and writes, in
-// one implicit transaction. done is false, and nothing was written, when
-// the request is any other case or the account changed after the lookup;
-// addTransactions then decides it under the lock.
+// addTransactionsDirect is the common case of E7, a request that adds all
+// its transactions as posted, in one round trip without BEGIN and COMMIT:
+// it is decided as if the account had none of the transactions and its open
+// period started before all of them, and post_transactions, in one
+// implicit transaction, locks the account, checks that this holds and
+// writes. done is false, and nothing was written, when the request is
+// another case (a problem, a dry run, an account the caller may not see) or
+// the check failed (a known transaction id, a date before the open period,
+// an unknown product, no such account); addTransactions then decides it on
+// a lookup read under the lock.
 func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequest, opts TransactionOptions,
 	now time.Time, errs problem.List, visible func(string) bool) (res *TransactionsResult, done bool, err error) {
 	if len(errs) > 0 || (r.DryRun != nil && *r.DryRun) || (visible != nil && !visible(r.ImportSupplier)) {
 		return nil, false, nil
 	}
-	ids, codes := lookupArgs(r)
-	st, err := s.prepared(ctx, findLookupSQL)
-	if err != nil {
-		return nil, true, fmt.Errorf("add transactions: %w", err)
-	}
-	var found struct {
-		ID int64 `db:"id"`
-		lookup
-	}
-	err = st.GetContext(ctx, &found, r.ImportSupplier, r.ExternalAccountNumber, pq.Array(ids), pq.Array(codes))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, true, fmt.Errorf("add transactions: look up: %w", err)
-	}
-	d := decideTransactions(r, opts, found.lookup, now, errs)
+	d := decideTransactions(r, opts, lookup{}, now, errs)
 	if len(d.errs) > 0 || len(d.add) == 0 || len(d.moved) > 0 {
 		return nil, false, nil
 	}
-	wrote, err := insertTransactions(ctx, poolPrepared{s}, found.ID, d.ts, d.add, found.FirstOpenDay)
+	wrote, err := insertTransactions(ctx, poolPrepared{s}, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "")
 	if err != nil || !wrote {
 		return nil, err != nil, err
 	}
@@ -541,7 +523,7 @@ func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest,
 		d := decideTransactions(r, opts, l, now, errs)
 		inserted := false
 		if len(d.errs) == 0 && !dryRun && len(d.add) > 0 {
-			inserted, err = insertTransactions(ctx, tx, accountID, d.ts, d.add, l.FirstOpenDay)
+			inserted, err = insertTransactions(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, l.FirstOpenDay)
 			if err != nil {
 				return nil, err
 			}
@@ -645,8 +627,8 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 }
 
 // insertTransactionsSQL calls post_transactions (migration 00017), which
-// locks the account, checks that the open period still starts on $32 and
-// that none of the transactions exists yet, and then writes the
+// locks the account, checks what the request was decided on (see
+// insertTransactions), and then writes the
 // transactions, their line and tax items and the ledger balance in one
 // statement. Every column comes from an array parameter, so the statement
 // is the same for 1 or 10,000 transactions. Called outside a transaction it
@@ -654,7 +636,7 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 // lock already it writes under that lock. It answers false, having written
 // nothing, when one of its checks failed, and the caller decides again.
 const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-	$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32)`
+	$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
 
 // rowQuerier runs a query that answers one row: a preparedTx, or the pool
 // (poolPrepared).
@@ -675,10 +657,17 @@ func (p poolPrepared) QueryRowxContext(ctx context.Context, query string, args .
 	return st.QueryRowxContext(ctx, args...)
 }
 
-// insertTransactions writes ts[add...] and moves the ledger balance by
-// their signed sum, when the account's open period still starts on
-// firstOpenDay and none of them exists; it reports whether it wrote.
-func insertTransactions(ctx context.Context, tx rowQuerier, accountID int64, ts []Transaction, add []int, firstOpenDay string) (bool, error) {
+// insertTransactions writes ts[add...] onto the account ean of supplier and
+// moves the ledger balance by their signed sum, when none of them exists,
+// their products exist, and the account's open period still starts on
+// firstOpenDay, or, when firstOpenDay is "", starts on or before all their
+// dates; it reports whether it wrote.
+func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string, ts []Transaction, add []int,
+	firstOpenDay string) (bool, error) {
+	var openDay *string
+	if firstOpenDay != "" {
+		openDay = &firstOpenDay
+	}
 	var (
 		tids, dates, amounts, types                                                        []string
 		odates, reasons, displayNotes, notes, references, payTypes, products, descriptions []*string
@@ -745,13 +734,13 @@ func insertTransactions(ctx context.Context, tx rowQuerier, accountID int64, ts 
 		}
 	}
 	var wrote bool
-	err := tx.QueryRowxContext(ctx, insertTransactionsSQL, accountID,
+	err := tx.QueryRowxContext(ctx, insertTransactionsSQL, supplier, ean,
 		pq.Array(tids), pq.Array(dates), pq.Array(odates), pq.Array(amounts), pq.Array(types), pq.Array(reasons),
 		pq.Array(displayNotes), pq.Array(notes), pq.Array(references), pq.Array(payTypes), pq.Array(products), pq.Array(descriptions),
 		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
 		pq.Array(lPrice), pq.Array(lUnits),
 		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
-		delta.String(), pq.Array(prepayMeters), firstOpenDay).Scan(&wrote)
+		delta.String(), pq.Array(prepayMeters), openDay).Scan(&wrote)
 	switch {
 	case err == nil:
 		return wrote, nil

@@ -858,6 +858,9 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 			before: `INSERT INTO transactions (account_id, transaction_id, transaction_date, amount, type, reason)
 				VALUES ($1, 'D2', '2025-06-02', 5, 'CHARGE', 'IMPORTED_CHARGE')`},
 		{name: "decided on another period", firstOpenDay: "2025-05-20", count: 0, balance: "0.00"},
+		{name: "decided without a lookup", wrote: true, count: 2, balance: "6.50"},
+		{name: "decided without a lookup, a date before the open period", count: 0, balance: "0.00",
+			before: `UPDATE accounts SET last_billed_to_date = '2025-06-02' WHERE id = $1`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -872,7 +875,7 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			wrote, err := insertTransactions(ctx, poolPrepared{b.svc}, id, ts, []int{0, 1}, tc.firstOpenDay)
+			wrote, err := insertTransactions(ctx, poolPrepared{b.svc}, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay)
 			if err != nil {
 				t.Fatal(err)
 			}
