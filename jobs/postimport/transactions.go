@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
@@ -407,6 +408,9 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, TransactionsFailure(errs, r.raw)
 	}
+	if res, done, err := s.addTransactionsDirect(ctx, r, opts, now, errs, visible); done {
+		return res, err
+	}
 	var res *TransactionsResult
 	err := s.inTx(ctx, func(tx preparedTx) error {
 		var err error
@@ -451,16 +455,10 @@ var lockLookupSQL = `SELECT a.id, s.document_root, s.require_documents, ` + look
 // own, whose snapshot is taken with the lock held.
 var lookupSQL = `SELECT ` + lookupColumns("$2", "$3") + ` FROM accounts a WHERE a.id = $1`
 
-// addTransactions locks the account, runs the checks that need the
-// database and writes the transactions. errs holds the problems found so
-// far; any problem refuses the whole request.
-func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest, opts TransactionOptions,
-	now time.Time, errs problem.List, visible func(string) bool) (*TransactionsResult, error) {
-	if visible != nil && !visible(r.ImportSupplier) {
-		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
-	}
-	ids := make([]string, 0, len(r.Transactions))
-	var codes []string
+// lookupArgs returns the posted transaction ids and the distinct product
+// codes, the arguments of a lookup.
+func lookupArgs(r *TransactionsRequest) (ids, codes []string) {
+	ids = make([]string, 0, len(r.Transactions))
 	for _, t := range r.Transactions {
 		if t.TransactionID != "" {
 			ids = append(ids, t.TransactionID)
@@ -469,6 +467,44 @@ func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest,
 			codes = append(codes, *t.ProductCode)
 		}
 	}
+	return ids, codes
+}
+
+// addTransactionsDirect is the common case of E7, a request that adds all
+// its transactions as posted, in one round trip without BEGIN and COMMIT:
+// it is decided as if the account had none of the transactions and its open
+// period started before all of them, and post_transactions, in one
+// implicit transaction, locks the account, checks that this holds and
+// writes. done is false, and nothing was written, when the request is
+// another case (a problem, a dry run, an account the caller may not see) or
+// the check failed (a known transaction id, a date before the open period,
+// an unknown product, no such account); addTransactions then decides it on
+// a lookup read under the lock.
+func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequest, opts TransactionOptions,
+	now time.Time, errs problem.List, visible func(string) bool) (res *TransactionsResult, done bool, err error) {
+	if len(errs) > 0 || (r.DryRun != nil && *r.DryRun) || (visible != nil && !visible(r.ImportSupplier)) {
+		return nil, false, nil
+	}
+	d := decideTransactions(r, opts, lookup{}, now, errs)
+	if len(d.errs) > 0 || len(d.add) == 0 || len(d.moved) > 0 {
+		return nil, false, nil
+	}
+	wrote, err := insertTransactions(ctx, poolPrepared{s}, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "")
+	if err != nil || !wrote {
+		return nil, err != nil, err
+	}
+	return d.res, true, nil
+}
+
+// addTransactions locks the account, runs the checks that need the
+// database and writes the transactions. errs holds the problems found so
+// far; any problem refuses the whole request.
+func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest, opts TransactionOptions,
+	now time.Time, errs problem.List, visible func(string) bool) (*TransactionsResult, error) {
+	if visible != nil && !visible(r.ImportSupplier) {
+		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
+	}
+	ids, codes := lookupArgs(r)
 	var locked struct {
 		account
 		lookup
@@ -486,7 +522,7 @@ func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest,
 		d := decideTransactions(r, opts, l, now, errs)
 		inserted := false
 		if len(d.errs) == 0 && !dryRun && len(d.add) > 0 {
-			inserted, err = insertTransactions(ctx, tx, accountID, d.ts, d.add, l.FirstOpenDay)
+			inserted, err = insertTransactions(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, l.FirstOpenDay)
 			if err != nil {
 				return nil, err
 			}
@@ -589,54 +625,48 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 	return d
 }
 
-// insertTransactionsSQL writes the transactions, their line and tax items
-// and the ledger balance in one statement: data-modifying CTEs share one
-// snapshot, and the items find their transaction's row id through the
-// first CTE's RETURNING. Every column comes from an array parameter, so the
-// statement is the same for 1 or 10,000 transactions.
-//
-// It writes only when the guard holds: the open period still starts on $32
-// and none of the transactions exists yet. Its snapshot is taken after the
-// account was locked, so it sees every import that held the lock before;
-// when one changed what the request decided on, nothing is written, the
-// ledger row is not touched, and the caller decides again.
-const insertTransactionsSQL = `
-WITH guard AS (
-	SELECT (SELECT ` + firstOpenDayExpr + ` FROM accounts a WHERE a.id = $1) = $32
-		AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = $1 AND t.transaction_id = ANY($2::text[])) AS ok
-), ins AS (
-	INSERT INTO transactions (account_id, transaction_id, transaction_date, original_transaction_date, amount, type,
-		reason, display_note, note, reference, payment_type, product_id, description, to_prepay_meter_serial_number)
-	SELECT $1, u.tid, u.tdate, u.odate, u.amount, u.type, u.reason, u.display_note, u.note, u.reference, u.payment_type,
-		(SELECT p.id FROM products p WHERE p.code = u.product_code), u.description, u.prepay_meter
-	FROM unnest($2::text[], $3::date[], $4::date[], $5::numeric[], $6::text[], $7::text[], $8::text[], $9::text[],
-		$10::text[], $11::text[], $12::text[], $13::text[], $31::text[])
-		AS u (tid, tdate, odate, amount, type, reason, display_note, note, reference, payment_type, product_code, description,
-			prepay_meter)
-	WHERE (SELECT ok FROM guard)
-	RETURNING id, transaction_id
-), li AS (
-	INSERT INTO transaction_line_items (transaction_row_id, position, rate_band, start_date, end_date, number_of_units,
-		net_amount, price_per_unit, units)
-	SELECT ins.id, l.pos, l.rate_band, l.start_date, l.end_date, l.number_of_units, l.net_amount, l.price_per_unit, l.units::numeric[]
-	FROM unnest($14::text[], $15::int[], $16::text[], $17::date[], $18::date[], $19::numeric[], $20::numeric[],
-		$21::numeric[], $22::text[])
-		AS l (tid, pos, rate_band, start_date, end_date, number_of_units, net_amount, price_per_unit, units)
-	JOIN ins ON ins.transaction_id = l.tid
-), ti AS (
-	INSERT INTO transaction_tax_items (transaction_row_id, position, amount, tax_type, value_taxed, rate, unit_type)
-	SELECT ins.id, x.pos, x.amount, x.tax_type, x.value_taxed, x.rate, x.unit_type
-	FROM unnest($23::text[], $24::int[], $25::numeric[], $26::text[], $27::numeric[], $28::numeric[], $29::text[])
-		AS x (tid, pos, amount, tax_type, value_taxed, rate, unit_type)
-	JOIN ins ON ins.transaction_id = x.tid
-)
-INSERT INTO ledgers AS lg (account_id, balance) SELECT $1, $30::numeric WHERE (SELECT ok FROM guard)
-ON CONFLICT (account_id) DO UPDATE SET balance = lg.balance + EXCLUDED.balance`
+// insertTransactionsSQL calls post_transactions (migration 00017), which
+// locks the account, checks what the request was decided on (see
+// insertTransactions), and then writes the
+// transactions, their line and tax items and the ledger balance in one
+// statement. Every column comes from an array parameter, so the statement
+// is the same for 1 or 10,000 transactions. Called outside a transaction it
+// is one round trip and one implicit transaction; inside one that holds the
+// lock already it writes under that lock. It answers false, having written
+// nothing, when one of its checks failed, and the caller decides again.
+const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+	$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
 
-// insertTransactions writes ts[add...] and moves the ledger balance by
-// their signed sum, when the account's open period still starts on
-// firstOpenDay and none of them exists; it reports whether it wrote.
-func insertTransactions(ctx context.Context, tx preparedTx, accountID int64, ts []Transaction, add []int, firstOpenDay string) (bool, error) {
+// rowQuerier runs a query that answers one row: a preparedTx, or the pool
+// (poolPrepared).
+type rowQuerier interface {
+	QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row
+}
+
+// poolPrepared runs each query as a statement prepared on the pool, outside
+// any transaction, as preparedTx does inside one.
+type poolPrepared struct{ s *Service }
+
+// QueryRowxContext runs query prepared on the pool.
+func (p poolPrepared) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
+	st, err := p.s.prepared(ctx, query)
+	if err != nil {
+		return p.s.db.QueryRowxContext(ctx, query, args...)
+	}
+	return st.QueryRowxContext(ctx, args...)
+}
+
+// insertTransactions writes ts[add...] onto the account ean of supplier and
+// moves the ledger balance by their signed sum, when none of them exists,
+// their products exist, and the account's open period still starts on
+// firstOpenDay, or, when firstOpenDay is "", starts on or before all their
+// dates; it reports whether it wrote.
+func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string, ts []Transaction, add []int,
+	firstOpenDay string) (bool, error) {
+	var openDay *string
+	if firstOpenDay != "" {
+		openDay = &firstOpenDay
+	}
 	var (
 		tids, dates, amounts, types                                                        []string
 		odates, reasons, displayNotes, notes, references, payTypes, products, descriptions []*string
@@ -702,21 +732,17 @@ func insertTransactions(ctx context.Context, tx preparedTx, accountID int64, ts 
 			xUnitType = append(xUnitType, x.UnitType)
 		}
 	}
-	res, err := tx.ExecContext(ctx, insertTransactionsSQL, accountID,
+	var wrote bool
+	err := tx.QueryRowxContext(ctx, insertTransactionsSQL, supplier, ean,
 		pq.Array(tids), pq.Array(dates), pq.Array(odates), pq.Array(amounts), pq.Array(types), pq.Array(reasons),
 		pq.Array(displayNotes), pq.Array(notes), pq.Array(references), pq.Array(payTypes), pq.Array(products), pq.Array(descriptions),
 		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
 		pq.Array(lPrice), pq.Array(lUnits),
 		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
-		delta.String(), pq.Array(prepayMeters), firstOpenDay)
+		delta.String(), pq.Array(prepayMeters), openDay).Scan(&wrote)
 	switch {
 	case err == nil:
-		// The ledger upsert writes one row, or none when the guard failed.
-		n, err := res.RowsAffected()
-		if err != nil {
-			return false, fmt.Errorf("add transactions: insert: %w", err)
-		}
-		return n == 1, nil
+		return wrote, nil
 	case db.IsUniqueViolation(err, "transactions_account_id_transaction_id_key"):
 		// The account lock makes this unreachable for requests of this
 		// service; it stays as the last word of the unique constraint.

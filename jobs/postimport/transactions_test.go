@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
+	"github.com/shopspring/decimal"
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -828,5 +829,62 @@ func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
 	}
 	if items != "PEAK_HOURS GST CURRENCY_PER_KWH" {
 		t.Errorf("items stored as %q", items)
+	}
+}
+
+// The write of a request that was decided without the lock (post_transactions
+// called on its own) locks the account and writes only when what the request
+// was decided on still holds; otherwise it writes nothing, not even the
+// ledger, and the caller decides again under the lock.
+func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ts := []Transaction{
+		{TransactionID: "D1", TransactionDate: "2025-06-02", Amount: Money{decimal.RequireFromString("10.50")}, Type: TypeCharge},
+		{TransactionID: "D2", TransactionDate: "2025-06-03", Amount: Money{decimal.RequireFromString("4")}, Type: TypePayment},
+	}
+	cases := []struct {
+		name         string
+		before       string // run with the account's row id before the write, or ""
+		firstOpenDay string
+		wrote        bool
+		count        int // the account's transactions after the write
+		balance      string
+	}{
+		{name: "unchanged account", firstOpenDay: "2025-06-01", wrote: true, count: 2, balance: "6.50"},
+		{name: "open period moved", firstOpenDay: "2025-06-01", count: 0, balance: "0.00",
+			before: `INSERT INTO historical_statements (account_id, statement_id, bill_period_from_date, bill_period_to_date)
+				VALUES ($1, 'S1', '2025-05-01', '2025-06-05')`},
+		{name: "transaction id added since", firstOpenDay: "2025-06-01", count: 1, balance: "0.00",
+			before: `INSERT INTO transactions (account_id, transaction_id, transaction_date, amount, type, reason)
+				VALUES ($1, 'D2', '2025-06-02', 5, 'CHARGE', 'IMPORTED_CHARGE')`},
+		{name: "decided on another period", firstOpenDay: "2025-05-20", count: 0, balance: "0.00"},
+		{name: "decided without a lookup", wrote: true, count: 2, balance: "6.50"},
+		{name: "decided without a lookup, a date before the open period", count: 0, balance: "0.00",
+			before: `UPDATE accounts SET last_billed_to_date = '2025-06-02' WHERE id = $1`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ean := b.newAccount(t, billedToMay)
+			var id int64
+			if err := b.db.Get(&id, `SELECT id FROM accounts WHERE external_account_number = $1`, ean); err != nil {
+				t.Fatal(err)
+			}
+			if tc.before != "" {
+				if _, err := b.db.Exec(tc.before, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wrote, err := insertTransactions(ctx, poolPrepared{b.svc}, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []any{wrote, b.txCount(t, ean), b.balance(t, ean)}
+			if diff := cmp.Diff([]any{tc.wrote, tc.count, tc.balance}, got); diff != "" {
+				t.Errorf("wrote, transactions, balance (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
