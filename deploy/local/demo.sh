@@ -133,7 +133,7 @@ fi
 # Businesses come through E1, which needs the running service; the demo
 # writes the same rows directly, once, so that the printed E3 example passes.
 if command -v psql >/dev/null 2>&1; then
-	psql "$DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >/dev/null <<'SQL' || log "could not create the demo business; create it with E1"
+	if psql "$DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >/dev/null <<'SQL'; then
 WITH s AS (SELECT id FROM import_suppliers WHERE code = 'DEMO'),
 b AS (
 	INSERT INTO businesses (supplier_id, external_business_identifier, business_type, company_number, company_name)
@@ -143,7 +143,10 @@ INSERT INTO business_contracts (business_id, supplier_id, identifier, valid_from
 SELECT id, supplier_id, 'BC-2024-0042', '2024-01-01', '2023-12-15' FROM b
 ON CONFLICT DO NOTHING;
 SQL
-	log "business contract BC-2024-0042 is in place"
+		log "business contract BC-2024-0042 is in place"
+	else
+		log "could not create the demo business; create it with E1 (contract BC-2024-0042)"
+	fi
 else
 	log "psql is not installed; create the business of the example account with E1 (contract BC-2024-0042)"
 fi
