@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/go-cmp/cmp"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
@@ -551,5 +554,45 @@ func TestOpenAPI_CheckerRefusesUndescribedRequests(t *testing.T) {
 				t.Error("accepted")
 			}
 		})
+	}
+}
+
+// The interactive API page and its assets are served without a token, each
+// with its content type; the page loads the served document.
+func TestDocs_PageServesSwaggerUI(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	for _, tc := range []struct {
+		path, contentType, contains string
+		status                      int
+	}{
+		{api.DocsPath, "text/html; charset=utf-8", `<div id="swagger-ui">`, 200},
+		{api.DocsPath + "index.html", "text/html; charset=utf-8", `<div id="swagger-ui">`, 200},
+		{api.DocsPath + "init.js", "text/javascript; charset=utf-8", `url: "../schema/?format=json"`, 200},
+		{api.DocsPath + "swagger-ui-bundle.js", "text/javascript; charset=utf-8", "SwaggerUIBundle", 200},
+		{api.DocsPath + "swagger-ui.css", "text/css; charset=utf-8", ".swagger-ui", 200},
+		{api.DocsPath + "favicon-32x32.png", "image/png", "PNG", 200},
+		{api.DocsPath + "nope.js", "application/json; charset=utf-8", `"code":"not_found"`, 404},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			t.Parallel()
+			req, _ := http.NewRequest("GET", s.base+tc.path, nil)
+			res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, _ := io.ReadAll(res.Body)
+			got := []any{res.StatusCode, res.Header.Get("Content-Type"), strings.Contains(string(body), tc.contains)}
+			want := []any{tc.status, tc.contentType, true}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("GET %s (-want +got):\n%s", tc.path, d)
+			}
+		})
+	}
+	// init.js names the schema relative to the page: it resolves to the
+	// served document.
+	if r := s.do(t, "GET", path.Join(api.DocsPath, "../schema/")+"/?format=json", "", nil); r.Status != 200 || r.Body["openapi"] != "3.0.3" {
+		t.Errorf("the page's document: %d %.200s", r.Status, r.Raw)
 	}
 }

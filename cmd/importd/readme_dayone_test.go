@@ -146,9 +146,11 @@ func TestReadme_DayOneCommandsRunAgainstTheDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, requireDocuments := range []bool{false, true} {
+		// One after the other, and with a long E5 wait: on a loaded
+		// machine E5 of the example account can take more than the
+		// default 30 s, and E2's vendor check more than its queue wait.
 		t.Run(fmt.Sprintf("require-documents=%t", requireDocuments), func(t *testing.T) {
-			t.Parallel()
-			s := startService(t, "serve", nil)
+			s := startService(t, "serve", map[string]string{"PROCESS_WAIT_TIMEOUT": "2m"})
 			u, _ := url.Parse(s.base)
 			// psql (demo.sh writes the demo business with it) refuses
 			// the test database's synchronous_commit parameter.
