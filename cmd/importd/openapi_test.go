@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -594,5 +595,59 @@ func TestDocs_PageServesSwaggerUI(t *testing.T) {
 	// served document.
 	if r := s.do(t, "GET", path.Join(api.DocsPath, "../schema/")+"/?format=json", "", nil); r.Status != 200 || r.Body["openapi"] != "3.0.3" {
 		t.Errorf("the page's document: %d %.200s", r.Status, r.Raw)
+	}
+}
+
+// Every example in the document (on a schema, a property or an item, at
+// any depth) is valid against the schema it sits on, and every request
+// body has one, so that the interactive page's "Try it out" starts from a
+// request the service accepts.
+func TestOpenAPI_ExamplesMatchTheirSchemas(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	seen := map[*openapi3.Schema]bool{}
+	var visit func(where string, s *openapi3.SchemaRef)
+	visit = func(where string, s *openapi3.SchemaRef) {
+		if s == nil || s.Value == nil || seen[s.Value] {
+			return
+		}
+		v := s.Value
+		seen[v] = true
+		if v.Example != nil {
+			if err := v.VisitJSON(v.Example, openapi3.MultiErrors()); err != nil {
+				t.Errorf("%s: the example does not match its schema: %v", where, err)
+			}
+		}
+		for name, p := range v.Properties {
+			visit(where+"."+name, p)
+		}
+		visit(where+"[]", v.Items)
+		if v.AdditionalProperties.Schema != nil {
+			visit(where+"{}", v.AdditionalProperties.Schema)
+		}
+		for i, group := range [][]*openapi3.SchemaRef{v.AllOf, v.AnyOf, v.OneOf} {
+			for j, sub := range group {
+				visit(fmt.Sprintf("%s/%d.%d", where, i, j), sub)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
+		visit(name, doc.Components.Schemas[name])
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			for ct, mt := range op.RequestBody.Value.Content {
+				if mt.Schema == nil || mt.Schema.Value == nil {
+					continue
+				}
+				if mt.Schema.Value.Example == nil && mt.Example == nil && len(mt.Examples) == 0 {
+					t.Errorf("%s %s (%s): the request body has no example", method, path, ct)
+				}
+				visit(method+" "+path, mt.Schema)
+			}
+		}
 	}
 }
