@@ -240,6 +240,10 @@ curl -sS -X POST '$base/v1/data-import/validate-account/' \\
   -H "Authorization: Token \$TOKEN" \\
   -H 'Content-Type: application/json' \\
   --data-binary @'$account_json'
+
+ Every endpoint in order, to an imported account: README.md, "Day one",
+ with BASE=$base KEY=$key
+ API page       $base/v1/data-import/docs/
 ================================================================
 
 EOF
