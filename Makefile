@@ -50,9 +50,20 @@ endef
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-11s %s\n", $$1, $$2 }'
 
+# A cold build (empty module and build caches) downloads the modules and
+# compiles about 700 packages (with the standard library): 5 to 8 minutes on 2 cores. `go build -v`
+# names each package as it compiles it, so the wait shows progress; a warm
+# build prints the two commands only.
 build: ## Build bin/importd and bin/importctl
-	mkdir -p bin
-	$(GO) build -o bin/ ./cmd/importd ./cmd/importctl
+	@mkdir -p bin
+	if [[ ! -d "$$($(GO) env GOMODCACHE)/github.com/gin-gonic" ]]; then
+		echo "build: downloading modules (first build only: about a minute)"
+		$(GO) mod download
+	fi
+	echo "build: compiling bin/importd and bin/importctl (the first build compiles about 700 packages: 5-8 minutes on 2 cores; later builds take seconds)"
+	start=$$SECONDS
+	$(GO) build -v -o bin/ ./cmd/importd ./cmd/importctl 2>&1 | awk '{ n++; printf "build: [%3d] %s\n", n, $$0; fflush() }'
+	echo "build: done in $$((SECONDS - start))s"
 
 stack-up: ## Start the local PostgreSQL and Redis (installs them with apt when missing)
 	$(STACK) up

@@ -134,6 +134,7 @@ func New(cfg Config, deps Deps) *Server {
 	r.GET("/readyz", s.readyz)
 	r.POST("/v1/graphql/", s.graphql())
 	r.GET(SchemaPath, serveSchema)
+	r.GET(DocsPath+"*file", serveDocs)
 	if cfg.MetricsHandler != nil {
 		r.GET("/metrics", gin.WrapH(cfg.MetricsHandler))
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"github.com/bulkimport/bulkimport/api"
@@ -569,5 +573,99 @@ func TestOpenAPI_CheckerRefusesUndescribedRequests(t *testing.T) {
 				t.Error("accepted")
 			}
 		})
+	}
+}
+
+// The interactive API page and its assets are served without a token, each
+// with its content type; the page loads the served document.
+func TestDocs_PageServesSwaggerUI(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	for _, tc := range []struct {
+		path, contentType, contains string
+		status                      int
+	}{
+		{api.DocsPath, "text/html; charset=utf-8", `<div id="swagger-ui">`, 200},
+		{api.DocsPath + "index.html", "text/html; charset=utf-8", `<div id="swagger-ui">`, 200},
+		{api.DocsPath + "init.js", "text/javascript; charset=utf-8", `url: "../schema/?format=json"`, 200},
+		{api.DocsPath + "swagger-ui-bundle.js", "text/javascript; charset=utf-8", "SwaggerUIBundle", 200},
+		{api.DocsPath + "swagger-ui.css", "text/css; charset=utf-8", ".swagger-ui", 200},
+		{api.DocsPath + "favicon-32x32.png", "image/png", "PNG", 200},
+		{api.DocsPath + "nope.js", "application/json; charset=utf-8", `"code":"not_found"`, 404},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			t.Parallel()
+			req, _ := http.NewRequest("GET", s.base+tc.path, nil)
+			res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			body, _ := io.ReadAll(res.Body)
+			got := []any{res.StatusCode, res.Header.Get("Content-Type"), strings.Contains(string(body), tc.contains)}
+			want := []any{tc.status, tc.contentType, true}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("GET %s (-want +got):\n%s", tc.path, d)
+			}
+		})
+	}
+	// init.js names the schema relative to the page: it resolves to the
+	// served document.
+	if r := s.do(t, "GET", path.Join(api.DocsPath, "../schema/")+"/?format=json", "", nil); r.Status != 200 || r.Body["openapi"] != "3.0.3" {
+		t.Errorf("the page's document: %d %.200s", r.Status, r.Raw)
+	}
+}
+
+// Every example in the document (on a schema, a property or an item, at
+// any depth) is valid against the schema it sits on, and every request
+// body has one, so that the interactive page's "Try it out" starts from a
+// request the service accepts.
+func TestOpenAPI_ExamplesMatchTheirSchemas(t *testing.T) {
+	t.Parallel()
+	doc := loadOpenAPI(t)
+	seen := map[*openapi3.Schema]bool{}
+	var visit func(where string, s *openapi3.SchemaRef)
+	visit = func(where string, s *openapi3.SchemaRef) {
+		if s == nil || s.Value == nil || seen[s.Value] {
+			return
+		}
+		v := s.Value
+		seen[v] = true
+		if v.Example != nil {
+			if err := v.VisitJSON(v.Example, openapi3.MultiErrors()); err != nil {
+				t.Errorf("%s: the example does not match its schema: %v", where, err)
+			}
+		}
+		for name, p := range v.Properties {
+			visit(where+"."+name, p)
+		}
+		visit(where+"[]", v.Items)
+		if v.AdditionalProperties.Schema != nil {
+			visit(where+"{}", v.AdditionalProperties.Schema)
+		}
+		for i, group := range [][]*openapi3.SchemaRef{v.AllOf, v.AnyOf, v.OneOf} {
+			for j, sub := range group {
+				visit(fmt.Sprintf("%s/%d.%d", where, i, j), sub)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
+		visit(name, doc.Components.Schemas[name])
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			for ct, mt := range op.RequestBody.Value.Content {
+				if mt.Schema == nil || mt.Schema.Value == nil {
+					continue
+				}
+				if mt.Schema.Value.Example == nil && mt.Example == nil && len(mt.Examples) == 0 {
+					t.Errorf("%s %s (%s): the request body has no example", method, path, ct)
+				}
+				visit(method+" "+path, mt.Schema)
+			}
+		}
 	}
 }

@@ -35,6 +35,34 @@ die() { echo "demo: error: $*" >&2; exit 1; }
 
 have_jq() { command -v jq >/dev/null 2>&1; }
 
+# demo_pdf prints a one-page PDF that says "Welcome letter (demo)", with a
+# cross-reference table whose offsets are counted, so that PDF readers open
+# it without repair.
+demo_pdf() {
+	local objs=(
+		'<< /Type /Catalog /Pages 2 0 R >>'
+		'<< /Type /Pages /Kids [3 0 R] /Count 1 >>'
+		'<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>'
+		'<< /Length 52 >>
+stream
+BT /F1 18 Tf 72 760 Td (Welcome letter (demo)) Tj ET
+endstream'
+		'<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>'
+	)
+	local out='%PDF-1.4'$'\n' offsets=() i
+	for i in "${!objs[@]}"; do
+		offsets+=("${#out}")
+		out+="$((i + 1)) 0 obj"$'\n'"${objs[i]}"$'\n'"endobj"$'\n'
+	done
+	local xref=${#out}
+	out+="xref"$'\n'"0 $((${#objs[@]} + 1))"$'\n'"0000000000 65535 f "$'\n'
+	for i in "${offsets[@]}"; do
+		out+=$(printf '%010d 00000 n ' "$i")$'\n'
+	done
+	out+="trailer"$'\n'"<< /Size $((${#objs[@]} + 1)) /Root 1 0 R >>"$'\n'"startxref"$'\n'"$xref"$'\n'"%%EOF"$'\n'
+	printf '%s' "$out"
+}
+
 # listed KIND FIELD VALUE: whether `importctl KIND list --json` has an object
 # whose FIELD is VALUE. Without jq, a match of "FIELD": "VALUE" in the output
 # does (the values looked up here need no JSON escaping).
@@ -105,7 +133,7 @@ fi
 # Businesses come through E1, which needs the running service; the demo
 # writes the same rows directly, once, so that the printed E3 example passes.
 if command -v psql >/dev/null 2>&1; then
-	psql "$DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >/dev/null <<'SQL' || log "could not create the demo business; create it with E1"
+	if psql "$DATABASE_URL" -qAt -v ON_ERROR_STOP=1 >/dev/null <<'SQL'; then
 WITH s AS (SELECT id FROM import_suppliers WHERE code = 'DEMO'),
 b AS (
 	INSERT INTO businesses (supplier_id, external_business_identifier, business_type, company_number, company_name)
@@ -115,9 +143,27 @@ INSERT INTO business_contracts (business_id, supplier_id, identifier, valid_from
 SELECT id, supplier_id, 'BC-2024-0042', '2024-01-01', '2023-12-15' FROM b
 ON CONFLICT DO NOTHING;
 SQL
-	log "business contract BC-2024-0042 is in place"
+		log "business contract BC-2024-0042 is in place"
+	else
+		log "could not create the demo business; create it with E1 (contract BC-2024-0042)"
+	fi
 else
 	log "psql is not installed; create the business of the example account with E1 (contract BC-2024-0042)"
+fi
+
+# The example account's note names letters/A-00012345/welcome-2019.pdf;
+# E5 refuses a missing document when the supplier requires documents, so
+# the demo places a small generated PDF there (replaced on every run). Needs
+# DOCUMENTS_URL, which `make run` sets.
+demo_document=letters/A-00012345/welcome-2019.pdf
+if [[ -n "${DOCUMENTS_URL:-}" ]]; then
+	pdf=$(mktemp)
+	trap 'rm -f "$pdf"' EXIT
+	demo_pdf >"$pdf"
+	out=$("$importctl" document put "$supplier" "$demo_document" "$pdf" 2>&1) || die "importctl document put $demo_document: $out"
+	log "$out"
+else
+	log "DOCUMENTS_URL is not set; not uploading $demo_document (E5 refuses the example account when the supplier requires documents)"
 fi
 
 # The payment vendor DEMO_PAY (jobs/payment/PROTOCOL.md), served by
@@ -194,6 +240,10 @@ curl -sS -X POST '$base/v1/data-import/validate-account/' \\
   -H "Authorization: Token \$TOKEN" \\
   -H 'Content-Type: application/json' \\
   --data-binary @'$account_json'
+
+ Every endpoint in order, to an imported account: README.md, "Day one",
+ with BASE=$base KEY=$key
+ API page       $base/v1/data-import/docs/
 ================================================================
 
 EOF
