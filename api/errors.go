@@ -79,6 +79,7 @@ func writeError(c *gin.Context, err error) {
 			"An unexpected error occurred. Quote request id "+requestID(c)+" when reporting it.")
 	}
 	countValidationErrors(c, p)
+	c.Set(errorCodeKey, p.Code)
 	c.AbortWithStatusJSON(prepare(c.Writer.Header(), p), errorBody(p))
 }
 

@@ -41,7 +41,18 @@ type Config struct {
 	MaxInFlightPerKey       int
 	ShutdownTimeout         time.Duration
 	LogLevel                slog.Level
+	LogFormat               LogFormat
 }
+
+// LogFormat is how log lines are written: JSON for collectors, text for a
+// person at a terminal.
+type LogFormat string
+
+// The values of LOG_FORMAT.
+const (
+	LogJSON LogFormat = "json"
+	LogText LogFormat = "text"
+)
 
 // need says which variables a subcommand requires.
 type need int
@@ -174,6 +185,14 @@ var vars = []variable{
 	}},
 	{"LOG_LEVEL", "info", "debug, info, warn or error", 0, func(c *Config, v string) error {
 		return c.LogLevel.UnmarshalText([]byte(v))
+	}},
+	{"LOG_FORMAT", "json", "json (one object a line, for collectors) or text (key=value, for a terminal)", 0, func(c *Config, v string) error {
+		switch f := LogFormat(strings.ToLower(v)); f {
+		case LogJSON, LogText:
+			c.LogFormat = f
+			return nil
+		}
+		return errors.New("must be json or text")
 	}},
 }
 
