@@ -87,7 +87,7 @@ func logRequests(c *gin.Context) {
 		route = "unmatched"
 	}
 	attrs := []any{"request_id", requestID(c), "method", c.Request.Method, "route", route,
-		"status", c.Writer.Status(), "duration_ms", float64(time.Since(start).Microseconds())/1000,
+		"status", c.Writer.Status(), "duration_ms", float64(time.Since(start).Microseconds()) / 1000,
 		"bytes", c.Writer.Size()}
 	if code := c.GetString(errorCodeKey); code != "" {
 		attrs = append(attrs, "code", code)
