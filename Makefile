@@ -94,7 +94,8 @@ run: stack-up build ## Run importd serve locally with demo data (prints an API k
 	mkdir -p "$(LOCAL)/documents"
 	bin/importd migrate
 	deploy/local/demo.sh
-	exec bin/importd serve
+	trap 'echo; echo "importd stopped. PostgreSQL and Redis are still running: make stack-down stops them (their data stays in .local/)."' EXIT
+	bin/importd serve
 
 lint: $(STATICCHECK_STAMP) ## gofmt (must list nothing), go vet and staticcheck
 	unformatted=$$(find . \( -path ./.local -o -path ./bin -o -path ./.git -o -name testdata \) -prune -o -name '*.go' -print | xargs -r gofmt -l)

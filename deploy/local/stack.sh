@@ -145,7 +145,20 @@ print_env() {
 	fi
 }
 
-case "${1:-up}" in
+usage() {
+	cat <<'USAGE'
+usage: deploy/local/stack.sh up|env|down
+  up     start the local PostgreSQL and Redis if they are not running
+  env    print export lines for the tools: eval "$(deploy/local/stack.sh env)"
+  down   stop both (their data stays in .local/)
+USAGE
+}
+
+case "${1:-}" in
+"" | -h | --help | help)
+	usage
+	[[ -n "${1:-}" ]] || exit 2
+	;;
 up)
 	if external; then exit 0; fi
 	pg_up
@@ -153,5 +166,8 @@ up)
 	;;
 env) print_env ;;
 down) down ;;
-*) die "usage: stack.sh up|env|down" ;;
+*)
+	usage >&2
+	exit 2
+	;;
 esac
