@@ -3,7 +3,8 @@
 # under .local/, installing the Debian packages when the binaries are missing.
 #
 #   stack.sh up     start both if they are not running; print nothing else on success
-#   stack.sh env    print export lines for DATABASE_URL and REDIS_URL
+#   stack.sh env    print export lines for the tools (DATABASE_URL, REDIS_URL,
+#                   TOKEN_SECRET, DOCUMENTS_URL, HTTP_ADDR, IMPORTCTL_URL)
 #   stack.sh down   stop both
 #
 # When DATABASE_URL and REDIS_URL are both set, the script uses them and starts
@@ -135,6 +136,19 @@ down() {
 	fi
 }
 
+# secret FILE: print FILE, creating it with 32 random bytes in hex first (the
+# same files make run uses, so that the tools and importd agree).
+secret() {
+	if [[ ! -s "$1" ]]; then
+		mkdir -p "$(dirname "$1")"
+		(umask 077 && head -c 32 /dev/urandom | od -An -vtx1 | tr -d ' \n' >"$1")
+	fi
+	chmod 600 "$1"
+	cat "$1"
+}
+
+# print_env prints export lines for every variable importd, importctl and
+# demo.sh need against the local stack; values already set are kept.
 print_env() {
 	if external; then
 		echo "export DATABASE_URL='$DATABASE_URL'"
@@ -143,6 +157,11 @@ print_env() {
 		echo "export DATABASE_URL='postgres://$pg_user@127.0.0.1:$pg_port/$pg_db?sslmode=disable'"
 		echo "export REDIS_URL='redis://127.0.0.1:$redis_port/0'"
 	fi
+	mkdir -p "$local_dir/documents"
+	echo "export TOKEN_SECRET='${TOKEN_SECRET:-$(secret "$local_dir/token_secret")}'"
+	echo "export DOCUMENTS_URL='${DOCUMENTS_URL:-file://$local_dir/documents}'"
+	echo "export HTTP_ADDR='${HTTP_ADDR:-127.0.0.1:8080}'"
+	echo "export IMPORTCTL_URL='${IMPORTCTL_URL:-http://${HTTP_ADDR:-127.0.0.1:8080}}'"
 }
 
 usage() {
