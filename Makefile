@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long chaos stack-up stack-down build lint bench bench-migrate fuzz
+.PHONY: help run test test-long chaos stack-up stack-down env build lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -71,6 +71,9 @@ stack-up: ## Start the local PostgreSQL and Redis (installs them with apt when m
 stack-down: ## Stop the local PostgreSQL and Redis (their data stays in .local/)
 	$(STACK) down
 
+env: ## Print export lines for importctl and importd against the local stack: eval "$$(make -s env)"
+	@$(STACK) env
+
 test: ## Run the tests except the long ones (-short), with the race detector, against the local stack
 	$(test-env)
 	$(STACK) chromium
@@ -112,7 +115,8 @@ run: stack-up build ## Run importd serve locally with demo data (prints an API k
 	mkdir -p "$(LOCAL)/documents"
 	bin/importd migrate
 	deploy/local/demo.sh
-	exec bin/importd serve
+	trap 'echo; echo "importd stopped. PostgreSQL and Redis are still running: make stack-down stops them (their data stays in .local/)."' EXIT
+	bin/importd serve
 
 lint: $(STATICCHECK_STAMP) ## gofmt (must list nothing), go vet and staticcheck
 	unformatted=$$(find . \( -path ./.local -o -path ./bin -o -path ./.git -o -name testdata \) -prune -o -name '*.go' -print | xargs -r gofmt -l)

@@ -103,7 +103,9 @@ func writeError(c *gin.Context, err error) {
 			"An unexpected error occurred. Quote request id "+requestID(c)+" when reporting it.")
 	}
 	countValidationErrors(c, p)
-	c.AbortWithStatusJSON(prepare(c.Writer.Header(), p), errorBody(p))
+	c.Set(errorCodeKey, p.Code)
+	c.Abort()
+	writeProblem(c.Writer, p)
 }
 
 // StatusClientClosedRequest is the status logged and counted for a request
@@ -131,7 +133,11 @@ func writeProblem(w http.ResponseWriter, p *problem.Error) {
 	status := prepare(w.Header(), p)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(errorBody(p))
+	// Details quote what the caller sent ('<token>', 'a & b'); HTML escaping
+	// would show them as \u003c and \u0026.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(errorBody(p))
 }
 
 // prepare sets the headers that go with p and returns its status.

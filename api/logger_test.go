@@ -6,11 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // The request log, a panic and the cause of a 500 go to the logger the
@@ -55,5 +60,59 @@ func TestLogger_EngineLogsToTheLoggerItWasGiven(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("log lines (-want +got):\n%s", diff)
+	}
+}
+
+// A request line names the error code written and the supplier and account
+// the request is about, from the path or from the body.
+func TestLogger_RequestLineCarriesCodeSupplierAndAccount(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	s := &Server{cfg: Config{MaxBodyBytes: 1 << 20, BodyReadTimeout: time.Second}}
+	e := gin.New()
+	e.Use(withRequestID, withLogger(slog.New(slog.NewJSONHandler(&buf, nil))), logRequests)
+	e.GET("/status/:supplier/:ean/", func(c *gin.Context) {
+		writeError(c, problem.New(problem.NotFound, "import_process_not_found", "none"))
+	})
+	e.POST("/process/", func(c *gin.Context) {
+		if _, err := s.readJSON(c); err != nil {
+			writeError(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{})
+	})
+	do := func(method, path, body string) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		e.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	do("GET", "/status/OCTOPUS/A-1/", "")
+	do("POST", "/process/", `{"import_supplier_code": "EDF", "external_account_number": "B-2"}`)
+	do("POST", "/process/", `not json`)
+
+	type line struct {
+		Status                 float64
+		Code, Supplier, Number string
+	}
+	var got []line
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("log line %s: %v", sc.Bytes(), err)
+		}
+		st, _ := l["status"].(float64)
+		code, _ := l["code"].(string)
+		sup, _ := l["supplier"].(string)
+		num, _ := l["external_account_number"].(string)
+		got = append(got, line{st, code, sup, num})
+	}
+	want := []line{
+		{404, "import_process_not_found", "OCTOPUS", "A-1"},
+		{200, "", "EDF", "B-2"},
+		{200, "", "", ""},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("request lines (-want +got):\n%s", diff)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	_ "embed"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 	"sigs.k8s.io/yaml"
@@ -31,7 +32,11 @@ var openAPIJSON = func() []byte {
 
 // serveSchema answers the document as YAML, or as JSON with ?format=json.
 func serveSchema(c *gin.Context) {
-	switch c.Query("format") {
+	format := c.Query("format")
+	if format == "" && strings.Contains(c.GetHeader("Accept"), "application/json") {
+		format = "json"
+	}
+	switch format {
 	case "", "yaml":
 		c.Data(http.StatusOK, "application/yaml; charset=utf-8", OpenAPI)
 	case "json":

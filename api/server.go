@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -174,6 +175,10 @@ func New(cfg Config, deps Deps) *Server {
 func (s *Server) Handler() http.Handler { return s.router }
 
 func notFound(c *gin.Context) {
+	if p := c.Request.URL.Path; strings.HasPrefix(p, "/v1/") && !strings.HasSuffix(p, "/") {
+		writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path. The paths of this API end with a slash: try "+p+"/"))
+		return
+	}
 	writeError(c, problem.New(problem.NotFound, "not_found", "No endpoint at this path."))
 }
 

@@ -160,3 +160,19 @@ func NewPaymentInstructionVerifyTask(p PaymentInstructionVerifyPayload, timeout 
 // DoneChannel is the Redis pub/sub channel on which the worker announces
 // that a task finished, so that a waiting API request wakes at once.
 func DoneChannel(taskID string) string { return "importd:done:" + taskID }
+
+// Refused is the error of a task refused for good because of its data (an
+// invalid account, an instruction the vendor rejects). It wraps
+// asynq.SkipRetry, so the task is archived without a retry, and carries the
+// refusal's code so that the worker logs it as an expected outcome, at info,
+// rather than as a failure.
+type Refused struct {
+	// Code is the stable error code recorded for the caller.
+	Code string
+	Err  error
+}
+
+func (r *Refused) Error() string { return r.Err.Error() }
+
+// Unwrap lets errors.Is find both the cause and asynq.SkipRetry.
+func (r *Refused) Unwrap() []error { return []error{r.Err, asynq.SkipRetry} }

@@ -4,8 +4,11 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -93,12 +96,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	common := asynq.Config{
-		ShutdownTimeout: cfg.ShutdownTimeout,
-		RetryDelayFunc:  retryDelay,
-		Logger:          slogAdapter{deps.Log},
-		LogLevel:        asynq.WarnLevel,
-	}
+	common := serverConfig(deps.Log)
+	common.ShutdownTimeout = cfg.ShutdownTimeout
 	ac := common
 	ac.Concurrency = cfg.AccountConcurrency
 	ac.TaskCheckInterval = accountsCheckInterval
@@ -144,11 +143,56 @@ func (w *Worker) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
+// serverConfig is the part of the Asynq configuration both servers share:
+// retries, and logs through log with refusals at info.
+func serverConfig(log *slog.Logger) asynq.Config {
+	refused := &refusals{}
+	return asynq.Config{
+		RetryDelayFunc: retryDelay,
+		Logger:         slogAdapter{log: log, refused: refused},
+		LogLevel:       asynq.WarnLevel,
+		ErrorHandler:   refused.handler(log),
+	}
+}
+
+// refusals are the ids of tasks refused for good (jobs.Refused) whose
+// archiving asynq is about to log. Asynq logs every archived task as
+// "Retry exhausted" at warn, right after calling the ErrorHandler; for a
+// refusal that line would make a data problem look like an outage, so the
+// ErrorHandler logs the refusal at info with its code and the adapter drops
+// asynq's line for that task.
+type refusals struct{ ids sync.Map }
+
+const retryExhausted = "Retry exhausted for task id="
+
+func (r *refusals) handler(log *slog.Logger) asynq.ErrorHandlerFunc {
+	return func(ctx context.Context, t *asynq.Task, err error) {
+		var ref *jobs.Refused
+		if !errors.As(err, &ref) {
+			return
+		}
+		id, _ := asynq.GetTaskID(ctx)
+		r.ids.Store(id, struct{}{})
+		log.InfoContext(ctx, "task refused", "type", t.Type(), "task_id", id, "code", ref.Code, "error", err.Error())
+	}
+}
+
 // slogAdapter routes asynq's own logs through log/slog.
-type slogAdapter struct{ log *slog.Logger }
+type slogAdapter struct {
+	log     *slog.Logger
+	refused *refusals
+}
 
 func (a slogAdapter) Debug(args ...any) { a.log.Debug(fmt.Sprint(args...), "component", "asynq") }
 func (a slogAdapter) Info(args ...any)  { a.log.Info(fmt.Sprint(args...), "component", "asynq") }
-func (a slogAdapter) Warn(args ...any)  { a.log.Warn(fmt.Sprint(args...), "component", "asynq") }
+func (a slogAdapter) Warn(args ...any) {
+	msg := fmt.Sprint(args...)
+	if id, ok := strings.CutPrefix(msg, retryExhausted); ok && a.refused != nil {
+		if _, found := a.refused.ids.LoadAndDelete(id); found {
+			return // logged at info by the ErrorHandler
+		}
+	}
+	a.log.Warn(msg, "component", "asynq")
+}
 func (a slogAdapter) Error(args ...any) { a.log.Error(fmt.Sprint(args...), "component", "asynq") }
 func (a slogAdapter) Fatal(args ...any) { a.log.Error(fmt.Sprint(args...), "component", "asynq") }

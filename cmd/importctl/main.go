@@ -169,6 +169,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 		"refuse document paths that name nothing in the document store (E5, E6, E8)")
 	setStatus := &cobra.Command{Use: "set-status CODE STATUS", Short: "Set a supplier's status", Args: cobra.ExactArgs(2),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			args[1] = admin.CanonicalStatus(args[1])
 			if err := admin.SetSupplierStatus(ctx, d, args[0], args[1]); err != nil {
 				return err
 			}

@@ -425,7 +425,7 @@ func (r *chaosRun) nextName(kind string) string {
 
 // startAPI starts `importd api` on port and waits until it answers.
 func (r *chaosRun) startAPI(port int) {
-	env := maps(r.env, map[string]string{"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port)})
+	env := mergeEnv(r.env, map[string]string{"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port)})
 	r.api = startProc(r.t, r.logDir, r.nextName("api"), r.bin, []string{"api"}, env)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
@@ -441,11 +441,11 @@ func (r *chaosRun) startAPI(port int) {
 }
 
 func (r *chaosRun) startWorker() *osProc {
-	env := maps(r.env, map[string]string{"HTTP_ADDR": "127.0.0.1:0"})
+	env := mergeEnv(r.env, map[string]string{"HTTP_ADDR": "127.0.0.1:0"})
 	return startProc(r.t, r.logDir, r.nextName("worker"), r.bin, []string{"worker"}, env)
 }
 
-func maps(a, b map[string]string) map[string]string {
+func mergeEnv(a, b map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range a {
 		out[k] = v

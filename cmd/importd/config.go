@@ -45,7 +45,18 @@ type Config struct {
 	TrustedProxies          []string
 	ShutdownTimeout         time.Duration
 	LogLevel                slog.Level
+	LogFormat               LogFormat
 }
+
+// LogFormat is how log lines are written: JSON for collectors, text for a
+// person at a terminal.
+type LogFormat string
+
+// The values of LOG_FORMAT.
+const (
+	LogJSON LogFormat = "json"
+	LogText LogFormat = "text"
+)
 
 // need says which variables a subcommand requires.
 type need int
@@ -199,6 +210,14 @@ var vars = []variable{
 	{"LOG_LEVEL", "info", "debug, info, warn or error", 0, func(c *Config, v string) error {
 		return c.LogLevel.UnmarshalText([]byte(v))
 	}},
+	{"LOG_FORMAT", "json", "json (one object a line, for collectors) or text (key=value, for a terminal)", 0, func(c *Config, v string) error {
+		switch f := LogFormat(strings.ToLower(v)); f {
+		case LogJSON, LogText:
+			c.LogFormat = f
+			return nil
+		}
+		return errors.New("must be json or text")
+	}},
 }
 
 func positiveInt(v string, dst *int) error {
@@ -290,10 +309,19 @@ func configHelp() string {
 }
 
 // configTable renders the variables as the README's Markdown table.
+// toolVars are read by the local stack and the tools, not by importd: they
+// appear in the README's configuration table after importd's own, and
+// deploy/local/stack.sh env prints the ones the tools need.
+var toolVars = []variable{
+	{name: "STACK_PG_PORT", def: "55432", help: "local stack (deploy/local/stack.sh, make run): port of its PostgreSQL"},
+	{name: "STACK_REDIS_PORT", def: "56379", help: "local stack: port of its Redis"},
+	{name: "VENDOR_SIM_ADDR", def: "127.0.0.1:18090", help: "local stack: address of the demo payment vendor simulator that make run starts"},
+}
+
 func configTable() string {
 	var b strings.Builder
 	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")
-	for _, v := range vars {
+	for _, v := range append(vars[:len(vars):len(vars)], toolVars...) {
 		def := "`" + v.def + "`"
 		switch {
 		case v.need != 0:

@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			if err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, mode, migrateFirst, newLogger(stderr, cfg.LogLevel), onListen)
+			return serve(cmd.Context(), cfg, mode, migrateFirst, newLogger(stderr, cfg.LogLevel, cfg.LogFormat), onListen)
 		}
 	}
 	serveCmd := &cobra.Command{Use: "serve", Short: "Run the API, the worker and the dashboard in one process", Args: cobra.NoArgs,
@@ -104,11 +104,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return root.ExecuteContext(ctx)
 }
 
-// newLogger returns the service's logger: JSON lines on w from level up. It
-// is passed to every part of the service; slog's default logger is left
-// alone, so that several services in one test binary keep their logs apart.
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+// newLogger returns the service's logger: lines on w from level up, as JSON
+// unless format is text. It is passed to every part of the service; slog's
+// default logger is left alone, so that several services in one test binary
+// keep their logs apart.
+func newLogger(w io.Writer, level slog.Level, format LogFormat) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == LogText {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 // serve runs the parts of the service that mode names until ctx is done:

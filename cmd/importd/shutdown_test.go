@@ -100,7 +100,7 @@ func TestShutdown_WorkerFinishesOrHandsBackItsTasks(t *testing.T) {
 				t.Fatal(err)
 			}
 			w := startProc(t, t.TempDir(), "worker", importdBinary(t), []string{"worker"},
-				maps(s.env, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": tc.shutdownTimeout.String(), "LOG_LEVEL": "warn"}))
+				mergeEnv(s.env, map[string]string{"HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": tc.shutdownTimeout.String(), "LOG_LEVEL": "warn"}))
 			t.Cleanup(func() { w.signal(syscall.SIGKILL); w.wait(10 * time.Second) })
 			waitFor(t, "the task active", 20*time.Second, func() bool { return taskState(t, insp, ean) == "active" })
 

@@ -3,7 +3,8 @@
 # under .local/, installing the Debian packages when the binaries are missing.
 #
 #   stack.sh up     start both if they are not running; print nothing else on success
-#   stack.sh env    print export lines for DATABASE_URL and REDIS_URL
+#   stack.sh env    print export lines for the tools (DATABASE_URL, REDIS_URL,
+#                   TOKEN_SECRET, DOCUMENTS_URL, HTTP_ADDR, IMPORTCTL_URL)
 #   stack.sh down   stop both
 #   stack.sh chromium  install Debian's chromium for the browser test of the
 #                   migration page when it is missing; without root it only
@@ -138,6 +139,19 @@ down() {
 	fi
 }
 
+# secret FILE: print FILE, creating it with 32 random bytes in hex first (the
+# same files make run uses, so that the tools and importd agree).
+secret() {
+	if [[ ! -s "$1" ]]; then
+		mkdir -p "$(dirname "$1")"
+		(umask 077 && head -c 32 /dev/urandom | od -An -vtx1 | tr -d ' \n' >"$1")
+	fi
+	chmod 600 "$1"
+	cat "$1"
+}
+
+# print_env prints export lines for every variable importd, importctl and
+# demo.sh need against the local stack; values already set are kept.
 print_env() {
 	if external; then
 		echo "export DATABASE_URL='$DATABASE_URL'"
@@ -146,6 +160,11 @@ print_env() {
 		echo "export DATABASE_URL='postgres://$pg_user@127.0.0.1:$pg_port/$pg_db?sslmode=disable'"
 		echo "export REDIS_URL='redis://127.0.0.1:$redis_port/0'"
 	fi
+	mkdir -p "$local_dir/documents"
+	echo "export TOKEN_SECRET='${TOKEN_SECRET:-$(secret "$local_dir/token_secret")}'"
+	echo "export DOCUMENTS_URL='${DOCUMENTS_URL:-file://$local_dir/documents}'"
+	echo "export HTTP_ADDR='${HTTP_ADDR:-127.0.0.1:8080}'"
+	echo "export IMPORTCTL_URL='${IMPORTCTL_URL:-http://${HTTP_ADDR:-127.0.0.1:8080}}'"
 }
 
 # chromium_up installs the browser the migration page's test drives
@@ -160,7 +179,21 @@ chromium_up() {
 	apt_install chromium chromium
 }
 
-case "${1:-up}" in
+usage() {
+	cat <<'USAGE'
+usage: deploy/local/stack.sh up|env|down|chromium
+  up     start the local PostgreSQL and Redis if they are not running
+  env    print export lines for the tools: eval "$(deploy/local/stack.sh env)"
+  down   stop both (their data stays in .local/)
+  chromium  install Debian's chromium for the migration page's browser test
+USAGE
+}
+
+case "${1:-}" in
+"" | -h | --help | help)
+	usage
+	[[ -n "${1:-}" ]] || exit 2
+	;;
 up)
 	if external; then exit 0; fi
 	pg_up
@@ -169,5 +202,8 @@ up)
 env) print_env ;;
 down) down ;;
 chromium) chromium_up ;;
-*) die "usage: stack.sh up|env|down|chromium" ;;
+*)
+	usage >&2
+	exit 2
+	;;
 esac

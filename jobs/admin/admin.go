@@ -50,6 +50,17 @@ type Supplier struct {
 	RequireDocuments bool `db:"require_documents" json:"require_documents"`
 }
 
+// CanonicalStatus returns the status that s names in any case (ongoing,
+// PAUSED), or s unchanged when it names none, for checkStatus to refuse.
+func CanonicalStatus(s string) string {
+	for _, st := range []string{StatusOngoing, StatusPaused, StatusComplete} {
+		if strings.EqualFold(s, st) {
+			return st
+		}
+	}
+	return s
+}
+
 func checkStatus(s string) error {
 	switch s {
 	case StatusOngoing, StatusPaused, StatusComplete:

@@ -45,6 +45,9 @@ func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Princi
 			"An API key is sent as 'Authorization: Token <API key>'.")
 	case !found:
 		return s.Authenticate(ctx, h)
+	case strings.EqualFold(scheme, "Bearer"):
+		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
+			"This API does not take 'Authorization: Bearer ...'; send the same value as 'Authorization: Token <token>' (or 'Authorization: Token <API key>').")
 	case !strings.EqualFold(scheme, "Token"):
 		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
 			"Authentication credentials were not provided. "+detailForms)

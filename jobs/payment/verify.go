@@ -69,6 +69,9 @@ func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 	if perr := taskwait.Publish(ctx, v.rdb, taskID, o); perr != nil {
 		v.log.WarnContext(ctx, "publish payment outcome", "task_id", taskID, "error", perr)
 	}
+	if o.Error != nil && o.Kind != kindInternal {
+		return &jobs.Refused{Code: o.Error.Code, Err: fmt.Errorf("payment instruction %s: %s: %s", p.Reference, o.Error.Code, o.Error.Detail)}
+	}
 	if o.Error != nil {
 		return fmt.Errorf("payment instruction %s: %s: %s: %w", p.Reference, o.Error.Code, o.Error.Detail, asynq.SkipRetry)
 	}

@@ -171,7 +171,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 			c.recordFailure(ctx, p.ProcessID, rec)
 		}
 		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
-		return fmt.Errorf("account %s refused (%s): %w", p.ExternalAccountNumber, rec.Code, asynq.SkipRetry)
+		return &jobs.Refused{Code: rec.Code, Err: fmt.Errorf("account %s refused (%s)", p.ExternalAccountNumber, rec.Code)}
 	case err != nil:
 		return c.failed(ctx, p, taskID, final, err)
 	}
