@@ -248,10 +248,12 @@ func TestRun_ConcurrencyLimitIsWaitedOutNotReported(t *testing.T) {
 func TestRun_ShortTokenLifetimeIsRenewedDuringTheRun(t *testing.T) {
 	t.Parallel()
 	s := startService(t, map[string]string{"TOKEN_TTL": "3s"})
-	const n = 80
+	// One account at a time, each about 30 ms of six requests on a quiet
+	// machine, so that the run outlives a token however fast the machine is.
+	const n = 240
 	path, _ := writeCohort(t, cohort.Options{Accounts: n, Seed: 14})
 	cfg := config(s, path, t.TempDir())
-	cfg.Concurrency = 2
+	cfg.Concurrency = 1
 	res, err := migrate.Run(context.Background(), cfg)
 	logSummary(t, res)
 	if err != nil {
