@@ -214,8 +214,13 @@ func TestProcess_WorkerKilledMidTaskIsTakenOverWithin15s(t *testing.T) {
 			answers <- answer{e, status, body, err}
 		}()
 	}
+	// Every task is running (its row IN_PROGRESS) and the worker is blocked
+	// on the held lock. Not one waiter per task: the worker prepares its
+	// statements once per connection, and preparing an INSERT into accounts
+	// waits on the lock too, so tasks can also wait behind that preparation.
 	waitFor(t, "the doomed worker's tasks blocked in their transactions", 30*time.Second, func() bool {
-		return s.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == len(eans)
+		return s.count(t, `SELECT count(*) FROM import_processes WHERE status = 'IN_PROGRESS'`) == len(eans) &&
+			s.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= 1
 	})
 	time.Sleep(3 * time.Second) // a slow worker with its heartbeat is left alone
 	if n := s.count(t, `SELECT count(*) FROM import_processes WHERE task_id LIKE '%-takeover-%'`); n != 0 {
