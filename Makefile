@@ -148,7 +148,7 @@ bench: ## Run the performance benchmarks (README, Performance), each beside its 
 	# E7: 100 accounts x 100 transactions, against a plain multi-row insert;
 	# E8 and E6 the same with statements and notes. SideBySide alternates
 	# each with its plain insert account by account and reports the ratio.
-	$(GO) test ./jobs/postimport -run '^$$' -bench 'Transactions|Statements|Notes|SideBySide' -benchtime 3x -count $(BENCHCOUNT)
+	$(GO) test ./jobs/postimport -run '^$$' -bench 'Transactions|Statements|Notes|SideBySide' -benchtime 5x -count $(BENCHCOUNT)
 	# The validator alone, without HTTP or PostgreSQL.
 	$(GO) test ./jobs/account -run '^$$' -bench . -benchmem -count $(BENCHCOUNT)
 
