@@ -120,13 +120,25 @@ func (w *Worker) sweep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := SweepAbandoned(ctx, w.inspector, w.creator); err != nil {
-				w.log.WarnContext(ctx, "sweep abandoned account tasks", "error", err)
-			}
-			var err error
-			if after, err = SweepLost(ctx, w.inspector, w.creator, LostGrace, after); err != nil {
-				w.log.WarnContext(ctx, "sweep lost account tasks", "error", err)
-			}
+			after = w.sweepOnce(ctx, after)
 		}
 	}
+}
+
+// sweepOnce runs every sweep once; after is where SweepLost goes on from,
+// and the result where the next sweep goes on.
+func (w *Worker) sweepOnce(ctx context.Context, after int64) int64 {
+	if err := SweepAbandoned(ctx, w.inspector, w.creator); err != nil {
+		w.log.WarnContext(ctx, "sweep abandoned account tasks", "error", err)
+	}
+	next, err := SweepLost(ctx, w.inspector, w.creator, LostGrace, after)
+	if err != nil {
+		w.log.WarnContext(ctx, "sweep lost account tasks", "error", err)
+	}
+	if n, err := process.ReclaimSlots(ctx, w.rdb, w.inspector, process.SlotGrace); err != nil {
+		w.log.WarnContext(ctx, "reclaim concurrency slots", "error", err)
+	} else if n > 0 {
+		w.log.InfoContext(ctx, "reclaimed concurrency slots of ended tasks", "slots", n)
+	}
+	return next
 }

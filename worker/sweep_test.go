@@ -268,3 +268,29 @@ func TestAbandoned_SecondRecordingChangesNothing(t *testing.T) {
 		t.Errorf("row (-want +got):\n%s", diff)
 	}
 }
+
+// A slot whose release was lost (its worker was killed while retrying it)
+// is freed by the next sweep; the slot of a task still queued is kept.
+func TestSweep_FreesTheSlotOfAnEndedTask(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	queued := b.process(t, "A-QUEUED", "task-queued", 0)
+	b.enqueue(t, queued, "task-queued")
+	// Taken nine minutes ago: it expires in one.
+	expires := float64(time.Now().Add(time.Minute).UnixMilli())
+	for _, id := range []string{"task-queued", "task-lost-its-release"} {
+		if err := b.rdb.ZAdd(ctx, process.LimiterKey, redis.Z{Score: expires, Member: id}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := &Worker{inspector: b.inspector, creator: b.creator, rdb: b.rdb, log: slog.New(slog.DiscardHandler)}
+	w.sweepOnce(ctx, 0)
+	held, err := b.rdb.ZRange(ctx, process.LimiterKey, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"task-queued"}, held); diff != "" {
+		t.Errorf("slots held after a sweep (-want +got):\n%s", diff)
+	}
+}
