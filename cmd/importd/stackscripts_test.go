@@ -254,3 +254,49 @@ func TestMakeRun_ChecksPortsFirst(t *testing.T) {
 		t.Errorf("prerequisites of run: %v, want %v first", got, want)
 	}
 }
+
+// The stack a previous `make run` left up (stack.sh up: its own PostgreSQL
+// cluster and Redis under .local/) is no conflict for the next run's port
+// check; once it is down, its ports are free again.
+func TestStackCheckPorts_StackLeftUpByAnEarlierRunIsNoConflict(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("initialises and starts a PostgreSQL cluster; make test-long runs it")
+	}
+	for _, tool := range []string{"ss", "redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	if _, err := findPostgres(); err != nil {
+		t.Skip(err)
+	}
+	script, root := stackCopy(t)
+	// As root the cluster belongs to 'postgres', which must reach the
+	// checkout to keep it under .local/ (else stack.sh puts it elsewhere).
+	for d := root; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := scriptEnv("STACK_PG_PORT="+strconv.Itoa(freePort(t)), "STACK_REDIS_PORT="+strconv.Itoa(freePort(t)),
+		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(freePort(t)), "VENDOR_SIM_ADDR=127.0.0.1:"+strconv.Itoa(freePort(t)))
+	run := func(arg string) (int, string) {
+		cmd := exec.Command(script, arg)
+		cmd.Env = env
+		return exitCode(t, cmd)
+	}
+	t.Cleanup(func() { run("down") })
+	if code, out := run("up"); code != 0 {
+		t.Fatalf("stack.sh up: exit %d\n%s", code, out)
+	}
+	if code, out := run("check-ports"); code != 0 || out != "" {
+		t.Errorf("check-ports with the stack up: exit %d\n%s", code, out)
+	}
+	if code, out := run("down"); code != 0 {
+		t.Fatalf("stack.sh down: exit %d\n%s", code, out)
+	}
+	if code, out := run("check-ports"); code != 0 || out != "" {
+		t.Errorf("check-ports with the stack down: exit %d\n%s", code, out)
+	}
+}
