@@ -300,3 +300,27 @@ func TestStackCheckPorts_StackLeftUpByAnEarlierRunIsNoConflict(t *testing.T) {
 		t.Errorf("check-ports with the stack down: exit %d\n%s", code, out)
 	}
 }
+
+// An importctl vendor simulator already serving VENDOR_SIM_ADDR is no
+// conflict: demo.sh reuses whatever answers there instead of starting one.
+func TestStackCheckPorts_RunningVendorSimulatorIsReused(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("ss"); err != nil {
+		t.Skip("ss is not installed")
+	}
+	importctl := buildImportctl(t)
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	sim := exec.Command(importctl, "vendor-sim", "--addr", addr, "--file", "../../deploy/local/vendor-instructions.json")
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.Process.Kill(); _ = sim.Wait() })
+	waitTCP(t, addr)
+	script, _ := stackCopy(t)
+	cmd := exec.Command(script, "check-ports")
+	cmd.Env = scriptEnv("VENDOR_SIM_ADDR="+addr, "HTTP_ADDR=127.0.0.1:"+strconv.Itoa(freePort(t)),
+		"STACK_PG_PORT="+strconv.Itoa(freePort(t)), "STACK_REDIS_PORT="+strconv.Itoa(freePort(t)))
+	if code, out := exitCode(t, cmd); code != 0 || out != "" {
+		t.Errorf("check-ports with importctl vendor-sim at VENDOR_SIM_ADDR: exit %d\n%s", code, out)
+	}
+}
