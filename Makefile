@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long chaos stack-up stack-down env build lint bench bench-migrate fuzz
+.PHONY: help run test test-long chaos check-ports stack-up stack-down env build lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -65,6 +65,9 @@ build: ## Build bin/importd and bin/importctl
 	$(GO) build -v -o bin/ ./cmd/importd ./cmd/importctl 2>&1 | awk '{ n++; printf "build: [%3d] %s\n", n, $$0; fflush() }'
 	echo "build: done in $$((SECONDS - start))s"
 
+check-ports: ## Fail when a port make run listens on is taken (HTTP_ADDR, VENDOR_SIM_ADDR, STACK_PG_PORT, ...), naming the variable that moves it
+	@$(STACK) check-ports
+
 stack-up: ## Start the local PostgreSQL and Redis (installs them with apt when missing)
 	$(STACK) up
 
@@ -97,7 +100,9 @@ chaos: ## Faults at volume: 5,000 accounts while workers, the API, Redis and Pos
 
 # The local defaults below keep their secrets in .local/, readable by the
 # owner alone, so that restarts keep tokens and dashboard logins valid.
-run: stack-up build ## Run importd serve locally with demo data (prints an API key and a curl example)
+# check-ports comes first: a busy port is reported before anything is
+# started, built or provisioned.
+run: check-ports stack-up build ## Run importd serve locally with demo data (prints an API key and a curl example)
 	@eval "$$($(STACK) env)"
 	mkdir -p "$(LOCAL)"
 	secret() { # secret FILE: print FILE, creating it with 32 random bytes in hex first
@@ -115,8 +120,7 @@ run: stack-up build ## Run importd serve locally with demo data (prints an API k
 	mkdir -p "$(LOCAL)/documents"
 	bin/importd migrate
 	deploy/local/demo.sh
-	trap 'echo; echo "importd stopped. PostgreSQL and Redis are still running: make stack-down stops them (their data stays in .local/)."' EXIT
-	bin/importd serve
+	exec deploy/local/serve.sh bin/importd serve
 
 lint: $(STATICCHECK_STAMP) ## gofmt (must list nothing), go vet and staticcheck
 	unformatted=$$(find . \( -path ./.local -o -path ./bin -o -path ./.git -o -name testdata \) -prune -o -name '*.go' -print | xargs -r gofmt -l)

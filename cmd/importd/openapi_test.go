@@ -668,4 +668,33 @@ func TestOpenAPI_ExamplesMatchTheirSchemas(t *testing.T) {
 			}
 		}
 	}
+	// Responses: every content with a schema has an example (the schema's,
+	// or the media type's), and inline schemas are walked like named ones.
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Responses == nil {
+				continue
+			}
+			for status, r := range op.Responses.Map() {
+				if r == nil || r.Value == nil {
+					continue
+				}
+				for ct, mt := range r.Value.Content {
+					if mt.Schema == nil || mt.Schema.Value == nil {
+						continue
+					}
+					where := fmt.Sprintf("%s %s %s (%s)", method, path, status, ct)
+					if mt.Schema.Value.Example == nil && mt.Example == nil && len(mt.Examples) == 0 {
+						t.Errorf("%s: the response has no example", where)
+					}
+					if mt.Example != nil {
+						if err := mt.Schema.Value.VisitJSON(mt.Example, openapi3.MultiErrors()); err != nil {
+							t.Errorf("%s: the example does not match its schema: %v", where, err)
+						}
+					}
+					visit(where, mt.Schema)
+				}
+			}
+		}
+	}
 }

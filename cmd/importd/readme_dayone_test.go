@@ -170,6 +170,7 @@ func TestReadme_DayOneCommandsRunAgainstTheDemo(t *testing.T) {
 				"HTTP_ADDR=" + u.Host,
 				"VENDOR_SIM_ADDR=" + vendorAddr,
 				"IMPORTCTL=" + importctl,
+				"DEMO_KEY_FILE=" + filepath.Join(t.TempDir(), "demo_api_key"),
 			}
 			demo := exec.Command("deploy/local/demo.sh")
 			demo.Dir, demo.Env = root, env

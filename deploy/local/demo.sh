@@ -6,11 +6,13 @@
 #   deploy/local/demo.sh       (run by `make run`, after `importd migrate`)
 #
 # Idempotent: what exists already (looked up with `importctl ... list --json`)
-# is left alone. Only the API key is new on every run, named demo-<unix time>.
+# is left alone. The API key (named demo-<unix time>) is kept in
+# .local/demo_api_key, mode 600, and reused by later runs while it is active;
+# see demo_key below.
 #
 # Reads DATABASE_URL (required), and HTTP_ADDR, MONITORING_USER and
 # MONITORING_PASSWORD for what it prints. IMPORTCTL overrides the binary
-# (default bin/importctl).
+# (default bin/importctl), DEMO_KEY_FILE the key's file.
 #
 # The demo supplier, product and tariffs match the example account in
 # jobs/account/testdata/account.json: supplier DEMO (GB), product DEMO-ELEC.
@@ -192,9 +194,47 @@ else
 	log "vendor simulator started on http://$vendor_addr (log: .local/vendor-sim.log)"
 fi
 
-key_name="demo-$(date +%s)"
-key=$("$importctl" apikey create "$key_name" --supplier "$supplier") || die "importctl apikey create $key_name failed"
-[[ -n $key ]] || die "importctl apikey create $key_name printed no key"
+# key_active NAME KEY: whether `importctl apikey list` shows the key NAME
+# active, with KEY's prefix (a database reset since may have reused the name).
+key_active() {
+	local prefix=${2:0:12} out
+	if have_jq; then
+		out=$("$importctl" --json apikey list) || die "importctl apikey list failed"
+		jq -e --arg n "$1" --arg p "$prefix" 'any((. // [])[]; .name == $n and .prefix == $p and .revoked_at == null)' <<<"$out" >/dev/null
+	else
+		out=$("$importctl" apikey list) || die "importctl apikey list failed"
+		awk -v n="$1" -v p="$prefix…" '$1 == n && $3 == p && $NF == "active" { found = 1 } END { exit !found }' <<<"$out"
+	fi
+}
+
+# demo_key sets key_name and key. Every run used to create a key, leaving
+# one more active key behind each time; now the key of the last run is
+# reused while it is active. When the file is missing, or its key was revoked
+# or belongs to a database since reset, a new key replaces it, and the key the
+# file named is revoked if it is still active.
+key_file=${DEMO_KEY_FILE:-$here/.local/demo_api_key}
+demo_key() {
+	local old_name="" old_key=""
+	if [[ -s $key_file ]]; then
+		{ read -r old_name && read -r old_key; } <"$key_file" || true
+		if [[ -n $old_name && -n $old_key ]] && key_active "$old_name" "$old_key"; then
+			key_name=$old_name key=$old_key
+			log "API key $key_name reused (from $key_file)"
+			return 0
+		fi
+	fi
+	key_name="demo-$(date +%s)"
+	key=$("$importctl" apikey create "$key_name" --supplier "$supplier") || die "importctl apikey create $key_name failed"
+	[[ -n $key ]] || die "importctl apikey create $key_name printed no key"
+	mkdir -p "$(dirname "$key_file")"
+	(umask 077 && printf '%s\n%s\n' "$key_name" "$key" >"$key_file.tmp") && mv -f "$key_file.tmp" "$key_file"
+	chmod 600 "$key_file"
+	log "API key $key_name created (kept in $key_file)"
+	if [[ -n $old_name && $old_name != "$key_name" ]] && "$importctl" apikey revoke "$old_name" >/dev/null 2>&1; then
+		log "API key $old_name of an earlier run revoked"
+	fi
+}
+demo_key
 
 addr=${HTTP_ADDR:-127.0.0.1:8080}
 case $addr in
@@ -215,7 +255,8 @@ cat <<EOF
 ================================================================
  API            $base
  API key        $key
-                (named $key_name, limited to supplier $supplier; shown only now)
+                (named $key_name, limited to supplier $supplier; kept in
+                ${key_file/#"$here"\//}, mode 600, and reused by the next run)
 EOF
 if [[ -n "${MONITORING_USER:-}" ]]; then
 	cat <<EOF

@@ -6,6 +6,8 @@
 #   stack.sh env    print export lines for the tools (DATABASE_URL, REDIS_URL,
 #                   TOKEN_SECRET, DOCUMENTS_URL, HTTP_ADDR, IMPORTCTL_URL)
 #   stack.sh down   stop both
+#   stack.sh check-ports  fail, naming the port, what holds it and the variable
+#                   that moves it, when a port `make run` listens on is taken
 #   stack.sh chromium  install Debian's chromium for the browser test of the
 #                   migration page when it is missing; without root it only
 #                   warns, and that test skips itself
@@ -179,12 +181,98 @@ chromium_up() {
 	apt_install chromium chromium
 }
 
+# listening PORT: whether something listens on TCP PORT (any address).
+listening() {
+	if command -v ss >/dev/null 2>&1; then
+		[[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+# holder PORT: "pid 1234 (python3)" for the process listening on PORT when
+# ss can tell (it names other users' processes only to root), else nothing.
+holder() {
+	command -v ss >/dev/null 2>&1 || return 0
+	ss -Hltnp "sport = :$1" 2>/dev/null |
+		sed -nE 's/.*users:\(\("([^"]*)",pid=([0-9]+).*/pid \2 (\1)/p' | head -n 1
+}
+
+# free_after PORT: the first port above PORT that nothing listens on.
+free_after() {
+	local p
+	for ((p = $1 + 1; p < $1 + 100 && p < 65536; p++)); do
+		listening "$p" || { echo "$p"; return 0; }
+	done
+	echo "$(($1 + 1))"
+}
+
+# ours_pg: whether the PostgreSQL listening on pg_port is this stack's
+# cluster (its postmaster.pid names that port and a live process).
+ours_pg() {
+	local pidfile
+	choose_pg_data
+	pidfile=$pg_data/postmaster.pid
+	[[ -r $pidfile ]] || return 1
+	[[ $(sed -n 4p "$pidfile") == "$pg_port" ]] && kill -0 "$(sed -n 1p "$pidfile")" 2>/dev/null
+}
+
+# ours_redis: whether the Redis listening on redis_port is this stack's (its
+# working directory is .local/redis).
+ours_redis() {
+	command -v redis-cli >/dev/null 2>&1 || return 1
+	[[ $(redis-cli -h 127.0.0.1 -p "$redis_port" config get dir 2>/dev/null | sed -n 2p) == "$redis_dir" ]]
+}
+
+# check_ports checks, before `make run` starts or provisions anything, that
+# every port it will listen on is free: HTTP_ADDR (the API and the
+# dashboard), METRICS_ADDR when set, VENDOR_SIM_ADDR (the payment vendor
+# simulator), and the stack's PostgreSQL and Redis ports unless the stack's
+# own servers already run there (a stack left up by an earlier run). A
+# vendor simulator that importctl already serves is reused by demo.sh, so it
+# is no conflict either. Prints one line per busy port and fails.
+check_ports() {
+	local busy=0 var addr port host who
+	# busy_port VAR PORT SUGGESTION-PREFIX
+	busy_port() {
+		who=$(holder "$2")
+		echo "stack: port $2 ($1) is in use${who:+ by $who}; set $1=$3$(free_after "$2") to use another" >&2
+		busy=1
+	}
+	for var in HTTP_ADDR METRICS_ADDR VENDOR_SIM_ADDR; do
+		case $var in
+		HTTP_ADDR) addr=${HTTP_ADDR:-127.0.0.1:8080} ;;
+		METRICS_ADDR) addr=${METRICS_ADDR:-} ;;
+		VENDOR_SIM_ADDR) addr=${VENDOR_SIM_ADDR:-127.0.0.1:18090} ;;
+		esac
+		[[ -n $addr ]] || continue
+		port=${addr##*:} host=${addr%:*}
+		[[ $port =~ ^[0-9]+$ && $port != 0 ]] || continue
+		listening "$port" || continue
+		if [[ $var == VENDOR_SIM_ADDR && $(holder "$port") == *"(importctl)" ]]; then
+			continue
+		fi
+		busy_port "$var" "$port" "$host:"
+	done
+	if ! external; then
+		if listening "$pg_port" && ! ours_pg; then
+			busy_port STACK_PG_PORT "$pg_port" ""
+		fi
+		if listening "$redis_port" && ! ours_redis; then
+			busy_port STACK_REDIS_PORT "$redis_port" ""
+		fi
+	fi
+	return "$busy"
+}
+
 usage() {
 	cat <<'USAGE'
-usage: deploy/local/stack.sh up|env|down|chromium
+usage: deploy/local/stack.sh up|env|down|check-ports|chromium
   up     start the local PostgreSQL and Redis if they are not running
   env    print export lines for the tools: eval "$(deploy/local/stack.sh env)"
   down   stop both (their data stays in .local/)
+  check-ports  fail when a port `make run` listens on is taken, naming
+         the variable that moves it
   chromium  install Debian's chromium for the migration page's browser test
 USAGE
 }
@@ -201,6 +289,7 @@ up)
 	;;
 env) print_env ;;
 down) down ;;
+check-ports) check_ports ;;
 chromium) chromium_up ;;
 *)
 	usage >&2

@@ -355,6 +355,10 @@ func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPa
 
 func (s *Service) tokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
 	refused := problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
+	if strings.HasPrefix(refresh, keyPrefix) {
+		return TokenPair{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken,
+			"This is an API key, not a refresh token: pass it as APIKey in the input of obtainServiceToken.")
+	}
 	c, err := s.parse(refresh, "refresh")
 	if err != nil {
 		return TokenPair{}, refused

@@ -14,6 +14,13 @@ import (
 // detailForms names the Authorization forms AuthenticateHeader accepts.
 const detailForms = "Send 'Authorization: Token <token>', the token alone, or 'Authorization: Token <API key>'."
 
+// DetailKeyAsToken answers an API key sent where a token goes: alone in the
+// Authorization header, the place of the bare JWT. It says how to get a
+// token, since a key is not one.
+const DetailKeyAsToken = "An API key is not a token: exchange it for a token first with the obtainServiceToken mutation " +
+	"(POST /v1/graphql/, input {APIKey: \"<API key>\"}) and send 'Authorization: Token <token>', " +
+	"or send the key itself as 'Authorization: Token <API key>'."
+
 // AuthenticateHeader authenticates the value of an Authorization header in
 // each form the reference documents (reference-api.md 2.1, the two security
 // schemes of every data-import operation):
@@ -41,8 +48,7 @@ func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Princi
 		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
 			"Authentication credentials were not provided. "+detailForms)
 	case !found && strings.HasPrefix(h, keyPrefix):
-		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed,
-			"An API key is sent as 'Authorization: Token <API key>'.")
+		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, DetailKeyAsToken)
 	case !found:
 		return s.Authenticate(ctx, h)
 	case strings.EqualFold(scheme, "Bearer"):
