@@ -353,7 +353,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 }
 
 func (c *cli) accountCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "account", Short: "Mark accounts to be skipped by the migration"}
+	cmd := &cobra.Command{Use: "account", Short: "Show an imported account, or mark accounts to be skipped by the migration"}
 	skip := &cobra.Command{Use: "skip SUPPLIER EXTERNAL_ACCOUNT_NUMBER", Short: "Refuse staging of this account until unskipped", Args: cobra.ExactArgs(2),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
 			if err := admin.SkipAccount(ctx, d, args[0], args[1]); err != nil {
@@ -382,7 +382,7 @@ func (c *cli) accountCmd() *cobra.Command {
 			}
 			return c.print(ss, []string{"EXTERNAL ACCOUNT NUMBER", "MARKED"}, rows)
 		})}
-	cmd.AddCommand(skip, unskip, list)
+	cmd.AddCommand(c.accountShowCmd(), skip, unskip, list)
 	return cmd
 }
 
