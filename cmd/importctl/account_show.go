@@ -229,7 +229,7 @@ func (p *printer) fields(indent string, f view.Fields) {
 	for _, fl := range list {
 		val := string(fl.Value)
 		var s string
-		if json.Unmarshal(fl.Value, &s) == nil {
+		if strings.HasPrefix(val, `"`) && json.Unmarshal(fl.Value, &s) == nil {
 			val = s
 		}
 		p.row(indent+fl.Name, val)

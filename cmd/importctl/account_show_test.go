@@ -39,7 +39,8 @@ func everyone(string) bool { return true }
 // showAccount is an account taken through the real paths: E1 for its
 // business, E4 and E5 (the worker's creation) for the account of
 // jobs/account/testdata/account.json, E8, E7 and E6 onto it, and the
-// worker's verification of an E9 instruction at the vendor simulator.
+// worker's verification, at the vendor simulator, of an E9 instruction and
+// of an E2 instruction of its business that names it.
 type showAccount struct {
 	c      *ctl
 	db     *sqlx.DB
@@ -133,8 +134,18 @@ func newShowAccount(t *testing.T) *showAccount {
 		Scan(&pi.SupplierID, &pi.AccountID, &pi.VendorID); err != nil {
 		t.Fatal(err)
 	}
-	if err := payment.NewVerifier(s.db, rdb, log).Run(ctx, pi); err != nil {
+	verifier := payment.NewVerifier(s.db, rdb, log)
+	if err := verifier.Run(ctx, pi); err != nil {
 		t.Fatalf("E9: %v", err)
+	}
+	// E2: the business's direct debit, naming the account.
+	bi := jobs.PaymentInstructionVerifyPayload{SupplierID: pi.SupplierID, VendorID: pi.VendorID, Reference: "DEMO-DD-0001",
+		Type: payment.TypeDirectDebit, AccountIDs: []int64{pi.AccountID}}
+	if err := s.db.Get(&bi.BusinessID, `SELECT id FROM businesses`); err != nil {
+		t.Fatal(err)
+	}
+	if err := verifier.Run(ctx, bi); err != nil {
+		t.Fatalf("E2: %v", err)
 	}
 	return s
 }
@@ -198,7 +209,7 @@ func decode(t *testing.T, doc string) any {
 	return v
 }
 
-// The whole account, as E1, E4, E5, E6, E7, E8 and E9 wrote it, reads back
+// The whole account, as E1, E2, E4, E5, E6, E7, E8 and E9 wrote it, reads back
 // as one JSON document with the same content as the table.
 func TestAccountShow_PrintsTheWholeImportedAccount(t *testing.T) {
 	t.Parallel()
@@ -346,5 +357,72 @@ func TestAccountShow_UnknownOrNotYetCreatedAccounts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A supply type without a table of its own shows its fields as sent, the
+// reference's example with a TREATED supply point among them.
+func TestAccountShow_OtherSupplyTypesShowTheirFieldsAsSent(t *testing.T) {
+	t.Parallel()
+	c := newCtl(t)
+	d := c.db()
+	c.ok("supplier", "create", "TENTACLE_ENERGY", "--country", "US")
+	c.ok("team", "create", "Ops")
+	c.ok("product", "create", "P", "--tariff", "ELEC-1234-J", "--tariff", "WATER_PRODUCT")
+	payload, err := os.ReadFile("../../jobs/account/testdata/reference_account.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := imports.New(d).Stage(ctx, payload, everyone); err != nil {
+		t.Fatalf("E4: %v", err)
+	}
+	p := jobs.AccountProcessPayload{SupplierCode: "TENTACLE_ENERGY", ExternalAccountNumber: "8888888889"}
+	if err := d.QueryRow(`SELECT p.id, p.supplier_id, (SELECT id FROM operations_teams) FROM import_processes p`).
+		Scan(&p.ProcessID, &p.SupplierID, &p.OperationsTeamID); err != nil {
+		t.Fatal(err)
+	}
+	opt, err := redis.ParseURL(dbtest.NewRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := process.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler)).Run(ctx, p, true); err != nil {
+		t.Fatalf("E5: %v", err)
+	}
+
+	doc := decode(t, c.ok("account", "show", "TENTACLE_ENERGY", "8888888889", "--json")).(map[string]any)
+	acc := doc["account"].(map[string]any)
+	points := acc["supply_addresses"].([]any)[0].(map[string]any)["supply_points"].([]any)
+	got := map[string]any{}
+	for _, sp := range points {
+		sp := sp.(map[string]any)
+		got[sp["supply_type"].(string)] = sp["fields"]
+	}
+	want := map[string]any{
+		"ELECTRICITY": map[string]any{"identifier": "1200060176720", "energization_status": "ENERGIZED"},
+		"TREATED": map[string]any{"identifier": "WATER:1234567890", "multiplier": json.Number("2.0"),
+			"access_details": "Customer reports no access issues", "hazard_details": []any{"Dog"}, "supply_end_date": nil,
+			"meters": []any{map[string]any{"meter_serial_number": "12KD", "installed_on": "2001-01-01",
+				"registers": []any{map[string]any{"register_id": "1"}}}}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("supply point fields (-want +got):\n%s", diff)
+	}
+	if acc["business"] != nil || len(acc["transactions"].([]any)) != 0 || len(acc["payment_instructions"].([]any)) != 0 {
+		t.Errorf("business %v, transactions %v, payment instructions %v: want null and empty lists",
+			acc["business"], acc["transactions"], acc["payment_instructions"])
+	}
+	table := c.ok("account", "show", "TENTACLE_ENERGY", "8888888889")
+	lines := map[string]bool{}
+	for l := range strings.SplitSeq(table, "\n") {
+		lines[strings.Join(strings.Fields(l), " ")] = true
+	}
+	for _, l := range []string{"Supply point 1.2 TREATED", `hazard_details ["Dog"]`, "multiplier 2.0", "supply_end_date null",
+		"TRANSACTIONS (0)", "Balance 0.00 (what the customer owes; negative: in credit)"} {
+		if !lines[l] {
+			t.Errorf("table lacks the line %q (spaces squeezed):\n%s", l, table)
+		}
 	}
 }

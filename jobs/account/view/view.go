@@ -428,7 +428,17 @@ func loadProcess(ctx context.Context, tx *sqlx.Tx, supplier, number string) (*Vi
 // Numbers stay numeric from the column to the JSON text, which decimal and
 // Fields read exactly. It builds json, not jsonb, so that objects keep their
 // members in the order written here (the payload's), which jsonb would sort.
-const accountSQL = `SELECT json_build_object(
+//
+// Every table is reached through an index, except two that have none on the
+// column an account's rows are found by (transfer_readings.supply_point_id,
+// payment_instruction_accounts.account_id): each is read once, not once per
+// supply point. Meters are found through (account_id, serial_number), which
+// E5 always sets (a meter's serial number is required).
+const accountSQL = `WITH readings AS MATERIALIZED (
+	SELECT tr.* FROM transfer_readings tr
+	WHERE tr.supply_point_id IN (SELECT sp.id FROM supply_addresses sa JOIN supply_points sp ON sp.supply_address_id = sa.id
+		WHERE sa.account_id = $1))
+SELECT json_build_object(
 	'service_account_number', a.service_account_number,
 	'created_at', a.created_at,
 	'operations_team', t.name,
@@ -491,14 +501,15 @@ const accountSQL = `SELECT json_build_object(
 									'whole_digits', r.whole_digits, 'decimal_digits', r.decimal_digits,
 									'active_from', r.active_from, 'multiplier', r.multiplier) ORDER BY r.id)
 								FROM registers r WHERE r.meter_id = m.id), '[]'))
-						ORDER BY m.id) FROM meters m WHERE m.supply_point_id = sp.id), '[]'),
+						ORDER BY m.id) FROM meters m
+						WHERE m.account_id = a.id AND m.serial_number IS NOT NULL AND m.supply_point_id = sp.id), '[]'),
 					'agreements', coalesce((SELECT json_agg(json_build_object('tariff_code', tf.code,
 							'product_code', pr.code, 'effective_from', g.effective_from) ORDER BY g.effective_from)
 						FROM agreements g JOIN tariffs tf ON tf.id = g.tariff_id JOIN products pr ON pr.id = tf.product_id
 						WHERE g.supply_point_id = sp.id), '[]'),
 					'transfer_readings', coalesce((SELECT json_agg(json_build_object('register_type', tr.register_type,
 							'read_date', tr.read_date, 'value', tr.value) ORDER BY tr.id)
-						FROM transfer_readings tr WHERE tr.supply_point_id = sp.id), '[]'))
+						FROM readings tr WHERE tr.supply_point_id = sp.id), '[]'))
 				ORDER BY sp.position) FROM supply_points sp WHERE sp.supply_address_id = sa.id), '[]'))
 		ORDER BY sa.position) FROM supply_addresses sa WHERE sa.account_id = a.id), '[]'),
 	'metadata', coalesce((SELECT json_agg(json_build_object('key', md.key, 'value', md.value::json) ORDER BY md.key)
@@ -532,10 +543,10 @@ const accountSQL = `SELECT json_build_object(
 			'external_business_identifier', b.external_business_identifier, 'vendor', v.name,
 			'reference', pi.reference, 'type', pi.type, 'vendor_status', pi.vendor_status,
 			'vendor_details', pi.vendor_details::json, 'verified_at', pi.verified_at) ORDER BY pi.id)
-		FROM payment_instructions pi JOIN payment_vendors v ON v.id = pi.vendor_id
-		LEFT JOIN businesses b ON b.id = pi.business_id
-		WHERE pi.account_id = a.id
-			OR pi.id IN (SELECT pa.instruction_id FROM payment_instruction_accounts pa WHERE pa.account_id = a.id)), '[]'),
+		FROM (SELECT p.id FROM payment_instructions p WHERE p.account_id = a.id
+			UNION SELECT pa.instruction_id FROM payment_instruction_accounts pa WHERE pa.account_id = a.id) AS ids
+		JOIN payment_instructions pi ON pi.id = ids.id JOIN payment_vendors v ON v.id = pi.vendor_id
+		LEFT JOIN businesses b ON b.id = pi.business_id), '[]'),
 	'ledger', (SELECT json_build_object('currency', l.currency, 'balance', l.balance)
 		FROM ledgers l WHERE l.account_id = a.id))
 FROM accounts a JOIN operations_teams t ON t.id = a.operations_team_id
