@@ -291,8 +291,12 @@ func (f Fields) MarshalJSON() ([]byte, error) {
 	return f, nil
 }
 
-// UnmarshalJSON keeps the object's text.
+// UnmarshalJSON keeps the object's text; null leaves f empty.
 func (f *Fields) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = nil
+		return nil
+	}
 	*f = append((*f)[:0], b...)
 	return nil
 }
