@@ -283,29 +283,27 @@ func TestAccountShow_UnknownOrNotYetCreatedAccounts(t *testing.T) {
 	t.Parallel()
 	c := newCtl(t)
 	d := c.db()
-	c.ok("supplier", "create", "DEMO")
-	for _, q := range []string{
-		`INSERT INTO import_processes (supplier_id, external_account_number, payload)
-			SELECT id, 'STAGED-1', '{}' FROM import_suppliers`,
-		`INSERT INTO import_processes (supplier_id, external_account_number, payload, last_error)
-			SELECT id, 'FAILED-1', '{}', '{"detail": "Account failed validation.", "code": "account_failed_validation",
-				"errors": [{"detail": "Tariff X does not exist.", "code": "tariff_code_not_found",
-					"attr": "supply_addresses.0.supply_points.0.agreements.0.tariff_code"}]}' FROM import_suppliers`,
-	} {
-		if _, err := d.Exec(q); err != nil {
-			t.Fatal(err)
-		}
+	stage, create := referenceAccount(t, c, d)
+	stage("STAGED-1")
+	c.ok("account", "skip", "TENTACLE_ENERGY", "STAGED-1")
+	stage("FAILED-1")
+	// The tariff of the TREATED supply point leaves the catalogue between
+	// E4 and E5: E5 refuses the account and records why.
+	if _, err := d.Exec(`DELETE FROM tariffs WHERE code = 'WATER_PRODUCT'`); err != nil {
+		t.Fatal(err)
 	}
-	c.ok("account", "skip", "DEMO", "STAGED-1")
+	if err := create("FAILED-1"); err == nil {
+		t.Fatal("E5 created an account whose tariff is gone")
+	}
 
 	for _, tc := range []struct {
 		name, want string
 		args       []string
 	}{
 		{"unknown supplier", "Import supplier NOPE does not exist.", []string{"NOPE", "A-1"}},
-		{"unknown number", "No account A-404 of supplier DEMO was staged (E4).", []string{"DEMO", "A-404"}},
+		{"unknown number", "No account A-404 of supplier TENTACLE_ENERGY was staged (E4).", []string{"TENTACLE_ENERGY", "A-404"}},
 		{"unknown supplier with --json", "Import supplier NOPE does not exist.", []string{"NOPE", "A-1", "--json"}},
-		{"no number", "accepts 2 arg(s)", []string{"DEMO"}},
+		{"no number", "accepts 2 arg(s)", []string{"TENTACLE_ENERGY"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -327,16 +325,16 @@ func TestAccountShow_UnknownOrNotYetCreatedAccounts(t *testing.T) {
 			lines: []string{"Marked to be skipped     yes", "Last error               -"}},
 		{name: "failed", number: "FAILED-1",
 			want: map[string]any{"status": "UNKNOWN", "skipped": false, "service_account_number": nil,
-				"last_error": map[string]any{"detail": "Account failed validation.", "code": "account_failed_validation",
-					"errors": []any{map[string]any{"detail": "Tariff X does not exist.", "code": "tariff_code_not_found",
-						"attr": "supply_addresses.0.supply_points.0.agreements.0.tariff_code"}}}},
-			lines: []string{"Last error               account_failed_validation: Account failed validation.",
-				"                         supply_addresses.0.supply_points.0.agreements.0.tariff_code: tariff_code_not_found: Tariff X does not exist."}},
+				"last_error": map[string]any{"detail": "Could not validate account data.", "code": "account_failed_validation",
+					"errors": []any{map[string]any{"detail": `Tariff "WATER_PRODUCT" not found.`, "code": "tariff_code_not_found",
+						"attr": "supply_addresses.0.supply_points.1.agreements.0.tariff_code"}}}},
+			lines: []string{"Last error               account_failed_validation: Could not validate account data.",
+				`                         supply_addresses.0.supply_points.1.agreements.0.tariff_code: tariff_code_not_found: Tariff "WATER_PRODUCT" not found.`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var doc map[string]any
-			if err := json.Unmarshal([]byte(c.ok("account", "show", "DEMO", tc.number, "--json")), &doc); err != nil {
+			if err := json.Unmarshal([]byte(c.ok("account", "show", "TENTACLE_ENERGY", tc.number, "--json")), &doc); err != nil {
 				t.Fatal(err)
 			}
 			proc := doc["import_process"].(map[string]any)
@@ -349,7 +347,7 @@ func TestAccountShow_UnknownOrNotYetCreatedAccounts(t *testing.T) {
 			if acc, ok := doc["account"]; !ok || acc != nil {
 				t.Errorf("account = %v, want null", acc)
 			}
-			table := c.ok("account", "show", "DEMO", tc.number)
+			table := c.ok("account", "show", "TENTACLE_ENERGY", tc.number)
 			for _, l := range append(tc.lines, "Status                   UNKNOWN",
 				"The account does not exist yet: its import process is UNKNOWN; E5 creates it.") {
 				if !bytes.Contains([]byte(table), []byte(l+"\n")) {
@@ -360,35 +358,58 @@ func TestAccountShow_UnknownOrNotYetCreatedAccounts(t *testing.T) {
 	}
 }
 
-// A supply type without a table of its own shows its fields as sent, the
-// reference's example with a TREATED supply point among them.
-func TestAccountShow_OtherSupplyTypesShowTheirFieldsAsSent(t *testing.T) {
-	t.Parallel()
-	c := newCtl(t)
-	d := c.db()
+// referenceAccount sets up supplier TENTACLE_ENERGY with the catalogue of
+// the reference's example account, and returns a stager and a creator of
+// that account under any external account number: E4, and the worker's E5
+// (which returns the task's error).
+func referenceAccount(t *testing.T, c *ctl, d *sqlx.DB) (stage func(number string), create func(number string) error) {
+	t.Helper()
 	c.ok("supplier", "create", "TENTACLE_ENERGY", "--country", "US")
 	c.ok("team", "create", "Ops")
 	c.ok("product", "create", "P", "--tariff", "ELEC-1234-J", "--tariff", "WATER_PRODUCT")
-	payload, err := os.ReadFile("../../jobs/account/testdata/reference_account.json")
+	raw, err := os.ReadFile("../../jobs/account/testdata/reference_account.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := imports.New(d).Stage(ctx, payload, everyone); err != nil {
-		t.Fatalf("E4: %v", err)
-	}
-	p := jobs.AccountProcessPayload{SupplierCode: "TENTACLE_ENERGY", ExternalAccountNumber: "8888888889"}
-	if err := d.QueryRow(`SELECT p.id, p.supplier_id, (SELECT id FROM operations_teams) FROM import_processes p`).
-		Scan(&p.ProcessID, &p.SupplierID, &p.OperationsTeamID); err != nil {
-		t.Fatal(err)
-	}
+	payload := decode(t, string(raw)).(map[string]any) // numbers as written: 2.0 stays 2.0
 	opt, err := redis.ParseURL(dbtest.NewRedis(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	if err := process.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler)).Run(ctx, p, true); err != nil {
+	t.Cleanup(func() { rdb.Close() })
+	creator := process.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler))
+	stage = func(number string) {
+		t.Helper()
+		payload["external_account_number"] = number
+		b, err := json.Marshal(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := imports.New(d).Stage(context.Background(), b, everyone); err != nil {
+			t.Fatalf("E4 of %s: %v", number, err)
+		}
+	}
+	create = func(number string) error {
+		t.Helper()
+		p := jobs.AccountProcessPayload{SupplierCode: "TENTACLE_ENERGY", ExternalAccountNumber: number}
+		if err := d.QueryRow(`SELECT p.id, p.supplier_id, (SELECT id FROM operations_teams) FROM import_processes p
+			WHERE p.external_account_number = $1`, number).Scan(&p.ProcessID, &p.SupplierID, &p.OperationsTeamID); err != nil {
+			t.Fatal(err)
+		}
+		return creator.Run(context.Background(), p, true)
+	}
+	return stage, create
+}
+
+// A supply type without a table of its own shows its fields as sent, the
+// reference's example with a TREATED supply point among them.
+func TestAccountShow_OtherSupplyTypesShowTheirFieldsAsSent(t *testing.T) {
+	t.Parallel()
+	c := newCtl(t)
+	stage, create := referenceAccount(t, c, c.db())
+	stage("8888888889")
+	if err := create("8888888889"); err != nil {
 		t.Fatalf("E5: %v", err)
 	}
 
