@@ -38,6 +38,7 @@ func (c *cli) accountShowCmd() *cobra.Command {
 			if c.asJSON {
 				enc := json.NewEncoder(c.out)
 				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false) // a note's "<" and "&" as written, not \u003c and \u0026
 				return enc.Encode(v)
 			}
 			return writeAccountView(c.out, v)

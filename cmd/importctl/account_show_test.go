@@ -118,7 +118,7 @@ func newShowAccount(t *testing.T) *showAccount {
 		t.Fatalf("E7: %v", err)
 	}
 	if _, err := post.CreateNotes(ctx, []byte(`{"import_supplier": "DEMO", "external_account_number": "A-00012345",
-		"notes": [{"body": "Moved from the legacy CRM.", "created_at": "2025-06-01T09:00:00Z", "is_pinned": true}]}`), everyone); err != nil {
+		"notes": [{"body": "Moved from the legacy CRM <Siebel> & checked.", "created_at": "2025-06-01T09:00:00Z", "is_pinned": true}]}`), everyone); err != nil {
 		t.Fatalf("E6: %v", err)
 	}
 
@@ -216,6 +216,9 @@ func TestAccountShow_PrintsTheWholeImportedAccount(t *testing.T) {
 	s := newShowAccount(t)
 
 	jsonOut := s.normalise(t, s.c.ok("account", "show", "DEMO", "A-00012345", "--json"))
+	if !strings.Contains(jsonOut, `"Moved from the legacy CRM <Siebel> & checked."`) {
+		t.Error("--json escapes the note's < and &; an operator reads them as written")
+	}
 	if diff := cmp.Diff(decode(t, golden(t, "account_show.json", jsonOut)), decode(t, jsonOut)); diff != "" {
 		t.Errorf("account show --json (-golden +got):\n%s", diff)
 	}

@@ -323,11 +323,15 @@ func (f Fields) List() ([]Field, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fields: %w", err)
 		}
+		name, ok := t.(string)
+		if !ok {
+			return nil, fmt.Errorf("fields: member name %v is not a string", t)
+		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, fmt.Errorf("fields: %w", err)
 		}
-		out = append(out, Field{Name: t.(string), Value: v})
+		out = append(out, Field{Name: name, Value: v})
 	}
 	return out, nil
 }
