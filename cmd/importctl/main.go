@@ -1,6 +1,7 @@
 // Command importctl is the operators' and migration teams' CLI: it sets up
-// import suppliers, operations teams, the product catalogue and API keys, and
-// marks accounts to be skipped. It talks to PostgreSQL through DATABASE_URL.
+// import suppliers, operations teams, the product catalogue and API keys,
+// marks accounts to be skipped, and reads an imported account back (account
+// show). It talks to PostgreSQL through DATABASE_URL.
 //
 // It exits 0 on success; otherwise it prints a one-line error to stderr and
 // exits 1. Tables are for people; --json is for scripts. The migration
@@ -353,7 +354,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 }
 
 func (c *cli) accountCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "account", Short: "Mark accounts to be skipped by the migration"}
+	cmd := &cobra.Command{Use: "account", Short: "Show an imported account, or mark accounts to be skipped by the migration"}
 	skip := &cobra.Command{Use: "skip SUPPLIER EXTERNAL_ACCOUNT_NUMBER", Short: "Refuse staging of this account until unskipped", Args: cobra.ExactArgs(2),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
 			if err := admin.SkipAccount(ctx, d, args[0], args[1]); err != nil {
@@ -382,7 +383,7 @@ func (c *cli) accountCmd() *cobra.Command {
 			}
 			return c.print(ss, []string{"EXTERNAL ACCOUNT NUMBER", "MARKED"}, rows)
 		})}
-	cmd.AddCommand(skip, unskip, list)
+	cmd.AddCommand(c.accountShowCmd(), skip, unskip, list)
 	return cmd
 }
 

@@ -1,0 +1,426 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/shopspring/decimal"
+	"github.com/spf13/cobra"
+
+	"github.com/bulkimport/bulkimport/jobs/account/view"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
+)
+
+// accountShowCmd prints an account as the service holds it, for an
+// operator to check against the source system.
+func (c *cli) accountShowCmd() *cobra.Command {
+	return &cobra.Command{Use: "show SUPPLIER EXTERNAL_ACCOUNT_NUMBER",
+		Short: "Print an account as imported: its process, customers, supply points, notes, money and payment instructions",
+		Long: "Print an account as imported: its import process (status, times, last error), the account with its\n" +
+			"customers, supply addresses, supply points, meters, metadata and notes, its transactions, historical\n" +
+			"statements, payment instructions and ledger balance. The balance is what the customer owes (positive:\n" +
+			"in debit): the sum of the transactions, charges, supply charges and repayments added, credits and\n" +
+			"payments taken away, as E7 keeps it. An account staged but not yet created shows its process alone.\n" +
+			"--json prints one document with the same content (README, Operating guide, \"Reading an account back\").",
+		Args: cobra.ExactArgs(2),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			v, err := view.Load(ctx, d, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if c.asJSON {
+				enc := json.NewEncoder(c.out)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false) // a note's "<" and "&" as written, not \u003c and \u0026
+				return enc.Encode(v)
+			}
+			return writeAccountView(c.out, v)
+		})}
+}
+
+// writeAccountView writes v as sections of aligned columns, each under a
+// heading. Values are on one line each: line breaks and tabs in them are
+// written as \n and \t.
+func writeAccountView(w io.Writer, v *view.View) error {
+	p := &printer{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	p.process(v)
+	if v.Account == nil {
+		p.heading("ACCOUNT")
+		p.line("The account does not exist yet: its import process is " + v.Process.Status + "; E5 creates it.")
+		return p.flush()
+	}
+	a := v.Account
+	p.account(a)
+	p.customers(a.Customers)
+	p.supplyAddresses(a.SupplyAddresses)
+	p.metadata(a.Metadata)
+	p.notes(a.Notes)
+	p.transactions(a.Transactions)
+	p.statements(a.Statements)
+	p.payments(a.PaymentInstructions)
+	p.ledger(a.Ledger)
+	return p.flush()
+}
+
+// printer writes through one tabwriter; each section's columns align among
+// themselves (a blank line ends a tabwriter block).
+type printer struct {
+	tw       *tabwriter.Writer
+	sections int
+	err      error
+	fieldErr error
+}
+
+func (p *printer) row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = oneCell(c)
+	}
+	if _, err := fmt.Fprintln(p.tw, strings.Join(cells, "\t")); err != nil && p.err == nil {
+		p.err = err
+	}
+}
+
+// line writes text that takes no part in the columns.
+func (p *printer) line(text string) { p.row(text) }
+
+func (p *printer) heading(title string) {
+	if p.sections > 0 {
+		p.row("")
+	}
+	p.sections++
+	p.row(title)
+}
+
+func (p *printer) flush() error {
+	if err := p.tw.Flush(); err != nil && p.err == nil {
+		p.err = err
+	}
+	if p.err == nil {
+		p.err = p.fieldErr
+	}
+	return p.err
+}
+
+// oneCell keeps a value on its line and out of the column separators.
+var oneCell = strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace
+
+func (p *printer) process(v *view.View) {
+	pr := v.Process
+	p.heading("IMPORT PROCESS")
+	p.row("Supplier", v.ImportSupplier)
+	p.row("External account number", v.ExternalAccountNumber)
+	p.row("Status", pr.Status)
+	p.row("Service account number", str(pr.ServiceAccountNumber))
+	p.row("Staged", stamp(pr.StagedAt))
+	p.row("Updated", stamp(pr.UpdatedAt))
+	p.row("Account created", stampPtr(pr.AccountCreatedAt))
+	p.row("Marked to be skipped", yesNo(pr.Skipped))
+	var le struct {
+		Code   string `json:"code"`
+		Detail string `json:"detail"`
+		Errors []struct {
+			Attr   string `json:"attr"`
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		} `json:"errors"`
+	}
+	if len(pr.LastError) == 0 || string(pr.LastError) == "null" {
+		p.row("Last error", "-")
+		return
+	}
+	if err := json.Unmarshal(pr.LastError, &le); err != nil {
+		p.row("Last error", string(pr.LastError))
+		return
+	}
+	p.row("Last error", le.Code+": "+le.Detail)
+	for _, e := range le.Errors {
+		p.row("", e.Attr+": "+e.Code+": "+e.Detail)
+	}
+}
+
+func (p *printer) account(a *view.Account) {
+	p.heading("ACCOUNT")
+	p.row("Service account number", a.ServiceAccountNumber)
+	p.row("Created", stamp(a.CreatedAt))
+	p.row("Operations team", a.OperationsTeam)
+	p.row("Unknown occupier", yesNo(a.UnknownOccupier))
+	b := a.BillingAddress
+	p.row("Billing address", join(str(b.StreetAddress), str(b.Locality), str(b.AdministrativeArea), str(b.PostalCode), b.Country))
+	p.row("Last billed to", str(a.LastBilledToDate))
+	if a.Business == nil {
+		p.row("Business", "-")
+		return
+	}
+	bu := a.Business
+	p.row("Business", fmt.Sprintf("%s: %s (%s, company number %s)", bu.ExternalBusinessIdentifier, bu.CompanyName, bu.BusinessType, bu.CompanyNumber))
+	p.row("Business contract", fmt.Sprintf("%s (valid from %s, signed %s)", bu.ContractIdentifier, str(bu.ContractValidFromDate), str(bu.ContractSignedAtDate)))
+}
+
+func (p *printer) customers(cs []view.Customer) {
+	p.heading(fmt.Sprintf("CUSTOMERS (%d)", len(cs)))
+	if len(cs) == 0 {
+		p.line("(none)")
+		return
+	}
+	p.row("#", "NAME", "EMAIL", "MOBILE", "LANDLINE", "OTHER PHONES", "BORN", "UPDATES", "OFFERS", "SMS", "USER DETAILS")
+	for i, c := range cs {
+		var details []string
+		for _, d := range c.UserDetails {
+			details = append(details, d.Namespace+"="+d.Value)
+		}
+		p.row(strconv.Itoa(i+1), name(c), str(c.Email), str(c.Mobile), str(c.Landline),
+			list(c.AlternativePhoneNumbers), str(c.DateOfBirth), boolPtr(c.OptedIntoUpdates), boolPtr(c.OptedIntoOffers),
+			boolPtr(c.OptedIntoSMS), list(details))
+	}
+}
+
+func (p *printer) supplyAddresses(sas []view.SupplyAddress) {
+	p.heading(fmt.Sprintf("SUPPLY ADDRESSES (%d)", len(sas)))
+	if len(sas) == 0 {
+		p.line("(none)")
+		return
+	}
+	for i, sa := range sas {
+		p.row(fmt.Sprintf("Address %d", i+1), join(sa.SupplyAddress1, str(sa.SupplyAddress2), str(sa.SupplyAddress3),
+			str(sa.SupplyAddress4), sa.SupplyPostcode))
+		p.row("  customer since", sa.CustomerAtSupplyAddressFromDate)
+		for j, sp := range sa.SupplyPoints {
+			p.row(fmt.Sprintf("  Supply point %d.%d", i+1, j+1), sp.SupplyType)
+			p.row("    supply start", sp.SupplyStartDate)
+			p.row("    last billed to", str(sp.LastBilledToDate))
+			p.fields("    ", sp.Fields)
+			for _, m := range sp.Meters {
+				p.row("    Meter "+str(m.SerialNumber), fmt.Sprintf("status %s, active from %s, subgroup %s, meter number %s, sealed %s",
+					str(m.Status), str(m.ActiveFrom), intPtr(m.Subgroup), intPtr(m.MeterNumber), str(m.SealDate)))
+				p.fields("      ", m.MeterType)
+				for _, r := range m.Registers {
+					mult := "-"
+					if r.Multiplier != nil {
+						mult = r.Multiplier.String()
+					}
+					p.row("      register "+r.RegisterType, fmt.Sprintf("digits %s.%s, active from %s, multiplier %s",
+						intPtr(r.WholeDigits), intPtr(r.DecimalDigits), str(r.ActiveFrom), mult))
+				}
+			}
+			for _, g := range sp.Agreements {
+				p.row("    agreement", fmt.Sprintf("from %s: tariff %s (product %s)", g.EffectiveFrom, g.TariffCode, g.ProductCode))
+			}
+			for _, r := range sp.TransferReadings {
+				p.row("    transfer reading", fmt.Sprintf("%s on %s: %s", r.RegisterType, r.ReadDate, r.Value))
+			}
+		}
+	}
+}
+
+// fields writes each member of f on a row of its own, its value as JSON
+// text without the quotes of a string.
+func (p *printer) fields(indent string, f view.Fields) {
+	list, err := f.List()
+	if err != nil {
+		p.fieldErr = err
+		return
+	}
+	for _, fl := range list {
+		val := string(fl.Value)
+		var s string
+		if strings.HasPrefix(val, `"`) && json.Unmarshal(fl.Value, &s) == nil {
+			val = s
+		}
+		p.row(indent+fl.Name, val)
+	}
+}
+
+func (p *printer) metadata(md []view.Metadata) {
+	p.heading(fmt.Sprintf("METADATA (%d)", len(md)))
+	if len(md) == 0 {
+		p.line("(none)")
+		return
+	}
+	p.row("KEY", "VALUE")
+	for _, m := range md {
+		p.row(m.Key, string(m.Value))
+	}
+}
+
+func (p *printer) notes(ns []view.Note) {
+	p.heading(fmt.Sprintf("NOTES (%d)", len(ns)))
+	if len(ns) == 0 {
+		p.line("(none)")
+		return
+	}
+	p.row("CREATED", "PINNED", "UNPIN AT", "BODY", "DOCUMENTS")
+	for _, n := range ns {
+		body := n.Body
+		if body == "" {
+			body = "-"
+		}
+		p.row(stamp(n.CreatedAt), yesNo(n.IsPinned), stampPtr(n.UnpinAt), body, list(n.DocumentPaths))
+	}
+}
+
+func (p *printer) transactions(ts []view.Transaction) {
+	p.heading(fmt.Sprintf("TRANSACTIONS (%d)", len(ts)))
+	if len(ts) == 0 {
+		p.line("(none)")
+		return
+	}
+	p.row("DATE", "ID", "TYPE", "AMOUNT", "LEDGER", "REASON", "PAYMENT TYPE", "REFERENCE", "PRODUCT", "MOVED FROM", "DESCRIPTION",
+		"DISPLAY NOTE", "NOTE", "TO PREPAY METER")
+	var lines, taxes [][]string
+	for _, t := range ts {
+		signed := t.Amount.Mul(decimal.NewFromInt(postimport.LedgerSign(t.Type)))
+		p.row(t.TransactionDate, t.TransactionID, t.Type, t.Amount.String(), signedMoney(signed), str(t.Reason), str(t.PaymentType),
+			str(t.Reference), str(t.ProductCode), str(t.OriginalTransactionDate), str(t.Description), str(t.DisplayNote), str(t.Note),
+			str(t.ToPrepayMeterSerialNumber))
+		for _, l := range t.LineItems {
+			units := make([]string, len(l.Units))
+			for i, u := range l.Units {
+				units[i] = u.String()
+			}
+			lines = append(lines, []string{t.TransactionID, l.RateBand, l.StartDate, l.EndDate, l.NumberOfUnits.String(),
+				l.PricePerUnit.String(), l.NetAmount.String(), list(units)})
+		}
+		for _, x := range t.TaxItems {
+			taxes = append(taxes, []string{t.TransactionID, x.TaxType, x.ValueTaxed.String(), x.Rate.String(), str(x.UnitType), x.Amount.String()})
+		}
+	}
+	if len(lines) > 0 {
+		p.heading("TRANSACTION LINE ITEMS")
+		p.row("TRANSACTION", "RATE BAND", "FROM", "TO", "UNITS", "PRICE PER UNIT", "NET AMOUNT", "UNIT SPLIT")
+		for _, l := range lines {
+			p.row(l...)
+		}
+	}
+	if len(taxes) > 0 {
+		p.heading("TRANSACTION TAX ITEMS")
+		p.row("TRANSACTION", "TAX TYPE", "VALUE TAXED", "RATE", "UNIT TYPE", "AMOUNT")
+		for _, x := range taxes {
+			p.row(x...)
+		}
+	}
+}
+
+func (p *printer) statements(ss []view.Statement) {
+	p.heading(fmt.Sprintf("HISTORICAL STATEMENTS (%d)", len(ss)))
+	if len(ss) == 0 {
+		p.line("(none)")
+		return
+	}
+	p.row("STATEMENT ID", "NUMBER", "FROM", "TO", "ISSUED", "GROSS AMOUNT (MINOR UNITS)", "PATH")
+	for _, s := range ss {
+		p.row(s.StatementID, str(s.Number), s.BillPeriodFromDate, s.BillPeriodToDate, str(s.IssuedDate), intPtr(s.GrossAmount), str(s.StatementPath))
+	}
+}
+
+func (p *printer) payments(ps []view.Payment) {
+	p.heading(fmt.Sprintf("PAYMENT INSTRUCTIONS (%d)", len(ps)))
+	if len(ps) == 0 {
+		p.line("(none)")
+		return
+	}
+	p.row("FOR", "VENDOR", "REFERENCE", "TYPE", "VENDOR STATUS", "VERIFIED", "VENDOR DETAILS")
+	for _, pi := range ps {
+		owner := pi.For
+		if pi.ExternalBusinessIdentifier != nil {
+			owner += " " + *pi.ExternalBusinessIdentifier
+		}
+		p.row(owner, pi.Vendor, pi.Reference, pi.Type, pi.VendorStatus, stamp(pi.VerifiedAt), string(pi.VendorDetails))
+	}
+}
+
+func (p *printer) ledger(l view.Ledger) {
+	p.heading("LEDGER")
+	p.row("Currency", l.Currency)
+	p.row("Balance", l.Balance.String()+" (what the customer owes; negative: in credit)")
+	p.row("Sum of the transactions", l.FromTransactions.String())
+	if !l.Consistent() {
+		p.line("WARNING: the stored balance is not the sum of the transactions; the ledger was changed outside E7.")
+	}
+}
+
+func signedMoney(d decimal.Decimal) string {
+	if d.IsNegative() {
+		return d.StringFixed(2)
+	}
+	return "+" + d.StringFixed(2)
+}
+
+func str(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+func intPtr(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*n, 10)
+}
+
+func boolPtr(b *bool) string {
+	if b == nil {
+		return "-"
+	}
+	return yesNo(*b)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// stamp writes a time in UTC to the second.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func stampPtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return stamp(*t)
+}
+
+// join joins the parts that are set with ", ".
+func join(parts ...string) string {
+	var out []string
+	for _, s := range parts {
+		if s != "" && s != "-" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
+}
+
+// name is a customer's given and family name, "-" when neither is set.
+func name(c view.Customer) string {
+	var parts []string
+	for _, s := range []*string{c.GivenName, c.FamilyName} {
+		if s != nil && *s != "" {
+			parts = append(parts, *s)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func list(items []string) string {
+	if len(items) == 0 {
+		return "-"
+	}
+	return strings.Join(items, ", ")
+}

@@ -1,0 +1,561 @@
+// Package view is the read model of one imported account: everything the
+// service holds about it, from its import process to its ledger balance, as
+// one document, so that an operator can check an import against the source
+// system (importctl account show). It only reads.
+package view
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/shopspring/decimal"
+
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+)
+
+// View is an account as the service holds it: the document that importctl
+// account show --json prints. Its JSON field names are stable (README,
+// Operating guide, "Reading an account back"). Dates are "YYYY-MM-DD", times
+// RFC 3339 in UTC, and every amount of money a string with two decimal
+// places, as E7 answers it.
+type View struct {
+	ImportSupplier        string  `json:"import_supplier"`
+	ExternalAccountNumber string  `json:"external_account_number"`
+	Process               Process `json:"import_process"`
+	// Account is nil until E5 has created the account.
+	Account *Account `json:"account"`
+}
+
+// Process is the account's import process (E4, E5, E10).
+type Process struct {
+	Status               string     `json:"status"`
+	ServiceAccountNumber *string    `json:"service_account_number"`
+	StagedAt             time.Time  `json:"staged_at"`
+	UpdatedAt            time.Time  `json:"updated_at"`
+	AccountCreatedAt     *time.Time `json:"account_created_at"`
+	// LastError is the section 7 body of the last failed processing, or
+	// null; kept only while the account does not exist, as E10 shows it.
+	LastError json.RawMessage `json:"last_error"`
+	// Skipped is true while the account is marked to be skipped
+	// (importctl account skip).
+	Skipped bool `json:"skipped"`
+}
+
+// Account is a created account with everything imported onto it.
+type Account struct {
+	ServiceAccountNumber string          `json:"service_account_number"`
+	CreatedAt            time.Time       `json:"created_at"`
+	OperationsTeam       string          `json:"operations_team"`
+	UnknownOccupier      bool            `json:"unknown_occupier"`
+	BillingAddress       BillingAddress  `json:"billing_address"`
+	LastBilledToDate     *string         `json:"last_billed_to_date"`
+	Business             *Business       `json:"business"`
+	Customers            []Customer      `json:"customers"`
+	SupplyAddresses      []SupplyAddress `json:"supply_addresses"`
+	Metadata             []Metadata      `json:"metadata"`
+	Notes                []Note          `json:"notes"`
+	Transactions         []Transaction   `json:"transactions"`
+	Statements           []Statement     `json:"statements"`
+	PaymentInstructions  []Payment       `json:"payment_instructions"`
+	Ledger               Ledger          `json:"ledger"`
+}
+
+// BillingAddress is where the account's bills go.
+type BillingAddress struct {
+	StreetAddress      *string `json:"street_address"`
+	Locality           *string `json:"locality"`
+	AdministrativeArea *string `json:"administrative_area"`
+	Country            string  `json:"country"`
+	PostalCode         *string `json:"postal_code"`
+}
+
+// Business is the business whose contract the account names.
+type Business struct {
+	ExternalBusinessIdentifier string  `json:"external_business_identifier"`
+	BusinessType               string  `json:"business_type"`
+	CompanyName                string  `json:"company_name"`
+	CompanyNumber              string  `json:"company_number"`
+	ContractIdentifier         string  `json:"business_contract_identifier"`
+	ContractValidFromDate      *string `json:"contract_valid_from_date"`
+	ContractSignedAtDate       *string `json:"contract_signed_at_date"`
+}
+
+// Customer is one of the account's customers, in payload order.
+type Customer struct {
+	GivenName               *string      `json:"given_name"`
+	FamilyName              *string      `json:"family_name"`
+	Email                   *string      `json:"email"`
+	Mobile                  *string      `json:"mobile"`
+	Landline                *string      `json:"landline"`
+	AlternativePhoneNumbers []string     `json:"alternative_phone_numbers"`
+	DateOfBirth             *string      `json:"date_of_birth"`
+	OptedIntoUpdates        *bool        `json:"opted_into_updates"`
+	OptedIntoOffers         *bool        `json:"opted_into_offers"`
+	OptedIntoSMS            *bool        `json:"opted_into_sms"`
+	UserDetails             []UserDetail `json:"user_details"`
+}
+
+// UserDetail is a customer's {namespace, value} pair.
+type UserDetail struct {
+	Namespace string `json:"namespace"`
+	Value     string `json:"value"`
+}
+
+// SupplyAddress is an address with its supply points, in payload order.
+type SupplyAddress struct {
+	SupplyAddress1                  string        `json:"supply_address1"`
+	SupplyAddress2                  *string       `json:"supply_address2"`
+	SupplyAddress3                  *string       `json:"supply_address3"`
+	SupplyAddress4                  *string       `json:"supply_address4"`
+	SupplyPostcode                  string        `json:"supply_postcode"`
+	CustomerAtSupplyAddressFromDate string        `json:"customer_at_supply_address_from_date"`
+	SupplyPoints                    []SupplyPoint `json:"supply_points"`
+}
+
+// SupplyPoint is a supply point with its meters, agreements and transfer
+// readings.
+type SupplyPoint struct {
+	SupplyType       string  `json:"supply_type"`
+	SupplyStartDate  string  `json:"supply_start_date"`
+	LastBilledToDate *string `json:"last_billed_to_date"`
+	// Fields are the type's own fields under their payload names: for a
+	// type with a table of its own, those set, in the payload schema's
+	// order; for any other type, the fields as sent.
+	Fields           Fields            `json:"fields"`
+	Meters           []Meter           `json:"meters"`
+	Agreements       []Agreement       `json:"agreements"`
+	TransferReadings []TransferReading `json:"transfer_readings"`
+}
+
+// Meter is a meter of a supply point with its registers.
+type Meter struct {
+	SerialNumber *string `json:"serial_number"`
+	Subgroup     *int64  `json:"subgroup"`
+	SealDate     *string `json:"seal_date"`
+	MeterNumber  *int64  `json:"meter_number"`
+	Status       *string `json:"status"`
+	ActiveFrom   *string `json:"active_from"`
+	// MeterType holds the meter_type fields that are set.
+	MeterType Fields     `json:"meter_type"`
+	Registers []Register `json:"registers"`
+}
+
+// Register is a meter register.
+type Register struct {
+	RegisterType  string           `json:"register_type"`
+	WholeDigits   *int64           `json:"whole_digits"`
+	DecimalDigits *int64           `json:"decimal_digits"`
+	ActiveFrom    *string          `json:"active_from"`
+	Multiplier    *decimal.Decimal `json:"multiplier"`
+}
+
+// Agreement is a supply point's tariff from a date on.
+type Agreement struct {
+	TariffCode    string `json:"tariff_code"`
+	ProductCode   string `json:"product_code"`
+	EffectiveFrom string `json:"effective_from"`
+}
+
+// TransferReading is a meter reading taken at the transfer.
+type TransferReading struct {
+	RegisterType string `json:"register_type"`
+	ReadDate     string `json:"read_date"`
+	Value        string `json:"value"`
+}
+
+// Metadata is one metadata entry, its value as sent.
+type Metadata struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// Note is a note of the account (E5's payload, E6, or a note E7 pinned),
+// oldest first.
+type Note struct {
+	Body          string     `json:"body"`
+	CreatedAt     time.Time  `json:"created_at"`
+	IsPinned      bool       `json:"is_pinned"`
+	UnpinAt       *time.Time `json:"unpin_at"`
+	DocumentPaths []string   `json:"document_paths"`
+}
+
+// Transaction is a financial transaction (E7), in date order.
+type Transaction struct {
+	TransactionID   string `json:"transaction_id"`
+	TransactionDate string `json:"transaction_date"`
+	// OriginalTransactionDate is the date sent when E7 moved the
+	// transaction into the open statement period.
+	OriginalTransactionDate   *string    `json:"original_transaction_date"`
+	Type                      string     `json:"type"`
+	Amount                    Money      `json:"amount"`
+	Reason                    *string    `json:"reason"`
+	DisplayNote               *string    `json:"display_note"`
+	Note                      *string    `json:"note"`
+	Reference                 *string    `json:"reference"`
+	PaymentType               *string    `json:"payment_type"`
+	ProductCode               *string    `json:"product_code"`
+	Description               *string    `json:"description"`
+	ToPrepayMeterSerialNumber *string    `json:"to_prepay_meter_serial_number"`
+	LineItems                 []LineItem `json:"line_items"`
+	TaxItems                  []TaxItem  `json:"tax_items"`
+}
+
+// LineItem is a line of a transaction.
+type LineItem struct {
+	RateBand      string            `json:"rate_band"`
+	StartDate     string            `json:"start_date"`
+	EndDate       string            `json:"end_date"`
+	NumberOfUnits decimal.Decimal   `json:"number_of_units"`
+	NetAmount     Money             `json:"net_amount"`
+	PricePerUnit  decimal.Decimal   `json:"price_per_unit"`
+	Units         []decimal.Decimal `json:"units"`
+}
+
+// TaxItem is a tax of a transaction.
+type TaxItem struct {
+	Amount     Money           `json:"amount"`
+	TaxType    string          `json:"tax_type"`
+	ValueTaxed Money           `json:"value_taxed"`
+	Rate       decimal.Decimal `json:"rate"`
+	UnitType   *string         `json:"unit_type"`
+}
+
+// Statement is a historical statement (E8), in period order.
+type Statement struct {
+	StatementID        string  `json:"statement_id"`
+	Number             *string `json:"number"`
+	BillPeriodFromDate string  `json:"bill_period_from_date"`
+	BillPeriodToDate   string  `json:"bill_period_to_date"`
+	IssuedDate         *string `json:"issued_date"`
+	// GrossAmount is in the currency's lowest denomination, as E8 takes it.
+	GrossAmount   *int64  `json:"gross_amount"`
+	StatementPath *string `json:"statement_path"`
+}
+
+// Payment is a verified payment instruction that covers the account: the
+// account's own (E9, For "account") or one of its business that names it
+// (E2, For "business").
+type Payment struct {
+	For                        string          `json:"for"`
+	ExternalBusinessIdentifier *string         `json:"external_business_identifier"`
+	Vendor                     string          `json:"vendor"`
+	Reference                  string          `json:"reference"`
+	Type                       string          `json:"type"`
+	VendorStatus               string          `json:"vendor_status"`
+	VendorDetails              json.RawMessage `json:"vendor_details"`
+	VerifiedAt                 time.Time       `json:"verified_at"`
+}
+
+// Ledger is the account's ledger. Balance is what the customer owes
+// (positive: in debit), as stored and moved by E7; FromTransactions is the
+// same sum computed again from the transactions, each amount with the sign
+// its type takes (postimport.LedgerSign). The two differ only if the
+// ledger was changed outside E7.
+type Ledger struct {
+	Currency         string `json:"currency"`
+	Balance          Money  `json:"balance"`
+	FromTransactions Money  `json:"balance_from_transactions"`
+}
+
+// Consistent reports whether the stored balance is the sum of the
+// transactions.
+func (l Ledger) Consistent() bool { return l.Balance.Equal(l.FromTransactions.Decimal) }
+
+// Money is an amount in the currency's major unit, read from a numeric
+// column without a float, and written as a string with two decimal places
+// ("71.00").
+type Money struct{ decimal.Decimal }
+
+// MarshalJSON writes the amount as a string with two decimal places.
+func (m Money) MarshalJSON() ([]byte, error) { return []byte(`"` + m.String() + `"`), nil }
+
+// String returns the amount with two decimal places.
+func (m Money) String() string { return m.StringFixed(2) }
+
+// Fields is a JSON object kept as read, its members in their order.
+type Fields json.RawMessage
+
+// MarshalJSON writes the object; an empty Fields is {}.
+func (f Fields) MarshalJSON() ([]byte, error) {
+	if len(f) == 0 {
+		return []byte("{}"), nil
+	}
+	return f, nil
+}
+
+// UnmarshalJSON keeps the object's text; null leaves f empty.
+func (f *Fields) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = nil
+		return nil
+	}
+	*f = append((*f)[:0], b...)
+	return nil
+}
+
+// Field is one member of a Fields object, its value as JSON text (numbers
+// exactly as stored).
+type Field struct {
+	Name  string
+	Value json.RawMessage
+}
+
+// List returns the members of f in order.
+func (f Fields) List() ([]Field, error) {
+	if len(f) == 0 {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(f))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("fields: not a JSON object: %s", f)
+	}
+	var out []Field
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("fields: %w", err)
+		}
+		name, ok := t.(string)
+		if !ok {
+			return nil, fmt.Errorf("fields: member name %v is not a string", t)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("fields: %w", err)
+		}
+		out = append(out, Field{Name: name, Value: v})
+	}
+	return out, nil
+}
+
+// Load reads the account of supplier with the external account number, in
+// one read-only snapshot.
+//
+// Errors: a *problem.Error of Kind NotFound when the supplier does not
+// exist (import_supplier_not_found) or nothing was staged under the number
+// (import_process_does_not_exist); otherwise a database failure.
+func Load(ctx context.Context, d *sqlx.DB, supplier, externalAccountNumber string) (*View, error) {
+	tx, err := d.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("account view: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	// Times in the documents below are written in UTC.
+	if _, err := tx.ExecContext(ctx, `SET LOCAL TimeZone = 'UTC'`); err != nil {
+		return nil, fmt.Errorf("account view: %w", err)
+	}
+	v, accountID, err := loadProcess(ctx, tx, supplier, externalAccountNumber)
+	if err != nil || !accountID.Valid {
+		return v, err
+	}
+	var doc []byte
+	if err := tx.GetContext(ctx, &doc, accountSQL, accountID.Int64); err != nil {
+		return nil, fmt.Errorf("account view: read account: %w", err)
+	}
+	var a Account
+	if err := json.Unmarshal(doc, &a); err != nil {
+		return nil, fmt.Errorf("account view: decode account: %w", err)
+	}
+	a.Ledger.FromTransactions = Money{ledgerSum(a.Transactions)}
+	v.Account = &a
+	return v, nil
+}
+
+// ledgerSum is the balance the transactions make, E7's rule.
+func ledgerSum(ts []Transaction) decimal.Decimal {
+	sum := decimal.Zero
+	for _, t := range ts {
+		sum = sum.Add(t.Amount.Mul(decimal.NewFromInt(postimport.LedgerSign(t.Type))))
+	}
+	return sum
+}
+
+const processSQL = `SELECT s.code, p.external_account_number, p.status, p.service_account_number, p.created_at,
+	p.updated_at, p.account_created_at, p.last_error, a.id AS account_id,
+	EXISTS (SELECT 1 FROM skipped_accounts k WHERE k.supplier_id = s.id AND k.external_account_number = $2) AS skipped
+FROM import_suppliers s
+LEFT JOIN import_processes p ON p.supplier_id = s.id AND p.external_account_number = $2
+LEFT JOIN accounts a ON a.import_process_id = p.id
+WHERE s.code = $1`
+
+// loadProcess reads the import process and the id of its account, if any.
+func loadProcess(ctx context.Context, tx *sqlx.Tx, supplier, number string) (*View, sql.NullInt64, error) {
+	var r struct {
+		Code             string         `db:"code"`
+		Number           sql.NullString `db:"external_account_number"`
+		Status           sql.NullString `db:"status"`
+		ServiceNumber    sql.NullString `db:"service_account_number"`
+		CreatedAt        sql.NullTime   `db:"created_at"`
+		UpdatedAt        sql.NullTime   `db:"updated_at"`
+		AccountCreatedAt sql.NullTime   `db:"account_created_at"`
+		LastError        []byte         `db:"last_error"`
+		AccountID        sql.NullInt64  `db:"account_id"`
+		Skipped          bool           `db:"skipped"`
+	}
+	err := tx.GetContext(ctx, &r, processSQL, supplier, number)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, r.AccountID, problem.New(problem.NotFound, imports.CodeImportSupplierNotFound,
+			"Import supplier "+supplier+" does not exist.")
+	}
+	if err != nil {
+		return nil, r.AccountID, fmt.Errorf("account view: read process: %w", err)
+	}
+	if !r.Number.Valid {
+		return nil, r.AccountID, problem.New(problem.NotFound, imports.CodeProcessDoesNotExist,
+			"No account "+number+" of supplier "+supplier+" was staged (E4).")
+	}
+	v := &View{ImportSupplier: r.Code, ExternalAccountNumber: r.Number.String, Process: Process{
+		Status: r.Status.String, StagedAt: r.CreatedAt.Time.UTC(), UpdatedAt: r.UpdatedAt.Time.UTC(),
+		LastError: json.RawMessage("null"), Skipped: r.Skipped,
+	}}
+	if r.ServiceNumber.Valid {
+		v.Process.ServiceAccountNumber = &r.ServiceNumber.String
+	}
+	if r.AccountCreatedAt.Valid {
+		t := r.AccountCreatedAt.Time.UTC()
+		v.Process.AccountCreatedAt = &t
+	}
+	if len(r.LastError) > 0 && r.Status.String != "COMPLETED" {
+		v.Process.LastError = r.LastError
+	}
+	return v, r.AccountID, nil
+}
+
+// accountSQL reads account $1 as one JSON document that decodes into
+// Account: one statement, so one snapshot, whatever the account holds.
+// Lists are in payload order (position), notes and payment instructions in
+// the order they were written, transactions by date, statements by period.
+// Numbers stay numeric from the column to the JSON text, which decimal and
+// Fields read exactly. It builds json, not jsonb, so that objects keep their
+// members in the order written here (the payload's), which jsonb would sort.
+//
+// Every table is reached through an index, except two that have none on the
+// column an account's rows are found by (transfer_readings.supply_point_id,
+// payment_instruction_accounts.account_id): each is read once, not once per
+// supply point. Meters are found through (account_id, serial_number), which
+// E5 always sets (a meter's serial number is required).
+const accountSQL = `WITH readings AS MATERIALIZED (
+	SELECT tr.* FROM transfer_readings tr
+	WHERE tr.supply_point_id IN (SELECT sp.id FROM supply_addresses sa JOIN supply_points sp ON sp.supply_address_id = sa.id
+		WHERE sa.account_id = $1))
+SELECT json_build_object(
+	'service_account_number', a.service_account_number,
+	'created_at', a.created_at,
+	'operations_team', t.name,
+	'unknown_occupier', a.unknown_occupier,
+	'billing_address', json_build_object('street_address', a.billing_street_address,
+		'locality', a.billing_locality, 'administrative_area', a.billing_administrative_area,
+		'country', a.billing_country, 'postal_code', a.billing_postal_code),
+	'last_billed_to_date', a.last_billed_to_date,
+	'business', (SELECT json_build_object('external_business_identifier', b.external_business_identifier,
+			'business_type', b.business_type, 'company_name', b.company_name, 'company_number', b.company_number,
+			'business_contract_identifier', c.identifier, 'contract_valid_from_date', c.valid_from_date,
+			'contract_signed_at_date', c.signed_at_date)
+		FROM business_contracts c JOIN businesses b ON b.id = c.business_id WHERE c.id = a.business_contract_id),
+	'customers', coalesce((SELECT json_agg(json_build_object('given_name', cu.given_name,
+			'family_name', cu.family_name, 'email', cu.email, 'mobile', cu.mobile, 'landline', cu.landline,
+			'alternative_phone_numbers', coalesce((SELECT json_agg(ph.phone_number ORDER BY ph.position)
+				FROM customer_phone_numbers ph WHERE ph.customer_id = cu.id), '[]'),
+			'date_of_birth', cu.date_of_birth, 'opted_into_updates', cu.opted_into_updates,
+			'opted_into_offers', cu.opted_into_offers, 'opted_into_sms', cu.opted_into_sms,
+			'user_details', coalesce((SELECT json_agg(json_build_object('namespace', ud.namespace, 'value', ud.value)
+				ORDER BY ud.position) FROM customer_user_details ud WHERE ud.customer_id = cu.id), '[]'))
+		ORDER BY cu.position) FROM customers cu WHERE cu.account_id = a.id), '[]'),
+	'supply_addresses', coalesce((SELECT json_agg(json_build_object('supply_address1', sa.supply_address1,
+			'supply_address2', sa.supply_address2, 'supply_address3', sa.supply_address3,
+			'supply_address4', sa.supply_address4, 'supply_postcode', sa.supply_postcode,
+			'customer_at_supply_address_from_date', sa.customer_at_supply_address_from_date,
+			'supply_points', coalesce((SELECT json_agg(json_build_object('supply_type', sp.supply_type,
+					'supply_start_date', sp.supply_start_date, 'last_billed_to_date', sp.last_billed_to_date,
+					'fields', coalesce(sp.fields::json, (SELECT json_strip_nulls(json_build_object('identifier', x.identifier,
+							'initial_connection_date', x.initial_connection_date,
+							'location_description', x.location_description, 'book_number', x.book_number,
+							'call_number', x.call_number, 'energization_status', x.energization_status))
+						FROM electricity_supply_points x WHERE x.supply_point_id = sp.id),
+						(SELECT json_strip_nulls(json_build_object('serial_number_internal', x.serial_number_internal,
+							'serial_number_external', x.serial_number_external, 'make_model', x.make_model,
+							'size', x.size, 'location_description', x.location_description,
+							'product_note', x.product_note))
+						FROM heat_pump_supply_points x WHERE x.supply_point_id = sp.id),
+						(SELECT json_strip_nulls(json_build_object('serial_number', x.serial_number,
+							'secondary_serial_number', x.secondary_serial_number,
+							'manufacturer_name', x.manufacturer_name, 'model_name', x.model_name,
+							'location', x.location, 'product_note', x.product_note, 'installed_at', x.installed_at))
+						FROM light_pole_supply_points x WHERE x.supply_point_id = sp.id),
+						(SELECT json_strip_nulls(json_build_object('serial_number', x.serial_number,
+							'tank_size', x.tank_size, 'tank_type', x.tank_type,
+							'tank_configuration', x.tank_configuration))
+						FROM water_heater_supply_points x WHERE x.supply_point_id = sp.id),
+						'{}'),
+					'meters', coalesce((SELECT json_agg(json_build_object('serial_number', m.serial_number,
+							'subgroup', m.subgroup, 'seal_date', m.seal_date, 'meter_number', m.meter_number,
+							'status', m.status, 'active_from', m.active_from,
+							'meter_type', json_strip_nulls(json_build_object('manufacturer', m.manufacturer,
+								'model', m.model, 'amps_low', m.amps_low, 'amps_high', m.amps_high,
+								'volts_low', m.volts_low, 'volts_high', m.volts_high, 'phase', m.phase,
+								'elements', m.elements, 'stock_code', m.stock_code,
+								'is_bidirectional', m.is_bidirectional, 'is_analog', m.is_analog,
+								'cover_material', m.cover_material, 'wire_ports', m.wire_ports,
+								'network_connectivity', m.network_connectivity, 'base', m.base)),
+							'registers', coalesce((SELECT json_agg(json_build_object('register_type', r.register_type,
+									'whole_digits', r.whole_digits, 'decimal_digits', r.decimal_digits,
+									'active_from', r.active_from, 'multiplier', r.multiplier) ORDER BY r.id)
+								FROM registers r WHERE r.meter_id = m.id), '[]'))
+						ORDER BY m.id) FROM meters m
+						WHERE m.account_id = a.id AND m.serial_number IS NOT NULL AND m.supply_point_id = sp.id), '[]'),
+					'agreements', coalesce((SELECT json_agg(json_build_object('tariff_code', tf.code,
+							'product_code', pr.code, 'effective_from', g.effective_from) ORDER BY g.effective_from)
+						FROM agreements g JOIN tariffs tf ON tf.id = g.tariff_id JOIN products pr ON pr.id = tf.product_id
+						WHERE g.supply_point_id = sp.id), '[]'),
+					'transfer_readings', coalesce((SELECT json_agg(json_build_object('register_type', tr.register_type,
+							'read_date', tr.read_date, 'value', tr.value) ORDER BY tr.id)
+						FROM readings tr WHERE tr.supply_point_id = sp.id), '[]'))
+				ORDER BY sp.position) FROM supply_points sp WHERE sp.supply_address_id = sa.id), '[]'))
+		ORDER BY sa.position) FROM supply_addresses sa WHERE sa.account_id = a.id), '[]'),
+	'metadata', coalesce((SELECT json_agg(json_build_object('key', md.key, 'value', md.value::json) ORDER BY md.key)
+		FROM account_metadata md WHERE md.account_id = a.id), '[]'),
+	'notes', coalesce((SELECT json_agg(json_build_object('body', n.body, 'created_at', n.created_at,
+			'is_pinned', n.is_pinned, 'unpin_at', n.unpin_at,
+			'document_paths', coalesce((SELECT json_agg(nd.document_path ORDER BY nd.position)
+				FROM note_documents nd WHERE nd.note_id = n.id), '[]'))
+		ORDER BY n.created_at, n.id) FROM notes n WHERE n.account_id = a.id), '[]'),
+	'transactions', coalesce((SELECT json_agg(json_build_object('transaction_id', x.transaction_id,
+			'transaction_date', x.transaction_date, 'original_transaction_date', x.original_transaction_date,
+			'type', x.type, 'amount', x.amount, 'reason', x.reason, 'display_note', x.display_note, 'note', x.note,
+			'reference', x.reference, 'payment_type', x.payment_type, 'product_code', pr.code,
+			'description', x.description, 'to_prepay_meter_serial_number', x.to_prepay_meter_serial_number,
+			'line_items', coalesce((SELECT json_agg(json_build_object('rate_band', li.rate_band,
+					'start_date', li.start_date, 'end_date', li.end_date, 'number_of_units', li.number_of_units,
+					'net_amount', li.net_amount, 'price_per_unit', li.price_per_unit, 'units', li.units)
+				ORDER BY li.position) FROM transaction_line_items li WHERE li.transaction_row_id = x.id), '[]'),
+			'tax_items', coalesce((SELECT json_agg(json_build_object('amount', ti.amount, 'tax_type', ti.tax_type,
+					'value_taxed', ti.value_taxed, 'rate', ti.rate, 'unit_type', ti.unit_type)
+				ORDER BY ti.position) FROM transaction_tax_items ti WHERE ti.transaction_row_id = x.id), '[]'))
+		ORDER BY x.transaction_date, x.id)
+		FROM transactions x LEFT JOIN products pr ON pr.id = x.product_id WHERE x.account_id = a.id), '[]'),
+	'statements', coalesce((SELECT json_agg(json_build_object('statement_id', h.statement_id, 'number', h.number,
+			'bill_period_from_date', h.bill_period_from_date, 'bill_period_to_date', h.bill_period_to_date,
+			'issued_date', h.issued_date, 'gross_amount', h.gross_amount, 'statement_path', h.statement_path)
+		ORDER BY h.bill_period_from_date, h.bill_period_to_date, h.id)
+		FROM historical_statements h WHERE h.account_id = a.id), '[]'),
+	'payment_instructions', coalesce((SELECT json_agg(json_build_object(
+			'for', CASE WHEN pi.account_id IS NOT NULL THEN 'account' ELSE 'business' END,
+			'external_business_identifier', b.external_business_identifier, 'vendor', v.name,
+			'reference', pi.reference, 'type', pi.type, 'vendor_status', pi.vendor_status,
+			'vendor_details', pi.vendor_details::json, 'verified_at', pi.verified_at) ORDER BY pi.id)
+		FROM (SELECT p.id FROM payment_instructions p WHERE p.account_id = a.id
+			UNION SELECT pa.instruction_id FROM payment_instruction_accounts pa WHERE pa.account_id = a.id) AS ids
+		JOIN payment_instructions pi ON pi.id = ids.id JOIN payment_vendors v ON v.id = pi.vendor_id
+		LEFT JOIN businesses b ON b.id = pi.business_id), '[]'),
+	'ledger', (SELECT json_build_object('currency', l.currency, 'balance', l.balance)
+		FROM ledgers l WHERE l.account_id = a.id))
+FROM accounts a JOIN operations_teams t ON t.id = a.operations_team_id
+WHERE a.id = $1`
