@@ -60,7 +60,11 @@ func Monitoring(cfg MonitoringConfig) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="monitoring", charset="UTF-8"`)
-			writeProblem(w, problem.New(problem.Unauthenticated, "not_authenticated", "Monitoring needs the MONITORING_USER credentials."))
+			code := auth.CodeNotAuthenticated
+			if _, _, given := r.BasicAuth(); given {
+				code = auth.CodeAuthenticationFailed
+			}
+			writeProblem(w, problem.New(problem.Unauthenticated, code, "Monitoring needs the MONITORING_USER credentials."))
 			return
 		}
 		h.ServeHTTP(w, r)

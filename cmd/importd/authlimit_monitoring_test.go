@@ -28,9 +28,10 @@ func (s *service) basicFrom(t testing.TB, path, addr, user, pass string) (attemp
 
 // Issue 20 left the MONITORING_USER login unlimited: wrong passwords for the
 // dashboard (in importd api and importd dashboard) and for the migration
-// page now count against the client's address like wrong API keys. Past the
-// limit every login from that address gets 429 with Retry-After, the right
-// one included, while the right login from another address still works.
+// page now count against the client's address like wrong API keys, and are
+// answered authentication_failed as a wrong token is. Past the limit every
+// login from that address gets 429 with Retry-After, the right one
+// included, while the right login from another address still works.
 func TestAuthLimit_WrongMonitoringPasswordsAreThrottled(t *testing.T) {
 	t.Parallel()
 	const limit = 4
@@ -42,9 +43,9 @@ func TestAuthLimit_WrongMonitoringPasswordsAreThrottled(t *testing.T) {
 		// count against the same address.
 		sharedWithKeys bool
 	}{
-		{"dashboard in the API", "api", "/monitoring/api/queues", attempt{401, auth.CodeNotAuthenticated}, true},
+		{"dashboard in the API", "api", "/monitoring/api/queues", attempt{401, auth.CodeAuthenticationFailed}, true},
 		{"migration page", "api", "/migration/", attempt{401, auth.CodeAuthenticationFailed}, true},
-		{"importd dashboard", "dashboard", "/monitoring/api/queues", attempt{401, auth.CodeNotAuthenticated}, false},
+		{"importd dashboard", "dashboard", "/monitoring/api/queues", attempt{401, auth.CodeAuthenticationFailed}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,7 +96,7 @@ func TestAuthLimit_DashboardIgnoresForwardedForWithoutTrustedProxies(t *testing.
 		a, _ := s.basicFrom(t, "/monitoring/api/queues", fmt.Sprintf("198.51.100.%d", i+1), "ops", fmt.Sprintf("guess-%d", i))
 		got = append(got, a)
 	}
-	wrong := attempt{401, auth.CodeNotAuthenticated}
+	wrong := attempt{401, auth.CodeAuthenticationFailed}
 	if diff := cmp.Diff([]attempt{wrong, wrong, wrong, throttled}, got); diff != "" {
 		t.Errorf("wrong passwords with a new X-Forwarded-For each (-want +got):\n%s", diff)
 	}
