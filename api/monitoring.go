@@ -3,11 +3,13 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
 
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
 
+	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -20,6 +22,12 @@ type MonitoringConfig struct {
 	// with 405, so that nothing can pause, delete, retry, run, archive or
 	// cancel through the dashboard; its UI also hides those buttons.
 	ReadOnly bool
+	// Limiter counts wrong logins per client address, as it counts wrong
+	// API keys and tokens, and refuses them with 429 once over its limit;
+	// nil counts nothing. The client address is the one the router stored
+	// (auth.WithClientAddr, which follows TRUSTED_PROXIES), else the
+	// connection's.
+	Limiter *auth.FailureLimiter
 }
 
 // MonitoringRoot is where the dashboard is mounted.
@@ -34,12 +42,40 @@ func Monitoring(cfg MonitoringConfig) http.Handler {
 	wantUser, wantPass := sha256.Sum256([]byte(cfg.User)), sha256.Sum256([]byte(cfg.Password))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
-		gotUser, gotPass := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
-		if !ok || subtle.ConstantTimeCompare(gotUser[:], wantUser[:])&subtle.ConstantTimeCompare(gotPass[:], wantPass[:]) != 1 {
+		right := func() bool {
+			gotUser, gotPass := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
+			return subtle.ConstantTimeCompare(gotUser[:], wantUser[:])&subtle.ConstantTimeCompare(gotPass[:], wantPass[:]) == 1
+		}
+		if ok {
+			ctx := r.Context()
+			if auth.ClientAddr(ctx) == "" {
+				ctx = auth.WithClientAddr(ctx, connAddr(r))
+			}
+			var err error
+			ok, err = cfg.Limiter.CheckLogin(ctx, right)
+			if pe, isProblem := problem.As(err); isProblem {
+				writeProblem(w, pe)
+				return
+			}
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="monitoring", charset="UTF-8"`)
-			writeProblem(w, problem.New(problem.Unauthenticated, "not_authenticated", "Monitoring needs the MONITORING_USER credentials."))
+			code := auth.CodeNotAuthenticated
+			if _, _, given := r.BasicAuth(); given {
+				code = auth.CodeAuthenticationFailed
+			}
+			writeProblem(w, problem.New(problem.Unauthenticated, code, "Monitoring needs the MONITORING_USER credentials."))
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// connAddr is the address of the connection r came on, without its port.
+func connAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

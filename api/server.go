@@ -245,9 +245,13 @@ func probes(d *sqlx.DB, r redis.UniversalClient, log *slog.Logger) *gin.Engine {
 // Dashboard returns the handler of `importd dashboard`: the probes of a
 // process without a database (its /readyz checks Redis alone, the only
 // store the dashboard reads) and the Asynqmon dashboard at MonitoringRoot.
-// log must not be nil.
-func Dashboard(r redis.UniversalClient, monitoring http.Handler, log *slog.Logger) http.Handler {
+// trustedProxies are as Config.TrustedProxies: the dashboard's failed-login
+// limit counts the client address they give. log must not be nil.
+func Dashboard(r redis.UniversalClient, monitoring http.Handler, trustedProxies []string, log *slog.Logger) http.Handler {
 	e := probes(nil, r, log)
-	e.Any(MonitoringRoot+"/*any", gin.WrapH(monitoring))
+	if err := e.SetTrustedProxies(trustedProxies); err != nil {
+		panic("api.Dashboard: trustedProxies: " + err.Error())
+	}
+	e.Any(MonitoringRoot+"/*any", withClientAddr, gin.WrapH(monitoring))
 	return e
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -623,4 +624,58 @@ func TestK8s_MetricsAreOnAPortNoServiceExposes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Behind the ingress every connection comes from the ingress controller's
+// pod. Without TRUSTED_PROXIES the failed-authentication limit counts all
+// clients as that one address, so one client's wrong keys lock every client
+// out. Each container that serves logins (the API and the dashboard) must
+// trust the pod network, and only private addresses: a trusted address can
+// claim to be any client.
+func TestK8s_LoginServersTrustOnlyThePrivateProxyNetwork(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	seen := 0
+	for owner, spec := range objs.podSpecs() {
+		for _, c := range spec.Containers {
+			if len(c.Args) == 0 || !slices.Contains([]string{"serve", "api", "dashboard"}, c.Args[0]) {
+				continue
+			}
+			seen++
+			vars, _ := objs.env(&c)
+			raw := vars["TRUSTED_PROXIES"]
+			if strings.TrimSpace(raw) == "" {
+				t.Errorf("%s container %q (importd %s): TRUSTED_PROXIES is not set; every client would count as the ingress's address", owner, c.Name, c.Args[0])
+				continue
+			}
+			for entry := range strings.SplitSeq(raw, ",") {
+				entry = strings.TrimSpace(entry)
+				p, err := netip.ParsePrefix(entry)
+				if err != nil {
+					a, aerr := netip.ParseAddr(entry)
+					if aerr != nil {
+						t.Errorf("%s container %q: TRUSTED_PROXIES entry %q is neither an address nor a CIDR", owner, c.Name, entry)
+						continue
+					}
+					p = netip.PrefixFrom(a, a.BitLen())
+				}
+				if first, last := p.Masked().Addr(), lastAddr(p); !first.IsPrivate() || !last.IsPrivate() {
+					t.Errorf("%s container %q: TRUSTED_PROXIES entry %q reaches beyond private addresses (%s to %s)", owner, c.Name, entry, first, last)
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no container runs importd api, serve or dashboard")
+	}
+}
+
+// lastAddr is the highest address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }

@@ -184,13 +184,13 @@ var vars = []variable{
 	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.MaxInFlightPerKey)
 	}},
-	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token or refresh token) allowed per client address and per API key, counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {
+	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token, refresh token or MONITORING_USER login) allowed per client address and per API key, counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.AuthFailureLimit)
 	}},
 	{"AUTH_FAILURE_WINDOW", "10m", "period of AUTH_FAILURE_LIMIT: past the limit one more attempt is allowed every period/limit, and failures are forgotten a period after the last one", 0, func(c *Config, v string) error {
 		return positiveDuration(v, &c.AuthFailureWindow)
 	}},
-	{"TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client address (for AUTH_FAILURE_LIMIT); when unset the connection's address is the client's", 0, func(c *Config, v string) error {
+	{"TRUSTED_PROXIES", "", "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client address (for AUTH_FAILURE_LIMIT); when unset the connection's address is the client's, so behind an ingress or load balancer set it to the proxies' range, or every client shares the proxy's address and count", 0, func(c *Config, v string) error {
 		for p := range strings.SplitSeq(v, ",") {
 			p = strings.TrimSpace(p)
 			if _, err := netip.ParsePrefix(p); err == nil {

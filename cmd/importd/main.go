@@ -143,7 +143,8 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	// (issue 20); it connects on the first wait.
 	waits := taskwait.NewHub(rc)
 	defer waits.Close()
-	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc), waits: waits}
+	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc), waits: waits,
+		limiter: auth.NewFailureLimiter(rc, cfg.AuthFailureLimit, cfg.AuthFailureWindow, log)}
 	handler, err := p.handler(ctx)
 	if err != nil {
 		return err
@@ -208,6 +209,9 @@ type instance struct {
 	docs    *documents.Store
 	metrics *metrics.Metrics
 	waits   *taskwait.Hub
+	// limiter counts failed authentications (API keys, tokens and the
+	// MONITORING_USER login) per client address and per key, in Redis.
+	limiter *auth.FailureLimiter
 }
 
 // metricsHandler is what serves GET /metrics on HTTP_ADDR, or nil when
@@ -225,7 +229,8 @@ func (p *instance) monitoring() http.Handler {
 	if p.cfg.MonitoringUser == "" {
 		return nil
 	}
-	return api.Monitoring(api.MonitoringConfig{Redis: p.cfg.Redis, User: p.cfg.MonitoringUser, Password: p.cfg.MonitoringPassword, ReadOnly: p.cfg.MonitoringReadOnly})
+	return api.Monitoring(api.MonitoringConfig{Redis: p.cfg.Redis, User: p.cfg.MonitoringUser, Password: p.cfg.MonitoringPassword,
+		ReadOnly: p.cfg.MonitoringReadOnly, Limiter: p.limiter})
 }
 
 // handler builds the HTTP handler of the mode: the API (which starts
@@ -241,7 +246,7 @@ func (p *instance) handler(ctx context.Context) (http.Handler, error) {
 		if monitoring == nil {
 			return nil, errors.New("MONITORING_USER: required by `importd dashboard`")
 		}
-		return withMetricsRoute(api.Dashboard(p.redis, monitoring, p.log), p.metricsHandler()), nil
+		return withMetricsRoute(api.Dashboard(p.redis, monitoring, p.cfg.TrustedProxies, p.log), p.metricsHandler()), nil
 	}
 	return nil, fmt.Errorf("unknown mode %q", p.mode)
 }
@@ -250,7 +255,7 @@ func (p *instance) handler(ctx context.Context) (http.Handler, error) {
 func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	cfg, d, rc, log := p.cfg, p.db, p.redis, p.log
 	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL).
-		WithFailureLimiter(auth.NewFailureLimiter(rc, cfg.AuthFailureLimit, cfg.AuthFailureWindow, log))
+		WithFailureLimiter(p.limiter)
 	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}

@@ -39,7 +39,11 @@ func (s *service) basicGet(t *testing.T, path, user, pass string) response {
 
 func TestMigrationPage_NeedsTheMonitoringLoginOrAnAPIKey(t *testing.T) {
 	t.Parallel()
-	s := startPage(t)
+	// The 20 refused logins below all count against 127.0.0.1, wrong
+	// MONITORING_USER logins included; the default limit (20) would then
+	// refuse the operator's right login with 429.
+	s := startService(t, "api", map[string]string{"MONITORING_USER": pageUser, "MONITORING_PASSWORD": pagePass, "AUTH_FAILURE_LIMIT": "100"})
+	pt.Seed(t, s.db)
 	revoked := s.newKey(t, "page-revoked")
 	if err := auth.RevokeKey(context.Background(), s.db, "page-revoked"); err != nil {
 		t.Fatal(err)

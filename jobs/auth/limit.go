@@ -161,6 +161,31 @@ func guard[T any](ctx context.Context, l *FailureLimiter, keyPrefix string, atte
 	return out, err
 }
 
+// CheckLogin runs right, the check of a login that is neither an API key
+// nor a token (the MONITORING_USER login of the dashboard and the migration
+// page), under the count of the client address in ctx. While that count is
+// used up it returns a 429 CodeTooManyFailedAttempts problem without calling
+// right; otherwise it returns what right returns, and counts false as a
+// failed attempt. No count is kept per login: guesses at it from one address
+// must not lock its holder out at every other address.
+func (l *FailureLimiter) CheckLogin(ctx context.Context, right func() bool) (bool, error) {
+	cs := counters(ctx, "")
+	if err := l.check(ctx, cs); err != nil {
+		return false, err
+	}
+	if right() {
+		return true, nil
+	}
+	l.fail(ctx, cs)
+	return false, nil
+}
+
+// CheckLogin is FailureLimiter.CheckLogin with the limiter of s (none
+// without WithFailureLimiter).
+func (s *Service) CheckLogin(ctx context.Context, right func() bool) (bool, error) {
+	return s.limiter.CheckLogin(ctx, right)
+}
+
 // WithFailureLimiter returns a copy of s whose authentications go through
 // l: TokenFromKey, TokenFromRefresh, AuthenticateKey, and Authenticate for a
 // token it has not verified before. nil turns the limit off.

@@ -38,7 +38,7 @@ func TestCursor_RoundTripsAtMicrosecondPrecision(t *testing.T) {
 
 // Whatever the query string holds, a summary is either refused as invalid
 // or answered: nothing reaches PostgreSQL that it refuses (NUL, invalid
-// UTF-8, a cursor out of its range).
+// UTF-8, a cursor out of its range). Every refusal is one RULES.md lists.
 func FuzzSummarize_FilterIsRefusedOrAnswered(f *testing.F) {
 	_, svc := seeded(f)
 	for _, s := range [][3]string{{"", "", ""}, {"invalid_phone_number", "customers.0.mobile", ""}, {"a\x00", "", ""},
@@ -49,6 +49,11 @@ func FuzzSummarize_FilterIsRefusedOrAnswered(f *testing.F) {
 		_, err := svc.Summarize(context.Background(), "ACME", Filter{Code: code, Attr: attr, Before: before}, all, false)
 		if p, ok := problem.As(err); err != nil && (!ok || p.Kind != problem.Invalid) {
 			t.Fatalf("Summarize(%q, %q, %q): %v", code, attr, before, err)
+		}
+		if err != nil {
+			for _, r := range refusalsOf(t, err) {
+				checkDocumented(t, r)
+			}
 		}
 	})
 }
