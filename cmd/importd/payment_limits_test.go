@@ -47,18 +47,30 @@ func TestPaymentInstruction_LargeBusinessBodyTakesLinearTime(t *testing.T) {
 	all := s.accessToken(t, s.newKey(t, "all"))
 
 	t.Run("a key that cannot see the supplier", func(t *testing.T) {
-		body := e2Body(200_000, false)
-		start := time.Now()
-		r := s.do(t, "POST", pathE2, blind, body)
-		took := time.Since(start)
-		if r.Status != 400 || r.Body["code"] != "payment_instruction_failed_validation" {
-			t.Fatalf("%d %.300s", r.Status, r.Raw)
+		// Only the supplier is refused, whatever the body holds: nothing
+		// is checked per account. The time grows with the body no faster
+		// than reading it (linear; a check per account against the others
+		// would make the ratio about 100), compared as a ratio within the
+		// test because the machine's load moves absolute times.
+		measure := func(n int) time.Duration {
+			body := e2Body(n, false)
+			best := time.Duration(1<<63 - 1)
+			for range 2 {
+				start := time.Now()
+				r := s.do(t, "POST", pathE2, blind, body)
+				best = min(best, time.Since(start))
+				if r.Status != 400 || r.Body["code"] != "payment_instruction_failed_validation" {
+					t.Fatalf("%d %.300s", r.Status, r.Raw)
+				}
+				if d := cmp.Diff([]string{"import_supplier_not_found@import_supplier_code"}, codesAt(t, r)); d != "" {
+					t.Errorf("errors (-want +got):\n%s", d)
+				}
+			}
+			return best
 		}
-		if d := cmp.Diff([]string{"import_supplier_not_found@import_supplier_code"}, codesAt(t, r)); d != "" {
-			t.Errorf("errors (-want +got):\n%s", d)
-		}
-		if took > 2*time.Second {
-			t.Errorf("answered in %v, want under 2s", took)
+		small, large := measure(20_000), measure(200_000)
+		if ratio := float64(large) / float64(small); ratio >= 25 {
+			t.Errorf("20k accounts took %v, 200k %v: ratio %.1f, want < 25 (linear)", small, large, ratio)
 		}
 	})
 
