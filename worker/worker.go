@@ -62,6 +62,7 @@ type Worker struct {
 	accountsMux, otherMux *asynq.ServeMux
 	inspector             *asynq.Inspector
 	creator               *process.Creator
+	db                    *sqlx.DB
 	log                   *slog.Logger
 }
 
@@ -112,6 +113,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
 		inspector: asynq.NewInspector(deps.Redis),
 		creator:   process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log),
+		db:        deps.DB,
 		log:       deps.Log,
 	}
 	w.accountsMux.Use(observeJobs(deps.Metrics))
