@@ -92,22 +92,34 @@ BEGIN
         GROUP BY 1, 2, 3
         HAVING sum(d) <> 0;
         -- A completion counts when a process becomes completed; a failure
-        -- each time a process records a new failure.
+        -- each time a process records a new failure. The old and new rows
+        -- of a process pair up by grouping on id, not by a join: the plan
+        -- is made once, for the small transition tables of the first
+        -- call, and a nested loop over a bulk statement's would be
+        -- quadratic.
         INSERT INTO progress_minutes (supplier_id, minute, completed, failed)
-        SELECT supplier_id, this_min, count(*) FILTER (WHERE s = 'completed'), count(*) FILTER (WHERE s = 'failed')
+        SELECT sup, this_min, count(*) FILTER (WHERE became = 'completed'), count(*) FILTER (WHERE became = 'failed')
         FROM (
-            SELECT n.supplier_id,
+            SELECT max(sup) FILTER (WHERE d = 1) AS sup,
                 CASE
-                    WHEN progress_state(n.status, n.last_error) = 'completed'
-                        AND progress_state(o.status, o.last_error) <> 'completed' THEN 'completed'
-                    WHEN progress_state(n.status, n.last_error) = 'failed'
-                        AND (progress_state(o.status, o.last_error) <> 'failed' OR o.last_error IS DISTINCT FROM n.last_error)
-                        THEN 'failed'
-                END AS s
-            FROM new_rows n JOIN old_rows o ON o.id = n.id
-        ) AS r
-        WHERE s IS NOT NULL
-        GROUP BY 1;
+                    WHEN bool_or(d = 1 AND state = 'completed') AND NOT bool_or(d = -1 AND state = 'completed')
+                        THEN 'completed'
+                    WHEN min(err) FILTER (WHERE d = 1) IS DISTINCT FROM min(err) FILTER (WHERE d = -1)
+                        AND bool_or(d = 1 AND state = 'failed') THEN 'failed'
+                END AS became
+            FROM (
+                SELECT id, supplier_id AS sup, progress_state(status, last_error) AS state,
+                    CASE WHEN progress_state(status, last_error) = 'failed' THEN last_error::text END AS err, -1 AS d
+                FROM old_rows
+                UNION ALL
+                SELECT id, supplier_id, progress_state(status, last_error),
+                    CASE WHEN progress_state(status, last_error) = 'failed' THEN last_error::text END, 1
+                FROM new_rows
+            ) AS r
+            GROUP BY id
+        ) AS p
+        WHERE became IS NOT NULL
+        GROUP BY sup;
     END IF;
     RETURN NULL;
 END
