@@ -143,11 +143,13 @@ bench: ## Run the performance benchmarks (README, Performance), each beside its 
 	# E3 and E4 over HTTP at concurrency 16, against a bare Gin handler and a
 	# plain SQL upsert of the same 4 KB payloads.
 	$(GO) test ./cmd/importd -run '^$$' -bench 'E3|E4' -benchtime 1500x -count $(BENCHCOUNT)
-	# E5 at concurrency 1 and 32: the creation statement alone (baseline),
+	# E5 at concurrency 1 and 32: the creation statement run by pgbench
+	# (PostgreSQL's own speed), the creation statement alone from Go (baseline),
 	# the worker's creation function called directly, and E5 end to end
 	# (HTTP, queue, worker, wait), each with its ratio to the one before and,
 	# at concurrency 1, the p50 the queue adds (queue-p50-ms). A profile:
-	# add -cpuprofile e5.prof and read it with go tool pprof.
+	# add -cpuprofile e5.prof and read it with go tool pprof; E5_WAITS=1
+	# prints what PostgreSQL's backends waited on during each phase.
 	$(GO) test ./cmd/importd -run '^$$' -bench '^BenchmarkE5$$' -benchtime 400x -count $(BENCHCOUNT)
 	# E7: 100 accounts x 100 transactions, against a plain multi-row insert;
 	# E8 and E6 the same with statements and notes. SideBySide alternates

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/progress"
 )
 
 // sweepInterval is how often the worker looks for account tasks that
@@ -134,6 +135,11 @@ func (w *Worker) sweepOnce(ctx context.Context, after int64) int64 {
 	next, err := SweepLost(ctx, w.inspector, w.creator, LostGrace, after)
 	if err != nil {
 		w.log.WarnContext(ctx, "sweep lost account tasks", "error", err)
+	}
+	// Folded here too, so that the counters' deltas stay few while nobody
+	// reads the progress page.
+	if _, err := progress.Compact(ctx, w.db); err != nil {
+		w.log.WarnContext(ctx, "compact progress counters", "error", err)
 	}
 	if n, err := process.ReclaimSlots(ctx, w.rdb, w.inspector, process.SlotGrace); err != nil {
 		w.log.WarnContext(ctx, "reclaim concurrency slots", "error", err)

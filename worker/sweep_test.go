@@ -284,7 +284,7 @@ func TestSweep_FreesTheSlotOfAnEndedTask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := &Worker{inspector: b.inspector, creator: b.creator, rdb: b.rdb, log: slog.New(slog.DiscardHandler)}
+	w := &Worker{inspector: b.inspector, creator: b.creator, rdb: b.rdb, db: b.db, log: slog.New(slog.DiscardHandler)}
 	w.sweepOnce(ctx, 0)
 	held, err := b.rdb.ZRange(ctx, process.LimiterKey, 0, -1).Result()
 	if err != nil {

@@ -63,6 +63,7 @@ type Worker struct {
 	inspector             *asynq.Inspector
 	creator               *process.Creator
 	rdb                   redis.UniversalClient
+	db                    *sqlx.DB
 	log                   *slog.Logger
 }
 
@@ -114,6 +115,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		inspector: asynq.NewInspector(deps.Redis),
 		creator:   process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log),
 		rdb:       deps.RedisCli,
+		db:        deps.DB,
 		log:       deps.Log,
 	}
 	w.accountsMux.Use(observeJobs(deps.Metrics))

@@ -84,10 +84,13 @@ func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.
 	return lat
 }
 
-// BenchmarkE5 measures account creation three ways, each at concurrency 1
+// BenchmarkE5 measures account creation four ways, each at concurrency 1
 // and benchConcurrency, in this order so that each reports its ratio to the
 // one before from the same run:
 //
+//   - pgbench: the creation statement run by pgbench (benchE5Pgbench), the
+//     database's own speed for the same rows in one statement; it leaves the
+//     script it ran in testdata/e5_create.pgbench.
 //   - baseline: the creation statement alone (process.CreateStatement: the
 //     same rows in one statement, autocommitted), its documents encoded
 //     before the clock starts, issued from Go over a pool of one connection
@@ -95,18 +98,21 @@ func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.
 //     statement, without pgbench's dependence on a client binary.
 //   - direct: the worker's creation function (re-validation, the account
 //     transaction, the outcome) called in-process, no HTTP and no queue.
-//     "vs-baseline" is its rate over the baseline's (target ≥ 0.60).
+//     "vs-baseline" is its rate over the baseline's, "vs-pgbench" over
+//     pgbench's (target ≥ 0.60).
 //   - e2e: E5 over HTTP, through the queue and the worker, and the wait.
 //     "vs-direct" is its rate over direct creation's (target ≥ 0.50); at
 //     concurrency 1, "queue-p50-ms" is its p50 less direct creation's p50:
 //     what the queue adds (target < 10 ms).
 func BenchmarkE5(b *testing.B) {
 	for _, c := range benchLevels {
-		var baseline, direct e5Figures
+		var pgbench, baseline, direct e5Figures
+		b.Run(fmt.Sprintf("pgbench/concurrency=%d", c), func(b *testing.B) { pgbench = benchE5Pgbench(b, c) })
 		b.Run(fmt.Sprintf("baseline/concurrency=%d", c), func(b *testing.B) { baseline = benchE5Baseline(b, c) })
 		b.Run(fmt.Sprintf("direct/concurrency=%d", c), func(b *testing.B) {
 			direct = benchE5Direct(b, c)
 			reportRatio(b, direct, baseline, "vs-baseline")
+			reportRatio(b, direct, pgbench, "vs-pgbench")
 		})
 		b.Run(fmt.Sprintf("e2e/concurrency=%d", c), func(b *testing.B) {
 			e2e := benchE5Process(b, c)
@@ -165,9 +171,11 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 	// The first requests open the service's connections and prepare its
 	// statements; they are not what a migration's millionth account costs.
 	runConcurrently(b, workers, workers, func(i int) error { return e5Post(b, s, tok, warm[i]) })
+	waits := startWaitSampler(b, s.db)
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, func(i int) error { return e5Post(b, s, tok, eans[i]) })
 	b.StopTimer()
+	waits.report(b)
 	return reportLatency(b, lat)
 }
 
@@ -223,9 +231,11 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 		}, false)
 	}
 	runConcurrently(b, workers, workers, func(i int) error { return create(warmIDs[i], warm[i]) })
+	waits := startWaitSampler(b, s.db)
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, func(i int) error { return create(ids[i], eans[i]) })
 	b.StopTimer()
+	waits.report(b)
 	if n := s.count(b, `SELECT count(*) FROM accounts`); n != b.N+workers {
 		b.Fatalf("%d accounts created, want %d", n, b.N+workers)
 	}
@@ -279,8 +289,10 @@ func benchE5Baseline(b *testing.B, workers int) e5Figures {
 		return nil
 	}
 	runConcurrently(b, workers, workers, func(i int) error { return exec(b.N + i) })
+	waits := startWaitSampler(b, s.db)
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, exec)
 	b.StopTimer()
+	waits.report(b)
 	return reportLatency(b, lat)
 }

@@ -5,9 +5,12 @@
 //
 // Every figure except the failed accounts comes from counters that triggers
 // on import_processes keep in the same transaction as each status change
-// (migration 00015), so a summary costs the same for ten accounts as for
-// millions. The failed accounts are read through partial indexes over failed
-// processes only.
+// (migrations 00015 and 00019), so a summary costs the same for ten accounts
+// as for millions. The counters are logs of deltas, appended by each
+// statement that changes processes and summed by the reader, so that
+// concurrent changes never wait on each other's counter rows; Compact folds
+// them, from the worker's sweep and before each read here. The failed
+// accounts are read through partial indexes over failed processes only.
 package progress
 
 import (
@@ -160,9 +163,25 @@ type Filter struct {
 // nothing that the service records.
 const maxFilterLength = 200
 
+// Compact folds the counters' committed deltas into one row per key
+// (progress_compact, migration 00019) and returns how many rows it folded.
+// Deltas accumulate by one to three rows per status change; folding them
+// keeps a summary's sums short. It never waits for a status change, and a
+// compaction already running makes it return 0 at once.
+func Compact(ctx context.Context, d *sqlx.DB) (int64, error) {
+	var n int64
+	if err := d.GetContext(ctx, &n, `SELECT progress_compact()`); err != nil {
+		return 0, fmt.Errorf("progress: compact: %w", err)
+	}
+	return n, nil
+}
+
 // Suppliers lists the suppliers visible reports true for, by code, with
 // their counts.
 func (s *Service) Suppliers(ctx context.Context, visible func(string) bool) ([]SupplierProgress, error) {
+	if _, err := Compact(ctx, s.db); err != nil {
+		return nil, err
+	}
 	var rows []struct {
 		Code   string `db:"code"`
 		Status string `db:"status"`
@@ -187,7 +206,7 @@ func (s *Service) Suppliers(ctx context.Context, visible func(string) bool) ([]S
 	return out, nil
 }
 
-// countsColumns sums the counter slots of progress_counts c by state.
+// countsColumns sums the counter deltas of progress_counts c by state.
 const countsColumns = `
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'staged'), 0) AS staged,
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'in_progress'), 0) AS in_progress,
@@ -215,6 +234,9 @@ func (r countsRow) counts() Counts {
 func (s *Service) Summarize(ctx context.Context, code string, f Filter, visible func(string) bool, withQueue bool) (Summary, error) {
 	before, err := checkFilter(f)
 	if err != nil {
+		return Summary{}, err
+	}
+	if _, err := Compact(ctx, s.db); err != nil {
 		return Summary{}, err
 	}
 	var sup struct {

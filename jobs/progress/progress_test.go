@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -334,5 +335,186 @@ func TestCounters_RebuildMatchesWhatTheTriggersKept(t *testing.T) {
 	}
 	if diff := cmp.Diff(before.TopErrors, after.TopErrors); diff != "" {
 		t.Errorf("top errors (-triggers +rebuild):\n%s", diff)
+	}
+}
+
+// Status changes of one supplier in many backends at once do not wait on
+// each other's counters: each of 17 open transactions (more than the 16
+// counter slots of migration 00015, so two of them shared a slot there)
+// completes a process and stays open while the next one does the same
+// under a lock_timeout. Once they commit, the counters match a recount.
+func TestCounters_OpenTransactionsDoNotWaitOnEachOther(t *testing.T) {
+	t.Parallel()
+	const backends = 17
+	d := dbtest.New(t)
+	d.SetMaxOpenConns(backends + 1)
+	ctx := context.Background()
+	if _, err := d.Exec(`INSERT INTO import_suppliers (code) VALUES ('WAIT')`); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	if err := d.Select(&ids, `INSERT INTO import_processes (supplier_id, external_account_number, payload)
+		SELECT s.id, 'W-' || i, '{}' FROM import_suppliers s, generate_series(1, $1) i WHERE s.code = 'WAIT'
+		RETURNING id`, backends); err != nil {
+		t.Fatal(err)
+	}
+	var txs []*sqlx.Tx
+	defer func() {
+		for _, tx := range txs {
+			_ = tx.Rollback()
+		}
+	}()
+	for i, id := range ids {
+		tx, err := d.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txs = append(txs, tx)
+		steps := []string{
+			`SET LOCAL lock_timeout = '2s'`,
+			`UPDATE import_processes SET status = 'IN_PROGRESS' WHERE id = $1`,
+			`UPDATE import_processes SET status = 'COMPLETED', account_created_at = now(),
+				service_account_number = 'A-' || lpad(to_hex($1::int), 8, '0') WHERE id = $1`,
+		}
+		if i%2 == 1 { // a failure instead: the error counters and the failed minute
+			steps[2] = `UPDATE import_processes SET status = 'UNKNOWN',
+				last_error = '{"code":"c","errors":[{"code":"e","attr":"a"}]}' WHERE id = $1`
+		}
+		for _, q := range steps {
+			args := []any{id}
+			if !strings.Contains(q, "$1") {
+				args = nil
+			}
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				t.Fatalf("transaction %d of %d open, %q: %v", i+1, backends, q, err)
+			}
+		}
+	}
+	// A compaction meanwhile neither waits for them nor folds their deltas.
+	if _, err := Compact(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	for _, tx := range txs {
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txs = nil
+	if diff := cmp.Diff(recount(t, d), counters(t, d)); diff != "" {
+		t.Errorf("counters against a recount (-want +got):\n%s", diff)
+	}
+	var minute struct {
+		Completed int64 `db:"completed"`
+		Failed    int64 `db:"failed"`
+	}
+	if err := d.Get(&minute, `SELECT sum(completed) AS completed, sum(failed) AS failed FROM progress_minutes`); err != nil {
+		t.Fatal(err)
+	}
+	if want := (struct {
+		Completed int64 `db:"completed"`
+		Failed    int64 `db:"failed"`
+	}{9, 8}); minute != want {
+		t.Errorf("per-minute sums %+v, want %+v", minute, want)
+	}
+}
+
+// Statements that change many processes at once (insert, update in several
+// states, delete, and the same again rolled back) keep the counters equal
+// to a recount, and compaction folds them into one row per key without
+// changing any sum.
+func TestCounters_BulkStatementsMatchARecountAndCompact(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	if _, err := d.Exec(`INSERT INTO import_suppliers (code) VALUES ('BULK1'), ('BULK2')`); err != nil {
+		t.Fatal(err)
+	}
+	statements := []string{
+		`INSERT INTO import_processes (supplier_id, external_account_number, payload)
+			SELECT s.id, s.code || '-' || i, '{}' FROM import_suppliers s, generate_series(1, 3000) i`,
+		`UPDATE import_processes SET status = 'IN_PROGRESS' WHERE id % 3 <> 0`,
+		`UPDATE import_processes SET status = 'COMPLETED', account_created_at = now(),
+			service_account_number = 'A-' || lpad(to_hex(id), 8, '0') WHERE id % 3 = 1`,
+		`UPDATE import_processes SET status = 'UNKNOWN',
+			last_error = jsonb_build_object('code', 'c', 'errors', jsonb_build_array(
+				jsonb_build_object('code', 'e' || id % 4, 'attr', 'a'), jsonb_build_object('code', 'e' || id % 4, 'attr', 'a')))
+			WHERE id % 3 = 2`,
+		// A new error for some failed ones, restaging for others.
+		`UPDATE import_processes SET last_error = '{"code":"other"}' WHERE id % 3 = 2 AND id % 4 = 0`,
+		`UPDATE import_processes SET payload = '{"again": true}' WHERE status = 'UNKNOWN'`,
+		`DELETE FROM import_processes WHERE id % 5 = 0`,
+	}
+	for _, q := range statements {
+		if _, err := d.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		tx, err := d.BeginTxx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE import_processes SET status = 'COMPLETED' WHERE id % 7 = 0`); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type errorRow struct {
+		Supplier int64  `db:"supplier_id"`
+		Code     string `db:"code"`
+		Attr     string `db:"attr"`
+		N        int64  `db:"n"`
+	}
+	errorCounters := func() []errorRow {
+		var rows []errorRow
+		if err := d.Select(&rows, `SELECT supplier_id, code, attr, sum(n) AS n FROM progress_errors
+			GROUP BY 1, 2, 3 HAVING sum(n) <> 0 ORDER BY 1, 2, 3`); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	var wantErrors []errorRow
+	if err := d.Select(&wantErrors, `SELECT p.supplier_id, e.code, e.attr, count(*) AS n
+		FROM import_processes p, progress_error_pairs(p.last_error) e
+		WHERE progress_state(p.status, p.last_error) = 'failed' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`); err != nil {
+		t.Fatal(err)
+	}
+	var minutes struct {
+		Completed int64 `db:"completed"`
+		Failed    int64 `db:"failed"`
+	}
+	// Completions: 2,000; failures: 2,000 recorded, then a new error for
+	// the 1,000 whose id is also a multiple of 4 (ids 1 to 6,000).
+	wantMinutes := minutes
+	wantMinutes.Completed, wantMinutes.Failed = 2000, 2500
+	for _, stage := range []string{"deltas", "compacted"} {
+		if diff := cmp.Diff(recount(t, d), counters(t, d)); diff != "" {
+			t.Errorf("%s: counters against a recount (-want +got):\n%s", stage, diff)
+		}
+		if diff := cmp.Diff(wantErrors, errorCounters()); diff != "" {
+			t.Errorf("%s: error counters against a recount (-want +got):\n%s", stage, diff)
+		}
+		if err := d.Get(&minutes, `SELECT sum(completed) AS completed, sum(failed) AS failed FROM progress_minutes`); err != nil {
+			t.Fatal(err)
+		}
+		if minutes != wantMinutes {
+			t.Errorf("%s: per-minute sums %+v, want %+v", stage, minutes, wantMinutes)
+		}
+		if n, err := Compact(ctx, d); err != nil || n == 0 && stage == "deltas" {
+			t.Fatalf("%s: compact folded %d rows (%v)", stage, n, err)
+		}
+	}
+	if n := len(counters(t, d)); n != 3 { // staged, completed and failed
+		t.Errorf("%d states counted, want 3", n)
+	}
+	var rows, keys int
+	if err := d.Get(&rows, `SELECT count(*) FROM progress_counts`); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Get(&keys, `SELECT count(DISTINCT (supplier_id, state)) FROM progress_counts`); err != nil {
+		t.Fatal(err)
+	}
+	if rows != keys {
+		t.Errorf("after compaction %d counter rows for %d keys", rows, keys)
 	}
 }

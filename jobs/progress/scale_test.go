@@ -23,20 +23,13 @@ func TestSummarize_MillionAccountsAnswerWithinBudget(t *testing.T) {
 	t.Parallel()
 	d, svc := seeded(t)
 	ctx := context.Background()
-	start := time.Now()
+	seeding := time.Now()
+	start := seeding
 	// 60% completed, 20% staged, 10% in progress, 10% failed with one of
 	// twenty (code, attr) pairs; failures spread over the last 3 hours. One
-	// statement, so with the triggers off and the counters rebuilt after,
-	// as the migration's notes on bulk changes say.
-	tx, err := d.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after the commit it does nothing
-	if _, err := tx.ExecContext(ctx, `ALTER TABLE import_processes DISABLE TRIGGER USER`); err != nil {
-		t.Fatal(err)
-	}
-	_, err = tx.ExecContext(ctx, `
+	// statement, through the triggers: they run once per statement, over
+	// its million rows at once.
+	_, err := d.ExecContext(ctx, `
 		INSERT INTO import_processes (supplier_id, external_account_number, payload, status,
 			service_account_number, account_created_at, last_error, updated_at)
 		SELECT s.id, 'M-' || lpad(i::text, 7, '0'), '{}',
@@ -51,18 +44,22 @@ func TestSummarize_MillionAccountsAnswerWithinBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`ALTER TABLE import_processes ENABLE TRIGGER USER`, `SELECT progress_rebuild()`} {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
+	t.Logf("inserted 1,000,000 accounts through the triggers in %v", time.Since(start).Round(time.Millisecond))
+	// A bulk update of 100,000 of them, through the triggers as well.
+	start = time.Now()
+	if _, err := d.ExecContext(ctx, `UPDATE import_processes SET status = 'UNKNOWN', last_error = NULL
+		WHERE status = 'IN_PROGRESS'`); err != nil {
+		t.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	t.Logf("updated 100,000 through the triggers in %v", time.Since(start).Round(time.Millisecond))
+	if _, err := d.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS'
+		WHERE external_account_number LIKE 'M-%6' AND status = 'UNKNOWN' AND last_error IS NULL`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.ExecContext(ctx, `ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seeded 1,000,000 accounts in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("seeded in %v", time.Since(seeding).Round(time.Millisecond))
 
 	first, err := svc.Summarize(ctx, "ACME", Filter{}, all, false)
 	if err != nil {
