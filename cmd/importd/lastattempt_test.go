@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -177,4 +183,141 @@ func deref(s *string) string {
 		return "<nil>"
 	}
 	return strings.TrimSpace(*s)
+}
+
+// pgProxy forwards TCP connections to PostgreSQL until it is cut; cut, it
+// breaks every open connection and closes new ones at once, as a database
+// out of reach does to one process while the others still reach it.
+type pgProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]struct{}
+}
+
+func startPGProxy(t *testing.T, target string) *pgProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pgProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *pgProxy) serve(c net.Conn) {
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	p.mu.Unlock()
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		c.Close()
+		u.Close()
+		return
+	}
+	p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(u, c); u.Close(); c.Close() }()
+	_, _ = io.Copy(c, u)
+	c.Close()
+	u.Close()
+}
+
+func (p *pgProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// An account whose task runs out of attempts because the worker cannot
+// reach PostgreSQL (out of reach for longer than every retry) does not stay
+// IN_PROGRESS: once the database is back, the sweep records the failure
+// after retries (internal_error, the service's failure) that the handler
+// could not write, the waiting E5 answers it as a 500 with Retry-After,
+// and calling E5 again creates the account once. Before, the row was
+// recorded as account_processing_abandoned, whose detail says the worker
+// died.
+func TestProcess_DatabaseOutOfReachForEveryAttemptIsRecordedAsAFailureAfterRetries(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"PROCESS_WAIT_TIMEOUT": "60s"})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	const warm, ean = "ACC-DBOUT-WARM", "ACC-DBOUT"
+	s.stage(t, tok, fixture(t, warm))
+	s.stage(t, tok, fixture(t, ean))
+	dbURL, err := url.Parse(s.env["DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startPGProxy(t, dbURL.Host)
+	dbURL.Host = proxy.ln.Addr().String()
+	startWorker(t, mergeEnv(s.env, map[string]string{"DATABASE_URL": dbURL.String()}))
+	if r := s.do(t, "POST", processPath, tok, processBody(warm, false)); r.Status != 201 {
+		t.Fatalf("E5 of the first account: %d %s", r.Status, r.Raw)
+	}
+
+	proxy.setCut(true)
+	lastAttemptTask(t, s, ean, 1) // two attempts, one second apart
+	answer := e5InFlight(s, tok, ean)
+	insp := asynq.NewInspector(mustRedisOpt(t, s.env["REDIS_URL"]))
+	defer insp.Close()
+	waitFor(t, "the task archived after its last attempt", 30*time.Second, func() bool {
+		info, err := insp.GetTaskInfo(jobs.QueueAccounts, jobs.AccountTaskID("DEMO", ean, false))
+		return err == nil && info.State == asynq.TaskStateArchived
+	})
+	if r := s.process(t, ean); r.Status != "IN_PROGRESS" {
+		t.Fatalf("process %s %s while the worker could not reach the database", r.Status, deref(r.LastError))
+	}
+
+	proxy.setCut(false)
+	var rec struct{ Code, Detail string }
+	waitFor(t, "the failure recorded once the database is back", 20*time.Second, func() bool {
+		r := s.process(t, ean)
+		return r.Status == "UNKNOWN" && r.LastError != nil && json.Unmarshal([]byte(*r.LastError), &rec) == nil
+	})
+	want := struct{ Code, Detail string }{"internal_error", "Account creation failed after retries; see the service logs. Call E5 again to retry."}
+	if diff := cmp.Diff(want, rec); diff != "" {
+		t.Errorf("recorded failure (-want +got):\n%s", diff)
+	}
+	select {
+	case r := <-answer:
+		if r.Status != 500 || r.Body["code"] != "internal_error" || r.Header.Get("Retry-After") == "" {
+			t.Errorf("the waiting E5 got %d %s (Retry-After %q), want 500 internal_error with Retry-After", r.Status, r.Raw, r.Header.Get("Retry-After"))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting E5 had no answer 10s after the failure was recorded")
+	}
+	if r := s.do(t, "POST", processPath, tok, processBody(ean, false)); r.Status != 201 {
+		t.Fatalf("E5 again once the database is back: %d %s", r.Status, r.Raw)
+	}
+	if n := s.count(t, `SELECT count(*) FROM accounts WHERE external_account_number = $1`, ean); n != 1 {
+		t.Errorf("%d accounts, want 1", n)
+	}
 }
