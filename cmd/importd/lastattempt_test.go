@@ -70,9 +70,13 @@ func (s *service) process(t *testing.T, ean string) processRow {
 // an attempt. It has not failed: no failure is recorded on the process row,
 // the waiting E5 is not told one, and once a worker runs the task again the
 // account is created once and the waiting E5 gets its 201. Before, the
-// cancelled handler took its own cancellation for a failure after retries:
-// the row showed UNKNOWN with internal_error and the waiting E5 answered 500,
-// for an account the requeued task then created.
+// cancelled handler took its own cancellation for a failure after retries
+// and, when it wrote that before its process exited, the row showed UNKNOWN
+// with internal_error and the waiting E5 answered 500, for an account the
+// requeued task then created. Here the process usually exits first, so this
+// test passed before too; the worker package's
+// TestAccountTask_CancelledOnItsLastAttemptRecordsAFailureOnlyWhenItWillNotRunAgain
+// keeps the handler's process alive and fails without the fix.
 //
 // Two places where the task can be running: before its transaction
 // (validating against the catalogue) and inside it (inserting the account).
