@@ -36,6 +36,12 @@ const lostBatch = 100
 // handler recorded its own failure leaves no IN_PROGRESS row, and is only
 // deleted. See process.Creator.Abandoned for why a concurrent E5 that
 // queues the account again is safe.
+//
+// A task archived with an error of its handler rather than asynq's lease
+// expiry ran its last attempt and failed, but its handler could not record
+// the failure (the database was out of reach for the whole attempt): it
+// gets the failure after retries that the handler would have recorded, not
+// the abandonment of a dead worker.
 func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, creator *process.Creator) error {
 	tasks, err := inspector.ListArchivedTasks(jobs.QueueAccounts, asynq.PageSize(100))
 	if errors.Is(err, asynq.ErrQueueNotFound) {
@@ -67,7 +73,11 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, creator *pr
 			}
 			return true, nil
 		}
-		if _, err := creator.Abandoned(ctx, p, t.ID, process.AbandonedRecord(), stillArchived); err != nil {
+		rec := process.AbandonedRecord()
+		if t.LastErr != "" && t.LastErr != asynq.ErrLeaseExpired.Error() {
+			rec = process.FailedAfterRetriesRecord()
+		}
+		if _, err := creator.Abandoned(ctx, p, t.ID, rec, stillArchived); err != nil {
 			return err
 		}
 	}

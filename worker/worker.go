@@ -65,6 +65,9 @@ type Worker struct {
 	rdb                   redis.UniversalClient
 	db                    *sqlx.DB
 	log                   *slog.Logger
+	// stopping is closed when Run's context ends and the servers begin to
+	// stop (see handBackContext).
+	stopping chan struct{}
 }
 
 // accountsCheckInterval replaces asynq's 1 s idle sleep on the accounts
@@ -117,10 +120,11 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		rdb:       deps.RedisCli,
 		db:        deps.DB,
 		log:       deps.Log,
+		stopping:  make(chan struct{}),
 	}
 	w.accountsMux.Use(observeJobs(deps.Metrics))
 	w.otherMux.Use(observeJobs(deps.Metrics))
-	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{w.creator, deps.RedisCli})
+	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{w.creator, deps.RedisCli, w.stopping})
 	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
 	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))
 	return w, nil
@@ -139,6 +143,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	swept := make(chan struct{})
 	go func() { defer close(swept); w.sweep(ctx) }()
 	<-ctx.Done()
+	close(w.stopping)
 	<-swept
 	defer w.inspector.Close()
 	var g errgroup.Group

@@ -57,6 +57,14 @@ var errRestaged = errors.New("staged data changed during processing")
 // errDryRun rolls back the transaction of a dry run that would have succeeded.
 var errDryRun = errors.New("dry run")
 
+// ErrHandedBack is the cause (context.Cause) of the cancelled context of a
+// task that a stopping worker handed back to its queue. Asynq v0.26 requeues
+// a task still running at the server's ShutdownTimeout as pending, without
+// counting an attempt (processor.go, requeue), and only then cancels the
+// handler's context: the task runs again on another worker, so the
+// cancellation is no outcome, even on the task's last attempt.
+var ErrHandedBack = errors.New("task handed back to its queue by a stopping worker")
+
 // Run creates (or dry-runs) the account of one task. final is true on the
 // task's last attempt, when an infrastructure failure must be recorded
 // because no retry will record a better outcome.
@@ -209,16 +217,30 @@ func (c *Creator) readProcess(ctx context.Context, tx *sqlx.Tx, dst any, process
 
 // failed handles an infrastructure failure: the task is retried, and on its
 // last attempt the failure is recorded so that E10 and the waiters see it.
+// A task handed back by a stopping worker (ErrHandedBack) records and
+// announces nothing: it has not failed, and keeps its slot and its waiters
+// until it runs again.
 func (c *Creator) failed(ctx context.Context, p jobs.AccountProcessPayload, taskID string, final bool, err error) error {
+	if errors.Is(context.Cause(ctx), ErrHandedBack) {
+		return fmt.Errorf("%w: %w", ErrHandedBack, err)
+	}
 	if final {
-		rec := problem.Wrap(err, "process").ToRecord()
-		rec.Detail = "Account creation failed after retries; see the service logs. Call E5 again to retry."
+		rec := FailedAfterRetriesRecord()
 		if !p.DryRun {
 			c.recordFailure(ctx, p.ProcessID, rec)
 		}
 		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
 	}
 	return err
+}
+
+// FailedAfterRetriesRecord is the failure recorded for a task whose last
+// attempt failed for an infrastructure reason (the database or the document
+// store out of reach): the service's failure, for which calling E5 again is
+// the remedy.
+func FailedAfterRetriesRecord() problem.Record {
+	return problem.Record{Code: problem.CodeInternal, Errors: []problem.FieldError{},
+		Detail: "Account creation failed after retries; see the service logs. Call E5 again to retry."}
 }
 
 func (c *Creator) recordFailure(ctx context.Context, processID int64, rec problem.Record) {
