@@ -79,8 +79,8 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		Payload []byte         `db:"payload"`
 		Number  sql.NullString `db:"service_account_number"`
 	}
-	// Prepared before the transaction: see Statements.prepare.
-	if err := c.stmts.prepare(ctx, readProcessSQL, lockProcessSQL, createSQL); err != nil {
+	// Prepared before the transaction: see prepared.Statements.Prepare.
+	if err := c.stmts.Prepare(ctx, readProcessSQL, lockProcessSQL, createSQL); err != nil {
 		return c.failed(ctx, p, taskID, final, err)
 	}
 	var before processRow
@@ -194,7 +194,7 @@ const (
 // with the row locked until tx ends.
 func (c *Creator) readProcess(ctx context.Context, tx *sqlx.Tx, dst any, processID int64) error {
 	if tx == nil {
-		st, err := c.stmts.get(ctx, readProcessSQL)
+		st, err := c.stmts.Get(ctx, readProcessSQL)
 		if err != nil {
 			return err
 		}
