@@ -405,6 +405,7 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 	if perr != nil {
 		return nil, transactionsParseFailure(perr)
 	}
+	v.NoteSubject(ctx, r.ImportSupplier, r.ExternalAccountNumber)
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, TransactionsFailure(errs, r.raw)
 	}
