@@ -75,7 +75,7 @@ func TestLogger_RequestLineCarriesCodeSupplierAndAccount(t *testing.T) {
 		writeError(c, problem.New(problem.NotFound, "import_process_not_found", "none"))
 	})
 	e.POST("/process/", func(c *gin.Context) {
-		if _, err := s.readJSON(c); err != nil {
+		if _, err := s.readProcessRequest(c); err != nil {
 			writeError(c, err)
 			return
 		}
@@ -87,7 +87,7 @@ func TestLogger_RequestLineCarriesCodeSupplierAndAccount(t *testing.T) {
 		e.ServeHTTP(httptest.NewRecorder(), req)
 	}
 	do("GET", "/status/OCTOPUS/A-1/", "")
-	do("POST", "/process/", `{"import_supplier_code": "EDF", "external_account_number": "B-2"}`)
+	do("POST", "/process/", `{"import_supplier_code": "EDF", "external_account_number": "B-2", "operations_team_name": "Ops"}`)
 	do("POST", "/process/", `not json`)
 
 	type line struct {
@@ -110,7 +110,7 @@ func TestLogger_RequestLineCarriesCodeSupplierAndAccount(t *testing.T) {
 	want := []line{
 		{404, "import_process_not_found", "OCTOPUS", "A-1"},
 		{200, "", "EDF", "B-2"},
-		{200, "", "", ""},
+		{400, "parse_error", "", ""},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("request lines (-want +got):\n%s", diff)

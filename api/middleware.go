@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -102,8 +101,10 @@ func logRequests(c *gin.Context) {
 		attrs = append(attrs, "code", code)
 	}
 	supplier, number := c.Param("supplier"), c.Param("ean")
-	if ids, ok := c.Get(accountIDsKey); ok {
-		supplier, number = ids.(accountIDs).supplier, ids.(accountIDs).number
+	if s, ok := c.Get(subjectKey); ok {
+		if body := *s.(*validate.Subject); body != (validate.Subject{}) {
+			supplier, number = body.Supplier, body.Number
+		}
 	}
 	if supplier != "" {
 		attrs = append(attrs, "supplier", supplier)
@@ -115,40 +116,13 @@ func logRequests(c *gin.Context) {
 }
 
 // Keys of what the request log reports besides the request itself: the
-// error code written, and the supplier and account a body names, so that an
-// operator can find the lines of one account.
+// error code written, and the supplier and account a body names (noted by
+// the code that parses the body, validate.NoteSubject), so that an operator
+// can find the lines of one account.
 const (
-	errorCodeKey  = "error_code"
-	accountIDsKey = "account_ids"
+	errorCodeKey = "error_code"
+	subjectKey   = "subject"
 )
-
-type accountIDs struct{ supplier, number string }
-
-// maxPeekBytes bounds the bodies noteAccountIDs decodes a second time: an
-// account payload is a few KiB, and a bulk body is not worth the cost.
-const maxPeekBytes = 64 << 10
-
-// noteAccountIDs keeps the supplier and external account number named at the
-// top level of a JSON body for the request log.
-func noteAccountIDs(c *gin.Context, body []byte) {
-	if len(body) > maxPeekBytes {
-		return
-	}
-	var ids struct {
-		Supplier     string `json:"import_supplier"`
-		SupplierCode string `json:"import_supplier_code"`
-		Number       string `json:"external_account_number"`
-	}
-	if json.Unmarshal(body, &ids) != nil {
-		return
-	}
-	if ids.Supplier == "" {
-		ids.Supplier = ids.SupplierCode
-	}
-	if ids.Supplier != "" || ids.Number != "" {
-		c.Set(accountIDsKey, accountIDs{ids.Supplier, ids.Number})
-	}
-}
 
 // recoverPanics turns a panic into a logged 500 with the section 7 body, so
 // that no stack trace reaches a caller.
@@ -193,7 +167,9 @@ func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 		// draining the rest of the body at once and closes the connection
 		// after the answer.
 		_ = rc.SetReadDeadline(time.Time{})
-		noteAccountIDs(c, body)
+		subject := &validate.Subject{}
+		c.Set(subjectKey, subject)
+		c.Request = c.Request.WithContext(validate.WithSubject(c.Request.Context(), subject))
 	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {

@@ -60,6 +60,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	}
 	c := checker{now: now().UTC()}
 	accountSchema.Bind(&c.w, root, &c.a)
+	validate.NoteSubject(ctx, c.a.ImportSupplier, c.a.ExternalAccountNumber)
 
 	if err := c.lookup(ctx, v.Catalog); err != nil {
 		return nil, fmt.Errorf("validate account: %w", err)

@@ -169,6 +169,7 @@ func (s *Service) Create(ctx context.Context, body []byte, visible func(string) 
 	if perr != nil {
 		return Result{}, perr
 	}
+	validate.NoteSubject(ctx, r.ImportSupplierCode, "")
 	l, err := s.lookup(ctx, s.db, r, visible)
 	if err != nil {
 		return Result{}, err

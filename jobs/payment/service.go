@@ -160,6 +160,7 @@ func (s *Service) CreateForAccount(ctx context.Context, body []byte, visible fun
 	if perr != nil {
 		return AccountResult{}, perr
 	}
+	validate.NoteSubject(ctx, req.ImportSupplier, req.ExternalAccountNumber)
 	var c struct {
 		SupplierID sql.NullInt64 `db:"supplier_id"`
 		vendorCols
@@ -236,6 +237,7 @@ func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible fu
 	if perr != nil {
 		return BusinessResult{}, perr
 	}
+	validate.NoteSubject(ctx, req.ImportSupplierCode, "")
 	var c struct {
 		SupplierID sql.NullInt64 `db:"supplier_id"`
 		vendorCols

@@ -69,6 +69,7 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 	if perr != nil {
 		return nil, perr
 	}
+	v.NoteSubject(ctx, r.ImportSupplier, r.ExternalAccountNumber)
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
 	}

@@ -19,12 +19,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -39,39 +39,21 @@ type Service struct {
 	// now is the clock; "today" is its date in UTC. Tests fix it.
 	now func() time.Time
 
-	mu sync.Mutex
 	// stmts holds each query of the requests' transactions prepared on the
 	// pool, by its text (see preparedTx).
-	stmts map[string]*sqlx.Stmt
+	stmts *prepared.Statements
 }
 
 // New returns a Service over d. docs may be nil when DOCUMENTS_URL is not
 // set: requests without document references still work.
 func New(d *sqlx.DB, docs *documents.Store) *Service {
-	return &Service{db: d, docs: docs, now: time.Now, stmts: make(map[string]*sqlx.Stmt)}
+	return &Service{db: d, docs: docs, now: time.Now, stmts: prepared.New(d)}
 }
 
 // inTx runs fn in one database transaction, as db.InTx does, and hands it
 // the transaction as a preparedTx.
 func (s *Service) inTx(ctx context.Context, fn func(tx preparedTx) error) error {
 	return db.InTx(ctx, s.db, func(tx *sqlx.Tx) error { return fn(preparedTx{Tx: tx, s: s}) })
-}
-
-// prepared returns query prepared on the pool, preparing it at its first
-// use. A failed preparation is not remembered, so a database that was down
-// at the first request does not break later ones.
-func (s *Service) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.stmts[query]; ok {
-		return st, nil
-	}
-	st, err := s.db.PreparexContext(ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", err)
-	}
-	s.stmts[query] = st
-	return st, nil
 }
 
 // preparedTx is a request's transaction that runs every query as a prepared
@@ -88,7 +70,7 @@ type preparedTx struct {
 
 // stmt returns query prepared for use in the transaction.
 func (p preparedTx) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
-	st, err := p.s.prepared(ctx, query)
+	st, err := p.s.stmts.Get(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +154,7 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 	if visible != nil && !visible(supplier) {
 		return a, accountNotFound(supplier, ean)
 	}
-	st, err := s.prepared(ctx, findAccountSQL)
+	st, err := s.stmts.Get(ctx, findAccountSQL)
 	if err != nil {
 		return a, fmt.Errorf("find account: %w", err)
 	}

@@ -162,6 +162,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if perr != nil {
 		return nil, perr
 	}
+	v.NoteSubject(ctx, r.ImportSupplier, r.ExternalAccountNumber)
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}

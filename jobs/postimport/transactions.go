@@ -405,6 +405,7 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 	if perr != nil {
 		return nil, transactionsParseFailure(perr)
 	}
+	v.NoteSubject(ctx, r.ImportSupplier, r.ExternalAccountNumber)
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, TransactionsFailure(errs, r.raw)
 	}
@@ -489,7 +490,7 @@ func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequ
 	if len(d.errs) > 0 || len(d.add) == 0 || len(d.moved) > 0 {
 		return nil, false, nil
 	}
-	wrote, err := insertTransactions(ctx, poolPrepared{s}, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "")
+	wrote, err := insertTransactions(ctx, s.stmts, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "")
 	if err != nil || !wrote {
 		return nil, err != nil, err
 	}
@@ -637,23 +638,10 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 	$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
 
-// rowQuerier runs a query that answers one row: a preparedTx, or the pool
-// (poolPrepared).
+// rowQuerier runs a query that answers one row: a preparedTx, or the pool's
+// prepared statements.
 type rowQuerier interface {
 	QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row
-}
-
-// poolPrepared runs each query as a statement prepared on the pool, outside
-// any transaction, as preparedTx does inside one.
-type poolPrepared struct{ s *Service }
-
-// QueryRowxContext runs query prepared on the pool.
-func (p poolPrepared) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
-	st, err := p.s.prepared(ctx, query)
-	if err != nil {
-		return p.s.db.QueryRowxContext(ctx, query, args...)
-	}
-	return st.QueryRowxContext(ctx, args...)
 }
 
 // insertTransactions writes ts[add...] onto the account ean of supplier and

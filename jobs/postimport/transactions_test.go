@@ -877,7 +877,7 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			wrote, err := insertTransactions(ctx, poolPrepared{b.svc}, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay)
+			wrote, err := insertTransactions(ctx, b.svc.stmts, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay)
 			if err != nil {
 				t.Fatal(err)
 			}

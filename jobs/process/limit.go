@@ -64,11 +64,16 @@ const releaseRetryFor = 30 * time.Second
 // account, queued by a new E5 meanwhile: the limit is then one too high
 // until that task ends, which is better than one too low for ten minutes.
 func Release(ctx context.Context, rdb redis.UniversalClient, taskID string) error {
-	err := rdb.ZRem(ctx, LimiterKey, taskID).Err()
+	err := releaseIn(ctx, rdb, taskID).Err()
 	if err != nil {
 		go retryRelease(context.WithoutCancel(ctx), rdb, taskID)
 	}
 	return err
+}
+
+// releaseIn adds the release of taskID's slot to c, a client or a pipeline.
+func releaseIn(ctx context.Context, c redis.Cmdable, taskID string) *redis.IntCmd {
+	return c.ZRem(ctx, LimiterKey, taskID)
 }
 
 func retryRelease(ctx context.Context, rdb redis.UniversalClient, taskID string) {

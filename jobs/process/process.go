@@ -165,7 +165,7 @@ func supplierNotFound(req Request) *problem.Error {
 // get runs query, prepared once per pool connection, into dst: E5 runs the
 // same few statements for every account.
 func (s *Service) get(ctx context.Context, dst any, query string, args ...any) error {
-	st, err := s.stmts.get(ctx, query)
+	st, err := s.stmts.Get(ctx, query)
 	if err != nil {
 		return err
 	}
@@ -232,7 +232,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 		// IN_PROGRESS from the moment a new task is queued (E10), owned by
 		// that task (task_id; takeover.go). A joined task was marked by
 		// whoever queued it.
-		st, err := s.stmts.get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
+		st, err := s.stmts.Get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
 			WHERE id = $1 AND service_account_number IS NULL`)
 		if err == nil {
 			_, err = st.ExecContext(ctx, t.ProcessID.Int64, taskID)

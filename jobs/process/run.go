@@ -87,8 +87,8 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		Payload []byte         `db:"payload"`
 		Number  sql.NullString `db:"service_account_number"`
 	}
-	// Prepared before the transaction: see Statements.prepare.
-	if err := c.stmts.prepare(ctx, readProcessSQL, lockProcessSQL, createSQL); err != nil {
+	// Prepared before the transaction: see prepared.Statements.Prepare.
+	if err := c.stmts.Prepare(ctx, readProcessSQL, lockProcessSQL, createSQL); err != nil {
 		return c.failed(ctx, p, taskID, final, err)
 	}
 	var before processRow
@@ -202,7 +202,7 @@ const (
 // with the row locked until tx ends.
 func (c *Creator) readProcess(ctx context.Context, tx *sqlx.Tx, dst any, processID int64) error {
 	if tx == nil {
-		st, err := c.stmts.get(ctx, readProcessSQL)
+		st, err := c.stmts.Get(ctx, readProcessSQL)
 		if err != nil {
 			return err
 		}
@@ -251,15 +251,19 @@ func (c *Creator) recordFailure(ctx context.Context, processID int64, rec proble
 	}
 }
 
-// finish frees the concurrency slot and wakes the waiting requests. Both are
-// best effort: PostgreSQL already holds the outcome, and a waiter that hears
-// nothing reads it there when its wait ends.
+// finish frees the concurrency slot and wakes the waiting requests, in one
+// Redis round trip. Both are best effort: PostgreSQL already holds the
+// outcome, and a waiter that hears nothing reads it there when its wait
+// ends. A release that failed is retried as Release retries it.
 func (c *Creator) finish(ctx context.Context, taskID string, o outcome) {
 	ctx = context.WithoutCancel(ctx)
-	if err := Release(ctx, c.rdb, taskID); err != nil {
-		c.log.WarnContext(ctx, "release slot", "task_id", taskID, "error", err)
+	var release *redis.IntCmd
+	err := taskwait.PublishWith(ctx, c.rdb, taskID, o, func(p redis.Pipeliner) { release = releaseIn(ctx, p, taskID) })
+	if release != nil && release.Err() != nil {
+		go retryRelease(ctx, c.rdb, taskID)
+		c.log.WarnContext(ctx, "release slot", "task_id", taskID, "error", release.Err())
 	}
-	if err := taskwait.Publish(ctx, c.rdb, taskID, o); err != nil {
+	if err != nil {
 		c.log.WarnContext(ctx, "publish outcome", "task_id", taskID, "error", err)
 	}
 }

@@ -20,8 +20,9 @@ import (
 // 30 s lease, a further 30 s allowance and a recoverer that runs once a
 // minute, none of them settable: accounts stalled 63 to 93 s after a kill
 // (issue 19). The worker's handler keeps a heartbeat in Redis while it runs
-// a task (taskwait.Beat, refreshed every second, gone 5 s after the last
-// refresh). A waiting E5 looks every second: when its task is active in
+// a task (taskwait.Beat: written 0.5 s after the task starts, so that most
+// tasks end without one, then refreshed every second, gone 5 s after the
+// last refresh). A waiting E5 looks every second: when its task is active in
 // Asynq without a heartbeat, or missing from Redis altogether, for longer
 // than deadAfter, it queues a task of its own for the account, under a new
 // id (the dead task keeps its id in Asynq's active list until the
@@ -57,7 +58,8 @@ const (
 	// deadAfter is how long an active task must go without a heartbeat
 	// (whose key already outlives its last refresh by HeartbeatTTL) before
 	// it is taken over: two looks, so that a task that has just started
-	// and not yet written its first beat, or just finished, is not.
+	// and not yet written its first beat (taskwait.HeartbeatDelay, half of
+	// deadAfter), or just finished, is not.
 	deadAfter = time.Second
 	// missingAfter is how long a task must be missing from Redis: another
 	// E5 may be between deleting a finished task and queueing a new one.
@@ -109,6 +111,16 @@ func (w *watch) check(ctx context.Context) {
 // dead reports whether the current task has been active without a
 // heartbeat for deadAfter, or missing from Redis for missingAfter.
 func (w *watch) dead(ctx context.Context) (bool, error) {
+	// A heartbeat answers in one round trip what Asynq's task state would
+	// in two: the task is running.
+	alive, err := taskwait.Alive(ctx, w.s.rdb, w.current)
+	if err != nil {
+		return false, err
+	}
+	if alive {
+		w.since, w.missing = time.Time{}, false
+		return false, nil
+	}
 	info, err := w.s.inspector.GetTaskInfo(jobs.QueueAccounts, w.current)
 	var silent, missing bool
 	switch {
@@ -117,11 +129,7 @@ func (w *watch) dead(ctx context.Context) (bool, error) {
 	case err != nil:
 		return false, err
 	case info.State == asynq.TaskStateActive:
-		alive, err := taskwait.Alive(ctx, w.s.rdb, w.current)
-		if err != nil {
-			return false, err
-		}
-		silent = !alive
+		silent = true
 	}
 	// Pending, scheduled and retrying tasks are waiting for a worker, and
 	// completed and archived ones have ended (the sweep records the

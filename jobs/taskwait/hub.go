@@ -16,33 +16,33 @@ import (
 // Hub shares one Redis pub/sub connection among every request of a process
 // that waits for a task. A connection per waiting request let one client
 // open as many Redis connections as it had requests in flight (issue 20:
-// 400 waits, 400 connections); the hub subscribes to a task's done channel
-// when its first waiter arrives, fans each announcement out to every
-// waiter of that channel, and unsubscribes when the last one leaves.
+// 400 waits, 400 connections). The hub subscribes once, to the pattern of
+// every task's done channel, and fans each announcement out to the waiters
+// of its channel.
+//
+// One pattern rather than a subscription per task spares each wait two
+// Redis commands, and the round trip of a subscription's confirmation
+// before its task may be queued (issue 14). Every hub then hears every
+// task's end, which at a few thousand announcements a second is a few
+// hundred KiB/s per API process.
 //
 // go-redis reconnects a broken pub/sub connection and subscribes its
-// channels again. Announcements published while it was away are lost, so
-// each channel's renewed subscription asks all of its waiters to look for
-// their outcome again (the stored announcement, and the caller's check of
-// PostgreSQL in WaitOrCheck).
+// pattern again. Announcements published while it was away are lost, so a
+// renewed subscription asks every waiter to look for its outcome again (the
+// stored announcement, and the caller's check of PostgreSQL in
+// WaitOrCheck).
 type Hub struct {
 	rdb   redis.UniversalClient
 	start sync.Once
 	ps    *redis.PubSub
-	// done is closed when the hub stops: its waiters stop waiting.
-	done chan struct{}
+	// ready is closed when Redis first confirms the subscription; done
+	// is closed when the hub stops: its waiters stop waiting.
+	ready, done chan struct{}
 
-	mu       sync.Mutex
-	channels map[string]*subscription
-	closed   bool
-}
-
-// subscription is one done channel and the waiters that listen on it.
-type subscription struct {
-	waiters map[*Waiter]struct{}
-	// ready is closed when Redis confirms the subscription.
-	ready     chan struct{}
+	mu        sync.Mutex
+	channels  map[string]map[*Waiter]struct{}
 	confirmed bool
+	closed    bool
 }
 
 // healthInterval is how long the hub's connection may stay silent before it
@@ -50,7 +50,8 @@ type subscription struct {
 // that died without an error (a restarted Redis behind a proxy) is noticed.
 const healthInterval = 3 * time.Second
 
-// subscribeTimeout bounds the wait for Redis to confirm a subscription.
+// subscribeTimeout bounds the wait for Redis to confirm the hub's
+// subscription.
 const subscribeTimeout = 5 * time.Second
 
 // ErrHubClosed is returned by Subscribe after Close.
@@ -59,7 +60,8 @@ var ErrHubClosed = errors.New("taskwait: hub closed")
 // NewHub returns a hub on rdb. It opens its connection on the first
 // Subscribe. Close it when the process stops.
 func NewHub(rdb redis.UniversalClient) *Hub {
-	return &Hub{rdb: rdb, done: make(chan struct{}), channels: map[string]*subscription{}}
+	return &Hub{rdb: rdb, ready: make(chan struct{}), done: make(chan struct{}),
+		channels: map[string]map[*Waiter]struct{}{}}
 }
 
 // Close ends the hub's connection; every waiter's wait ends as when its
@@ -81,14 +83,17 @@ func (h *Hub) Close() error {
 
 func (h *Hub) run() {
 	h.start.Do(func() {
-		h.ps = h.rdb.Subscribe(context.Background())
+		// A failed PSUBSCRIBE is remembered by go-redis and sent again
+		// when the receive loop reconnects; Subscribe waits for its
+		// confirmation.
+		h.ps = h.rdb.PSubscribe(context.Background(), jobs.DoneChannel("*"))
 		go h.receive()
 	})
 }
 
 // Subscribe listens on the done channel of taskID. It returns once Redis has
-// confirmed the subscription, so that a task enqueued afterwards cannot
-// announce its end before anyone listens. Close the Waiter when done.
+// confirmed the hub's subscription, so that a task enqueued afterwards
+// cannot announce its end before anyone listens. Close the Waiter when done.
 func (h *Hub) Subscribe(ctx context.Context, taskID string) (*Waiter, error) {
 	h.run()
 	ch := jobs.DoneChannel(taskID)
@@ -99,25 +104,20 @@ func (h *Hub) Subscribe(ctx context.Context, taskID string) (*Waiter, error) {
 		h.mu.Unlock()
 		return nil, ErrHubClosed
 	}
-	s := h.channels[ch]
-	if s == nil {
-		s = &subscription{waiters: map[*Waiter]struct{}{}, ready: make(chan struct{})}
-		if err := h.ps.Subscribe(ctx, ch); err != nil {
-			// go-redis remembers the channel even when the command
-			// failed; forget it, or a reconnect would subscribe it again.
-			_ = h.ps.Unsubscribe(context.WithoutCancel(ctx), ch)
-			h.mu.Unlock()
-			return nil, fmt.Errorf("subscribe to %s: %w", taskID, err)
-		}
-		h.channels[ch] = s
+	if h.channels[ch] == nil {
+		h.channels[ch] = map[*Waiter]struct{}{}
 	}
-	s.waiters[w] = struct{}{}
-	ready := s.ready
+	h.channels[ch][w] = struct{}{}
 	h.mu.Unlock()
+	select {
+	case <-h.ready:
+		return w, nil
+	default:
+	}
 	timer := time.NewTimer(subscribeTimeout)
 	defer timer.Stop()
 	select {
-	case <-ready:
+	case <-h.ready:
 		return w, nil
 	case <-ctx.Done():
 		w.Close()
@@ -131,20 +131,14 @@ func (h *Hub) Subscribe(ctx context.Context, taskID string) (*Waiter, error) {
 	}
 }
 
-// leave removes w; the channel is unsubscribed when w was its last waiter.
+// leave removes w.
 func (h *Hub) leave(w *Waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.channels[w.channel]
-	if s == nil {
-		return
-	}
-	delete(s.waiters, w)
-	if len(s.waiters) == 0 {
+	ws := h.channels[w.channel]
+	delete(ws, w)
+	if len(ws) == 0 {
 		delete(h.channels, w.channel)
-		if !h.closed {
-			_ = h.ps.Unsubscribe(context.Background(), w.channel)
-		}
 	}
 }
 
@@ -164,15 +158,15 @@ func (h *Hub) receive() {
 			continue
 		case err != nil:
 			// The connection broke. The next ReceiveTimeout reconnects
-			// and subscribes every channel again; the confirmations
-			// that follow ask the waiters to look again.
+			// and subscribes the pattern again; the confirmation that
+			// follows asks the waiters to look again.
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				h.confirmed(m.Channel)
+			if m.Kind == "psubscribe" {
+				h.subscribed()
 			}
 		case *redis.Message:
 			h.deliver(m.Channel, []byte(m.Payload))
@@ -180,39 +174,34 @@ func (h *Hub) receive() {
 	}
 }
 
-// confirmed marks a subscription as confirmed. A confirmation of a channel
-// confirmed before is a subscription renewed after a reconnect: its waiters
-// may have missed an announcement, and are asked to look again.
-func (h *Hub) confirmed(ch string) {
+// subscribed notes a confirmation of the hub's subscription. A confirmation
+// after the first is a subscription renewed after a reconnect: every waiter
+// may have missed an announcement, and is asked to look again.
+func (h *Hub) subscribed() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.channels[ch]
-	if s == nil {
+	if !h.confirmed {
+		h.confirmed = true
+		close(h.ready)
 		return
 	}
-	if !s.confirmed {
-		s.confirmed = true
-		close(s.ready)
-		return
-	}
-	for w := range s.waiters {
-		select {
-		case w.recheck <- struct{}{}:
-		default: // one pending recheck is enough
+	for _, ws := range h.channels {
+		for w := range ws {
+			select {
+			case w.recheck <- struct{}{}:
+			default: // one pending recheck is enough
+			}
 		}
 	}
 }
 
-// deliver hands an announcement to every waiter of ch. A waiter whose
-// buffer is full misses it, and finds it stored (Publish) at its next look.
+// deliver hands an announcement to every waiter of ch; an announcement of a
+// channel nobody here waits on is dropped. A waiter whose buffer is full
+// misses it, and finds it stored (Publish) at its next look.
 func (h *Hub) deliver(ch string, payload []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := h.channels[ch]
-	if s == nil {
-		return
-	}
-	for w := range s.waiters {
+	for w := range h.channels[ch] {
 		select {
 		case w.msgs <- payload:
 		default:

@@ -36,6 +36,11 @@ type Waiter struct {
 	// last is the last announcement returned, so that the stored copy of
 	// one already handled is not returned again.
 	last []byte
+	// queued is true when EnqueueOrJoin queued a new task: it deleted the
+	// stored announcement before, and the waiter listened before, so
+	// there is nothing stored to look for until the hub reconnects or a
+	// poll interval passes.
+	queued bool
 }
 
 // outcomeKey holds the last announcement of a task, for a request that
@@ -87,8 +92,10 @@ func (w *Waiter) stored(ctx context.Context) ([]byte, bool) {
 // tick or the end of the wait reads PostgreSQL again. A renewed
 // subscription after a reconnect looks at once, whatever the interval.
 func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
-	if b, ok := w.stored(ctx); ok {
-		return b, true, nil
+	if !w.queued {
+		if b, ok := w.stored(ctx); ok {
+			return b, true, nil
+		}
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -138,16 +145,29 @@ func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, don
 // cancellation, because the outcome must be announced even when the task's
 // context has just ended.
 func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v any) error {
+	return PublishWith(ctx, rdb, taskID, v, nil)
+}
+
+// PublishWith is Publish with the commands that before adds to the same
+// pipeline, ahead of the announcement: one round trip for all. Their
+// errors are in their own results; PublishWith reports the announcement's.
+func PublishWith(ctx context.Context, rdb redis.UniversalClient, taskID string, v any, before func(redis.Pipeliner)) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode outcome of %s: %w", taskID, err)
 	}
 	ctx = context.WithoutCancel(ctx)
+	pipe := rdb.Pipeline()
+	if before != nil {
+		before(pipe)
+	}
 	// Stored before it is published: a request that missed the message
 	// subscribed before its read of the key, so it finds the one or hears
 	// the other.
-	setErr := rdb.Set(ctx, outcomeKey(taskID), b, outcomeTTL).Err()
-	return errors.Join(setErr, rdb.Publish(ctx, jobs.DoneChannel(taskID), b).Err())
+	set := pipe.Set(ctx, outcomeKey(taskID), b, outcomeTTL)
+	pub := pipe.Publish(ctx, jobs.DoneChannel(taskID), b)
+	_, _ = pipe.Exec(ctx)
+	return errors.Join(set.Err(), pub.Err())
 }
 
 // EnqueueOrJoin joins the task of id w's task id on queue when one is
@@ -164,7 +184,7 @@ func Publish(ctx context.Context, rdb redis.UniversalClient, taskID string, v an
 //
 // joined reports whether an existing task was joined.
 func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue string, prepare func() error) (joined bool, err error) {
-	return enqueueOrJoin(ctx, client, inspector, task, queue, w.taskID, func() error {
+	joined, err = enqueueOrJoin(ctx, w.rdb, client, inspector, task, queue, w.taskID, func() error {
 		if err := w.rdb.Del(ctx, outcomeKey(w.taskID)).Err(); err != nil {
 			return err
 		}
@@ -173,6 +193,8 @@ func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspec
 		}
 		return nil
 	})
+	w.queued = err == nil && !joined
+	return joined, err
 }
 
 // TakeOver is EnqueueOrJoin for a task of another id, id, that does the
@@ -183,23 +205,38 @@ func (w *Waiter) TakeOver(ctx context.Context, client *asynq.Client, inspector *
 	if prepare == nil {
 		prepare = func() error { return nil }
 	}
-	return enqueueOrJoin(ctx, client, inspector, task, queue, id, prepare)
+	return enqueueOrJoin(ctx, w.rdb, client, inspector, task, queue, id, prepare)
 }
 
-func enqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string, prepare func() error) (joined bool, err error) {
+// asynqTaskKey is the Redis key of a task in Asynq v0.26 (internal/base
+// TaskKey); TestAsynqTaskKey holds it to the Asynq in go.mod.
+func asynqTaskKey(queue, taskID string) string { return "asynq:{" + queue + "}:t:" + taskID }
+
+func enqueueOrJoin(ctx context.Context, rdb redis.UniversalClient, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string, prepare func() error) (joined bool, err error) {
+	// Most accounts have no task yet. One EXISTS says so, where Asynq's
+	// GetTaskInfo takes two round trips; a task that exists is looked at
+	// with GetTaskInfo, and so is every look after a conflict.
+	n, err := rdb.Exists(ctx, asynqTaskKey(queue, taskID)).Result()
+	if err != nil {
+		return false, err
+	}
+	look := n > 0
 	for range 3 {
-		info, err := inspector.GetTaskInfo(queue, taskID)
-		switch {
-		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
-		case err != nil:
-			return false, err
-		case info.State == asynq.TaskStateCompleted || info.State == asynq.TaskStateArchived:
-			if err := inspector.DeleteTask(queue, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+		if look {
+			info, err := inspector.GetTaskInfo(queue, taskID)
+			switch {
+			case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+			case err != nil:
 				return false, err
+			case info.State == asynq.TaskStateCompleted || info.State == asynq.TaskStateArchived:
+				if err := inspector.DeleteTask(queue, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+					return false, err
+				}
+			default:
+				return true, nil // pending, scheduled, active or retrying: share it
 			}
-		default:
-			return true, nil // pending, scheduled, active or retrying: share it
 		}
+		look = true
 		if err := prepare(); err != nil {
 			return false, err
 		}

@@ -127,7 +127,7 @@ func TestHub_ConcurrentWaitsShareOneConnection(t *testing.T) {
 	var subs, total int
 	for _, c := range clients(t, rdb, db) {
 		total++
-		if c["sub"] != "0" {
+		if c["sub"] != "0" || c["psub"] != "0" {
 			subs++
 		}
 	}
@@ -150,10 +150,6 @@ func TestHub_ConcurrentWaitsShareOneConnection(t *testing.T) {
 			break
 		}
 	}
-	// The last waiter of a channel unsubscribes it.
-	if left, err := rdb.PubSubNumSub(ctx, "importd:done:task-0").Result(); err != nil || left["importd:done:task-0"] != 0 {
-		t.Errorf("subscribers left on a finished task's channel: %v (err %v)", left, err)
-	}
 }
 
 // An announcement published while the hub's connection was away is found
@@ -170,7 +166,7 @@ func TestHub_AnnouncementLostDuringReconnectIsFound(t *testing.T) {
 	}
 	defer w.Close()
 	for _, c := range clients(t, rdb, db) {
-		if c["sub"] != "0" {
+		if c["psub"] != "0" {
 			if err := rdb.ClientKillByFilter(ctx, "ID", c["id"]).Err(); err != nil {
 				t.Fatal(err)
 			}
