@@ -10,6 +10,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // knownTypes bound the type label: a task of a type this version does not
@@ -45,6 +46,8 @@ func observeJobs(m *metrics.Metrics) asynq.MiddlewareFunc {
 				}
 			case errors.Is(err, asynq.SkipRetry):
 				outcome = metrics.JobSkipped
+			case errors.Is(err, process.ErrHandedBack):
+				outcome = metrics.JobHandedBack
 			}
 			return err
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // series reads the counters of m by "name{label values}".
@@ -54,6 +55,7 @@ func TestObserveJobs_CountsByTypeAndOutcome(t *testing.T) {
 	run(jobs.TypeAccountProcess, []byte(`{"process_id": 1}`), nil, false)
 	run(jobs.TypeAccountProcess, []byte(`{"process_id": 2, "dry_run": true}`), nil, false)
 	run(jobs.TypeAccountProcess, nil, fmt.Errorf("invalid: %w", asynq.SkipRetry), false)
+	run(jobs.TypeAccountProcess, nil, fmt.Errorf("create: %w", process.ErrHandedBack), false)
 	run(jobs.TypeEmailSend, nil, errors.New("smtp down"), false)
 	run(jobs.TypePaymentInstructionVerify, nil, nil, true)
 	run("legacy:thing", nil, nil, false)
@@ -61,6 +63,7 @@ func TestObserveJobs_CountsByTypeAndOutcome(t *testing.T) {
 		"importd_accounts_created_total[]":                       1,
 		"importd_jobs_total[success account:process]":            2,
 		"importd_jobs_total[skipped account:process]":            1,
+		"importd_jobs_total[handed_back account:process]":        1,
 		"importd_jobs_total[failure email:send]":                 1,
 		"importd_jobs_total[failure payment_instruction:verify]": 1,
 		"importd_jobs_total[success unknown]":                    1,

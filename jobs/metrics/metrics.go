@@ -30,6 +30,9 @@ const (
 	// an undecodable payload, an invalid account, a vendor refusal); the
 	// task is archived without a retry.
 	JobSkipped = "skipped"
+	// JobHandedBack: a stopping worker gave the task back to its queue
+	// unfinished; it runs again, on any worker, without losing a retry.
+	JobHandedBack = "handed_back"
 )
 
 // Vendor call outcomes, the outcome label of importd_vendor_calls_total.
