@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,7 +164,7 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 	if b.N == 1 {
 		return e5Figures{} // the probe run before the -benchtime Nx run: a service start measures nothing
 	}
-	s := startService(b, "serve", map[string]string{"WORKER_CONCURRENCY": fmt.Sprint(benchConcurrency),
+	s := startService(b, "serve", map[string]string{"WORKER_CONCURRENCY": fmt.Sprint(benchWorkerConcurrency(b)),
 		"DB_MAX_CONNS": fmt.Sprint(benchDBConns), "LOG_LEVEL": "error"})
 	seedDemo(b, s, admin.Supplier{})
 	tok := s.accessToken(b, s.newKey(b, "bench"))
@@ -177,6 +179,22 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 	b.StopTimer()
 	waits.report(b)
 	return reportLatency(b, lat)
+}
+
+// benchWorkerConcurrency is the end-to-end benchmark's WORKER_CONCURRENCY:
+// benchConcurrency, or E5_WORKER_CONCURRENCY to measure how fewer accounts
+// created at once, with the clients' concurrency unchanged, move the
+// throughput (README, Tuning a migration).
+func benchWorkerConcurrency(b *testing.B) int {
+	v := os.Getenv("E5_WORKER_CONCURRENCY")
+	if v == "" {
+		return benchConcurrency
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("E5_WORKER_CONCURRENCY=%q: want a positive integer", v)
+	}
+	return n
 }
 
 // benchDBConns is DB_MAX_CONNS of the end-to-end benchmark: as many
