@@ -2,6 +2,7 @@ package taskwait
 
 import (
 	"context"
+	"crypto/rand"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,10 +31,14 @@ func heartbeatKey(taskID string) string { return "importd:heartbeat:" + taskID }
 
 // Beat keeps the heartbeat of the running task taskID, from HeartbeatDelay
 // on, until stop is called or ctx ends; stop deletes a heartbeat that was
-// written. Failures are ignored: a waiter that misses the heartbeat takes
-// the task over, which is safe, only slower.
+// written, unless another run of the same task id has written its own
+// since (a stopping worker hands its task back, and another worker starts
+// it while the first handler is still ending): each run's heartbeat holds
+// a token of its own. Failures are ignored: a waiter that misses the
+// heartbeat takes the task over, which is safe, only slower.
 func Beat(ctx context.Context, rdb redis.UniversalClient, taskID string) (stop func()) {
 	key := heartbeatKey(taskID)
+	token := rand.Text()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	var beaten bool
@@ -46,7 +51,7 @@ func Beat(ctx context.Context, rdb redis.UniversalClient, taskID string) (stop f
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_ = rdb.Set(ctx, key, 1, HeartbeatTTL).Err()
+				_ = rdb.Set(ctx, key, token, HeartbeatTTL).Err()
 				beaten = true
 				t.Reset(HeartbeatEvery)
 			}
@@ -56,10 +61,18 @@ func Beat(ctx context.Context, rdb redis.UniversalClient, taskID string) (stop f
 		cancel()
 		<-done
 		if beaten {
-			_ = rdb.Del(context.Background(), key).Err()
+			_ = deleteOwnHeartbeat.Run(context.Background(), rdb, []string{key}, token).Err()
 		}
 	}
 }
+
+// deleteOwnHeartbeat deletes KEYS[1] only while it holds ARGV[1].
+var deleteOwnHeartbeat = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+`)
 
 // Alive reports whether the task taskID has a heartbeat.
 func Alive(ctx context.Context, rdb redis.UniversalClient, taskID string) (bool, error) {

@@ -60,3 +60,25 @@ func TestBeat_LongTaskHasAHeartbeatUntilItStops(t *testing.T) {
 		t.Error("heartbeat still there after the task stopped")
 	}
 }
+
+// A handler that ends after another run of the same task id has started
+// (its worker handed the task back while stopping) leaves the new run's
+// heartbeat alone.
+func TestBeat_StoppingRunKeepsTheHeartbeatOfANewerRun(t *testing.T) {
+	t.Parallel()
+	rdb, _ := newRedis(t, 10)
+	ctx := t.Context()
+	old := taskwait.Beat(ctx, rdb, "handed-back")
+	time.Sleep(taskwait.HeartbeatDelay + 200*time.Millisecond)
+	newer := taskwait.Beat(ctx, rdb, "handed-back")
+	defer newer()
+	time.Sleep(taskwait.HeartbeatDelay + 200*time.Millisecond)
+	old()
+	ok, err := taskwait.Alive(ctx, rdb, "handed-back")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Error("the newer run's heartbeat is gone after the older run stopped")
+	}
+}
