@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,11 +28,10 @@ import (
 )
 
 // benchConcurrency is the concurrency of the E5 targets (README.md,
-// "Performance"); benchLevels adds 1, where latencies show what the queue
-// itself adds rather than contention.
+// "Performance"); BenchmarkE5 also runs at 1, where latencies show what the
+// queue itself adds rather than contention. E5_LEVELS=2,4,8 runs it at
+// other concurrencies instead (README, Tuning a migration).
 const benchConcurrency = 32
-
-var benchLevels = []int{1, benchConcurrency}
 
 // stageForBench stages n copies of the fixture straight into PostgreSQL, in
 // one statement (staging is measured by its own benchmark), and returns
@@ -107,7 +107,7 @@ func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.
 //     concurrency 1, "queue-p50-ms" is its p50 less direct creation's p50:
 //     what the queue adds (target < 10 ms).
 func BenchmarkE5(b *testing.B) {
-	for _, c := range benchLevels {
+	for _, c := range benchEnvInts(b, "E5_LEVELS", 1, benchConcurrency) {
 		var pgbench, baseline, direct e5Figures
 		b.Run(fmt.Sprintf("pgbench/concurrency=%d", c), func(b *testing.B) { pgbench = benchE5Pgbench(b, c) })
 		b.Run(fmt.Sprintf("baseline/concurrency=%d", c), func(b *testing.B) { baseline = benchE5Baseline(b, c) })
@@ -186,15 +186,29 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 // created at once, with the clients' concurrency unchanged, move the
 // throughput (README, Tuning a migration).
 func benchWorkerConcurrency(b *testing.B) int {
-	v := os.Getenv("E5_WORKER_CONCURRENCY")
+	n := benchEnvInts(b, "E5_WORKER_CONCURRENCY", benchConcurrency)
+	if len(n) != 1 {
+		b.Fatalf("E5_WORKER_CONCURRENCY: want one number, got %v", n)
+	}
+	return n[0]
+}
+
+// benchEnvInts reads the environment variable name as comma-separated
+// positive integers, or returns def when it is unset.
+func benchEnvInts(b *testing.B, name string, def ...int) []int {
+	v := os.Getenv(name)
 	if v == "" {
-		return benchConcurrency
+		return def
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("E5_WORKER_CONCURRENCY=%q: want a positive integer", v)
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("%s=%q: want positive integers separated by commas", name, v)
+		}
+		out = append(out, n)
 	}
-	return n
+	return out
 }
 
 // benchDBConns is DB_MAX_CONNS of the end-to-end benchmark: as many
