@@ -29,6 +29,10 @@ type Config struct {
 	// AccountConcurrency is how many accounts one worker creates at once:
 	// PROCESS_CONCURRENCY_LIMIT when set, else WORKER_CONCURRENCY.
 	AccountConcurrency int
+	// Batching is how the accounts that run at once share creation
+	// transactions (ACCOUNT_WRITERS, ACCOUNT_BATCH); zero gives every
+	// account a transaction of its own.
+	Batching process.Batching
 	// Concurrency is how many other tasks (e-mails, vendor checks) run at once.
 	Concurrency int
 	// ShutdownTimeout is how long in-flight tasks may run after a stop signal
@@ -116,7 +120,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
 		inspector: asynq.NewInspector(deps.Redis),
-		creator:   process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log),
+		creator:   newCreator(cfg, deps),
 		rdb:       deps.RedisCli,
 		db:        deps.DB,
 		log:       deps.Log,
@@ -128,6 +132,14 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
 	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))
 	return w, nil
+}
+
+func newCreator(cfg Config, deps Deps) *process.Creator {
+	c := process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log)
+	if cfg.Batching != (process.Batching{}) {
+		c.WithBatching(cfg.Batching)
+	}
+	return c
 }
 
 // Run processes tasks until ctx is done, then lets in-flight tasks finish

@@ -164,8 +164,10 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 	if b.N == 1 {
 		return e5Figures{} // the probe run before the -benchtime Nx run: a service start measures nothing
 	}
+	batching := benchBatching(b)
 	s := startService(b, "serve", map[string]string{"WORKER_CONCURRENCY": fmt.Sprint(benchWorkerConcurrency(b)),
-		"DB_MAX_CONNS": fmt.Sprint(benchDBConns), "LOG_LEVEL": "error"})
+		"DB_MAX_CONNS": fmt.Sprint(benchDBConns), "LOG_LEVEL": "error",
+		"ACCOUNT_WRITERS": fmt.Sprint(batching.Writers), "ACCOUNT_BATCH": fmt.Sprint(batching.Size)})
 	seedDemo(b, s, admin.Supplier{})
 	tok := s.accessToken(b, s.newKey(b, "bench"))
 	warm := stageForBench(b, s, "WARM", workers)
@@ -191,6 +193,27 @@ func benchWorkerConcurrency(b *testing.B) int {
 		b.Fatalf("E5_WORKER_CONCURRENCY: want one number, got %v", n)
 	}
 	return n[0]
+}
+
+// benchBatching is how direct creation and the end-to-end run share
+// creation transactions: the defaults of ACCOUNT_WRITERS and ACCOUNT_BATCH,
+// or E5_WRITERS and E5_BATCH to compare others (E5_BATCH=1 is an account per
+// transaction, as before batching).
+func benchBatching(b *testing.B) process.Batching {
+	one := func(env, variable string) int {
+		def := 0
+		for _, v := range vars {
+			if v.name == variable {
+				def, _ = strconv.Atoi(v.def)
+			}
+		}
+		n := benchEnvInts(b, env, def)
+		if len(n) != 1 || n[0] < 1 {
+			b.Fatalf("%s: want one positive number, got %v", env, n)
+		}
+		return n[0]
+	}
+	return process.Batching{Writers: one("E5_WRITERS", "ACCOUNT_WRITERS"), Size: one("E5_BATCH", "ACCOUNT_BATCH")}
 }
 
 // benchEnvInts reads the environment variable name as comma-separated
@@ -255,7 +278,8 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 	}
 	defer docs.Close()
 	pool := benchPool(b, s, workers)
-	creator := process.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, slog.New(slog.DiscardHandler))
+	creator := process.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, slog.New(slog.DiscardHandler)).
+		WithBatching(benchBatching(b))
 	create := func(id int64, ean string) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{
 			ProcessID: id, SupplierID: supplierID, SupplierCode: "DEMO",

@@ -28,6 +28,8 @@ type Config struct {
 	DocumentsURL            string
 	ProcessConcurrencyLimit int
 	WorkerConcurrency       int
+	AccountWriters          int
+	AccountBatch            int
 	ProcessWaitTimeout      time.Duration
 	MonitoringUser          string
 	MonitoringPassword      string
@@ -129,6 +131,12 @@ var vars = []variable{
 	}},
 	{"WORKER_CONCURRENCY", "10", "tasks a worker runs at once when PROCESS_CONCURRENCY_LIMIT is 0", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.WorkerConcurrency)
+	}},
+	{"ACCOUNT_WRITERS", "2", "transactions in which one worker creates accounts at once; keep the total over all workers near twice the database's cores", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.AccountWriters)
+	}},
+	{"ACCOUNT_BATCH", "16", "most accounts one such transaction creates; each account is still all or nothing, and 1 gives every account a transaction of its own", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.AccountBatch)
 	}},
 	{"PROCESS_WAIT_TIMEOUT", "30s", "how long E5 waits for its job before answering that it is still in progress", 0, func(c *Config, v string) error {
 		return positiveDuration(v, &c.ProcessWaitTimeout)

@@ -288,6 +288,7 @@ func (p *instance) newWorker() (*worker.Worker, error) {
 	}
 	return worker.New(worker.Config{
 		AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
+		Batching:        process.Batching{Writers: cfg.AccountWriters, Size: cfg.AccountBatch},
 		ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
 	}, worker.Deps{DB: p.db, Redis: cfg.Redis, RedisCli: p.redis, Catalog: account.NewCatalog(p.db, nil), Documents: p.docs, Metrics: p.metrics, Log: p.log})
 }

@@ -366,26 +366,43 @@ func stillInProgress(req Request) *problem.Error {
 // finished answers from PostgreSQL when the account's last task has ended:
 // done is false while the process is IN_PROGRESS.
 func (s *Service) finished(ctx context.Context, req Request, processID int64) (r Result, done bool, err error) {
-	var status string
-	if err := s.get(ctx, &status, `SELECT status FROM import_processes WHERE id = $1`, processID); err != nil {
-		return Result{}, true, fmt.Errorf("process: read status: %w", err)
+	o, err := s.readOutcome(ctx, processID)
+	if err != nil {
+		return Result{}, true, err
 	}
-	if status == imports.StatusInProgress {
+	if o.Status == imports.StatusInProgress {
 		return Result{}, false, nil
 	}
-	r, err = s.fromDatabase(ctx, req, processID)
+	r, err = o.answer(req)
 	return r, true, err
 }
 
 func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64) (Result, error) {
-	var r struct {
-		Status    string         `db:"status"`
-		Number    sql.NullString `db:"service_account_number"`
-		LastError []byte         `db:"last_error"`
+	o, err := s.readOutcome(ctx, processID)
+	if err != nil {
+		return Result{}, err
 	}
+	return o.answer(req)
+}
+
+// recorded is the outcome of a process as PostgreSQL holds it.
+type recorded struct {
+	Status    string         `db:"status"`
+	Number    sql.NullString `db:"service_account_number"`
+	LastError []byte         `db:"last_error"`
+}
+
+func (s *Service) readOutcome(ctx context.Context, processID int64) (recorded, error) {
+	var r recorded
 	if err := s.get(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE id = $1`, processID); err != nil {
-		return Result{}, fmt.Errorf("process: read outcome: %w", err)
+		return r, fmt.Errorf("process: read outcome: %w", err)
 	}
+	return r, nil
+}
+
+// answer is E5's answer for the recorded outcome: still in progress while
+// the process has neither a number nor a recorded failure.
+func (r recorded) answer(req Request) (Result, error) {
 	switch {
 	case r.Number.Valid:
 		return Result{ServiceAccountNumber: r.Number.String}, nil

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -14,11 +13,9 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
-	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
@@ -32,6 +29,7 @@ type Creator struct {
 	catalog account.Catalog
 	docs    *documents.Store
 	stmts   *Statements
+	batch   *batcher // nil: every account in a transaction of its own
 	now     func() time.Time
 	log     *slog.Logger
 }
@@ -74,27 +72,19 @@ var ErrHandedBack = errors.New("task handed back to its queue by a stopping work
 // constraints on accounts make a second creation impossible.
 func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final bool) error {
 	taskID := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
-	var (
-		number  string
-		invalid *problem.Error
-		outbox  []int64
-	)
+	var invalid *problem.Error
+	// Prepared before the transaction: see prepared.Statements.Prepare.
+	if err := c.stmts.Prepare(ctx, readProcessSQL, lockProcessesSQL, createSQL); err != nil {
+		return c.failed(ctx, p, taskID, final, err)
+	}
+	var before processRow
+	if err := c.readProcess(ctx, &before, p.ProcessID); err != nil {
+		return c.failed(ctx, p, taskID, final, fmt.Errorf("read process %d: %w", p.ProcessID, err))
+	}
 	// Validation runs before the transaction: its catalogue lookups take a
 	// pool connection of their own, and a transaction that waited for one
 	// while holding another would deadlock the pool once more tasks run at
 	// once than it has connections.
-	type processRow struct {
-		Payload []byte         `db:"payload"`
-		Number  sql.NullString `db:"service_account_number"`
-	}
-	// Prepared before the transaction: see prepared.Statements.Prepare.
-	if err := c.stmts.Prepare(ctx, readProcessSQL, lockProcessSQL, createSQL); err != nil {
-		return c.failed(ctx, p, taskID, final, err)
-	}
-	var before processRow
-	if err := c.readProcess(ctx, nil, &before, p.ProcessID); err != nil {
-		return c.failed(ctx, p, taskID, final, fmt.Errorf("read process %d: %w", p.ProcessID, err))
-	}
 	var acc *account.Account
 	if !before.Number.Valid {
 		var err error
@@ -123,50 +113,15 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 			invalid = account.Failed(errs)
 		}
 	}
-	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
-		var row processRow
-		if err := c.readProcess(ctx, tx, &row, p.ProcessID); err != nil {
-			return fmt.Errorf("lock process %d: %w", p.ProcessID, err)
-		}
-		if row.Number.Valid {
-			number = row.Number.String
-			invalid = nil // another run created it; its outcome stands
-			if p.DryRun {
-				// A real run created it after the API's check let the dry
-				// run in: answer what that check answers now. Announced as
-				// "created", it would leave the dry run's waiter, which
-				// only ends on a dry run's outcome, waiting for nothing.
-				invalid = imports.AlreadyImported(p.ExternalAccountNumber, number)
-			}
-			return nil
-		}
-		if invalid != nil {
-			return nil
-		}
-		if !bytes.Equal(row.Payload, before.Payload) || acc == nil {
-			// Staged again between the read and the lock: validate what is
-			// there now on the next attempt.
-			return errRestaged
-		}
-		// CreateAccount also records the process as COMPLETED, in the same
-		// statement.
-		created, err := CreateAccount(ctx, tx, acc, CreateOptions{
-			ProcessID: p.ProcessID, OperationsTeamID: p.OperationsTeamID, Now: c.now(), Statements: c.stmts,
-		})
-		if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
-			invalid = pe
-			return errDryRun // roll back whatever was written
-		}
-		if err != nil {
-			return err
-		}
-		if p.DryRun {
-			return errDryRun
-		}
-		number = created.ServiceAccountNumber
-		outbox = created.Outbox
-		return nil
-	})
+	j := &createJob{p: p, payload: before.Payload, acc: acc, invalid: invalid}
+	if p.DryRun || c.batch == nil {
+		// A dry run rolls back whatever it wrote, so it never shares a
+		// transaction with accounts that are to stay.
+		c.createTogether(ctx, []*createJob{j})
+	} else if c.batch.do(ctx, j); errors.Is(j.err, errSplit) {
+		c.createTogether(ctx, []*createJob{j})
+	}
+	err, number, invalid, outbox := j.err, j.number, j.result, j.outbox
 	switch {
 	case errors.Is(err, errDryRun) && invalid == nil:
 		c.finish(ctx, taskID, outcome{Outcome: outcomeDryRunSucceeded})
@@ -190,25 +145,21 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	return nil
 }
 
-// The statements of Run besides the creation, prepared once per connection
-// since every task runs them.
-const (
-	readProcessSQL = `SELECT payload, service_account_number FROM import_processes WHERE id = $1`
-	lockProcessSQL = readProcessSQL + ` FOR UPDATE`
-)
+// readProcessSQL reads what Run validates, outside the transaction;
+// prepared once per connection since every task runs it.
+const readProcessSQL = `SELECT payload, service_account_number FROM import_processes WHERE id = $1`
+
+// processRow is what readProcessSQL and lockProcessesSQL read of a process.
+type processRow struct {
+	ID      int64          `db:"id"`
+	Payload []byte         `db:"payload"`
+	Number  sql.NullString `db:"service_account_number"`
+}
 
 // readProcess reads the staged payload and the service account number of
-// a process into dst: from the pool when tx is nil, and otherwise inside tx
-// with the row locked until tx ends.
-func (c *Creator) readProcess(ctx context.Context, tx *sqlx.Tx, dst any, processID int64) error {
-	if tx == nil {
-		st, err := c.stmts.Get(ctx, readProcessSQL)
-		if err != nil {
-			return err
-		}
-		return st.GetContext(ctx, dst, processID)
-	}
-	st, err := c.stmts.in(ctx, tx, lockProcessSQL)
+// a process into dst, from the pool.
+func (c *Creator) readProcess(ctx context.Context, dst *processRow, processID int64) error {
+	st, err := c.stmts.Get(ctx, readProcessSQL)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,261 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+)
+
+// Batching makes a Creator create the accounts of tasks that run at once in
+// shared transactions (group commit). Each account is still all or nothing:
+// its rows are written by one statement inside one transaction, and a
+// transaction in which any account fails is rolled back whole, after which
+// each of its accounts runs again in a transaction of its own. What the
+// accounts share is the cost that PostgreSQL charges per transaction and
+// per statement: the relation locks of some 20 tables and 40 indexes, the
+// commit, and the lock of the staged rows, taken by one statement.
+//
+// Batches form by themselves: a task that finds a writer free takes every
+// account queued (up to Size) and creates them; the tasks that arrive while
+// it does so queue for the next. A lone task waits for nobody.
+type Batching struct {
+	// Writers is how many creation transactions one Creator runs at once
+	// (ACCOUNT_WRITERS). Beyond twice the database's cores, more only
+	// contend for the same index pages (README, Inside PostgreSQL).
+	Writers int
+	// Size is the most accounts one transaction creates (ACCOUNT_BATCH).
+	Size int
+}
+
+// WithBatching makes c create accounts in shared transactions as b says,
+// and returns c. Without it every account has a transaction of its own. It
+// must be called before c runs any task.
+func (c *Creator) WithBatching(b Batching) *Creator {
+	if b.Writers < 1 || b.Size < 1 {
+		panic(fmt.Sprintf("process.WithBatching: %+v: Writers and Size must be positive", b))
+	}
+	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether}
+	return c
+}
+
+// errSplit is the outcome of an account whose shared transaction was rolled
+// back: it runs again alone.
+var errSplit = errors.New("shared transaction rolled back; the account runs again alone")
+
+// createJob is one account on its way through a creation transaction.
+type createJob struct {
+	ctx context.Context // the task's
+	p   jobs.AccountProcessPayload
+	// payload is the staged payload that acc was validated from; a locked
+	// row that holds another was staged again meanwhile (errRestaged).
+	payload []byte
+	acc     *account.Account
+	// invalid is the refusal decided before the transaction, if any.
+	invalid *problem.Error
+
+	// The outcome, set by createTogether.
+	err    error          // nil, errRestaged, errDryRun, errSplit or a failure
+	result *problem.Error // the refusal, when the account is refused
+	number string         // the service account number, when it exists
+	outbox []int64
+	done   chan struct{} // closed when the outcome is set (batcher)
+}
+
+// lockProcessesSQL locks the staged rows of a transaction's accounts, in
+// one round trip and in id order, so that two transactions never wait for
+// each other's rows in a circle.
+const lockProcessesSQL = `SELECT id, payload, service_account_number FROM import_processes
+	WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+
+// createTogether creates the accounts of js in one transaction and sets
+// each one's outcome. An account alone has the outcome of its transaction:
+// errDryRun rolls back a dry run or a refusal found while writing. Several
+// accounts commit together only when none of them failed; otherwise the
+// transaction is rolled back and every account's outcome is errSplit.
+func (c *Creator) createTogether(ctx context.Context, js []*createJob) {
+	ids := make([]int64, len(js))
+	for i, j := range js {
+		ids[i] = j.p.ProcessID
+	}
+	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
+		st, err := c.stmts.in(ctx, tx, lockProcessesSQL)
+		if err != nil {
+			return fmt.Errorf("lock processes: %w", err)
+		}
+		var rows []processRow
+		if err := st.SelectContext(ctx, &rows, pq.Int64Array(ids)); err != nil {
+			return fmt.Errorf("lock processes: %w", err)
+		}
+		locked := make(map[int64]processRow, len(rows))
+		for _, r := range rows {
+			locked[r.ID] = r
+		}
+		for _, j := range js {
+			row, ok := locked[j.p.ProcessID]
+			if !ok {
+				j.err = fmt.Errorf("lock process %d: no such process", j.p.ProcessID)
+			} else {
+				j.err = c.createIn(ctx, tx, j, row)
+			}
+			if len(js) == 1 {
+				return j.err
+			}
+			if j.err != nil && !errors.Is(j.err, errRestaged) { // errRestaged wrote nothing
+				return errSplit
+			}
+		}
+		return nil
+	})
+	if err != nil && len(js) > 1 {
+		for _, j := range js {
+			j.err, j.result, j.number, j.outbox = errSplit, nil, "", nil
+		}
+		return
+	}
+	if len(js) == 1 {
+		js[0].err = err
+	}
+}
+
+// createIn creates the account of j inside tx, its staged row locked, and
+// sets j's outcome but for err, which it returns.
+func (c *Creator) createIn(ctx context.Context, tx *sqlx.Tx, j *createJob, row processRow) error {
+	j.result, j.number, j.outbox = j.invalid, "", nil
+	p := j.p
+	if row.Number.Valid {
+		j.number = row.Number.String
+		j.result = nil // another run created it; its outcome stands
+		if p.DryRun {
+			// A real run created it after the API's check let the dry
+			// run in: answer what that check answers now. Announced as
+			// "created", it would leave the dry run's waiter, which
+			// only ends on a dry run's outcome, waiting for nothing.
+			j.result = imports.AlreadyImported(p.ExternalAccountNumber, j.number)
+		}
+		return nil
+	}
+	if j.result != nil {
+		return nil
+	}
+	if !bytes.Equal(row.Payload, j.payload) || j.acc == nil {
+		// Staged again between the read and the lock: validate what is
+		// there now on the next attempt.
+		return errRestaged
+	}
+	// CreateAccount also records the process as COMPLETED, in the same
+	// statement.
+	created, err := CreateAccount(ctx, tx, j.acc, CreateOptions{
+		ProcessID: p.ProcessID, OperationsTeamID: p.OperationsTeamID, Now: c.now(), Statements: c.stmts,
+	})
+	if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
+		j.result = pe
+		return errDryRun // roll back whatever was written
+	}
+	if err != nil {
+		return err
+	}
+	if p.DryRun {
+		return errDryRun
+	}
+	j.number, j.outbox = created.ServiceAccountNumber, created.Outbox
+	return nil
+}
+
+// batcher gathers the accounts of tasks that run at once into shared
+// transactions. It has no goroutines of its own: the task that takes a
+// free writer creates the accounts queued at that moment, its own among
+// them, while the others wait for their outcome.
+type batcher struct {
+	size    int
+	writers chan struct{} // a slot per writer
+	create  func(ctx context.Context, js []*createJob)
+
+	mu    sync.Mutex
+	queue []*createJob
+}
+
+// do sets the outcome of j, created together with whatever else is queued.
+// It returns once the transaction that held j has ended, even when ctx ends
+// first: the outcome of a task is never left to race with its transaction.
+// A job still queued when its ctx ends is taken out, with ctx's cause as
+// its outcome.
+func (b *batcher) do(ctx context.Context, j *createJob) {
+	j.ctx, j.done = ctx, make(chan struct{})
+	b.mu.Lock()
+	b.queue = append(b.queue, j)
+	b.mu.Unlock()
+	for {
+		select {
+		case <-j.done:
+			return
+		default:
+		}
+		select {
+		case <-j.done:
+			return
+		case b.writers <- struct{}{}:
+			b.lead(ctx)
+			<-b.writers
+		case <-ctx.Done():
+			if b.remove(j) {
+				j.err = context.Cause(ctx)
+				return
+			}
+			<-j.done // in a transaction already
+			return
+		}
+	}
+}
+
+// lead takes up to size queued accounts, oldest first, and creates them in
+// one transaction. The transaction
+// runs on a context of its own, so that one task that ends (a worker that
+// stops hands its tasks back) does not roll back the others.
+func (b *batcher) lead(ctx context.Context) {
+	b.mu.Lock()
+	n := min(len(b.queue), b.size)
+	js := make([]*createJob, 0, n)
+	for _, j := range b.queue[:n] {
+		if j.ctx.Err() != nil {
+			j.err = context.Cause(j.ctx)
+			close(j.done)
+			continue
+		}
+		js = append(js, j)
+	}
+	b.queue = append(b.queue[:0:0], b.queue[n:]...)
+	b.mu.Unlock()
+	if len(js) == 0 {
+		return
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobs.AccountProcessTimeout)
+	defer cancel()
+	b.create(tctx, js)
+	for _, j := range js {
+		close(j.done)
+	}
+}
+
+// remove takes j out of the queue, reporting whether it was still there.
+func (b *batcher) remove(j *createJob) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, q := range b.queue {
+		if q == j {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
