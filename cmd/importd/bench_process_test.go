@@ -234,9 +234,14 @@ func benchEnvInts(b *testing.B, name string, def ...int) []int {
 	return out
 }
 
-// benchDBConns is DB_MAX_CONNS of the end-to-end benchmark: as many
-// connections as accounts in flight, and a few for the API's reads.
-const benchDBConns = benchConcurrency + 8
+// benchDBConns is DB_MAX_CONNS of the end-to-end benchmark and the pool of
+// direct creation: four connections per core of this 2-core machine, as
+// README "Tuning a migration" recommends. Creation needs only its
+// ACCOUNT_WRITERS connections; more connections than that and the API's
+// short reads only add backends for the same two cores to switch between
+// (at concurrency 32 end to end: 345 accounts/s with 8 or 10, 278 with 20,
+// 284 with 40).
+const benchDBConns = 8
 
 func e5Post(b *testing.B, s *service, tok, ean string) error {
 	r := s.do(b, "POST", processPath, tok, processBody(ean, false))
@@ -277,7 +282,7 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 		b.Fatal(err)
 	}
 	defer docs.Close()
-	pool := benchPool(b, s, workers)
+	pool := benchPool(b, s, min(workers, benchDBConns))
 	creator := process.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, slog.New(slog.DiscardHandler)).
 		WithBatching(benchBatching(b))
 	create := func(id int64, ean string) error {
