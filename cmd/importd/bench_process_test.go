@@ -36,7 +36,7 @@ const benchConcurrency = 32
 // stageForBench stages n copies of the fixture straight into PostgreSQL, in
 // one statement (staging is measured by its own benchmark), and returns
 // their numbers.
-func stageForBench(b *testing.B, s *service, prefix string, n int) []string {
+func stageForBench(b testing.TB, s *service, prefix string, n int) []string {
 	b.Helper()
 	eans := make([]string, n)
 	payloads := make([]string, n)

@@ -494,6 +494,8 @@ func TestConfig_ErrorNamesTheVariable(t *testing.T) {
 		{"example token secret", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": "local-only-token-secret-change-me-0123456789"}, "TOKEN_SECRET: is a published example"},
 		{"example dashboard password", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "MONITORING_USER": "admin", "MONITORING_PASSWORD": "admin"}, "MONITORING_PASSWORD: is a published example"},
 		{"half monitoring", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "MONITORING_USER": "a"}, "MONITORING_PASSWORD:"},
+		{"no account writers", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "ACCOUNT_WRITERS": "0"}, "ACCOUNT_WRITERS:"},
+		{"bad account batch", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "ACCOUNT_BATCH": "many"}, "ACCOUNT_BATCH:"},
 		{"bad log format", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "LOG_FORMAT": "xml"}, "LOG_FORMAT: must be json or text"},
 	}
 	for _, tc := range cases {

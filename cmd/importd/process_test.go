@@ -793,3 +793,44 @@ func mustRedisOptions(t testing.TB, url string) *redis.Options {
 	}
 	return opt
 }
+
+// The worker creates the accounts of E5 calls that run at once in shared
+// transactions of at most ACCOUNT_BATCH accounts, and every call still gets
+// its own account.
+func TestE5_AccountsProcessedAtOnceShareTransactionsOfAtMostTheBatchSize(t *testing.T) {
+	t.Parallel()
+	const n, batch = 40, 8
+	s := startService(t, "serve", map[string]string{"WORKER_CONCURRENCY": fmt.Sprint(n),
+		"ACCOUNT_WRITERS": "1", "ACCOUNT_BATCH": fmt.Sprint(batch)})
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "batch"))
+	eans := stageForBench(t, s, "BATCH", n)
+	var wg sync.WaitGroup
+	for _, ean := range eans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := s.do(t, "POST", processPath, tok, processBody(ean, false)); r.Status != 201 {
+				t.Errorf("E5 %s: %d %s", ean, r.Status, r.Raw)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := s.count(t, `SELECT count(*) FROM accounts a JOIN import_processes p ON p.id = a.import_process_id
+		WHERE p.status = 'COMPLETED' AND p.service_account_number = a.service_account_number`); got != n {
+		t.Fatalf("%d accounts created and recorded, want %d", got, n)
+	}
+	var sizes []int
+	if err := s.db.Select(&sizes, `SELECT count(*) FROM accounts GROUP BY xmin::text ORDER BY 1 DESC`); err != nil {
+		t.Fatal(err)
+	}
+	if sizes[0] > batch {
+		t.Errorf("a transaction created %d accounts, more than ACCOUNT_BATCH=%d", sizes[0], batch)
+	}
+	// 40 calls at once against one writer: while it commits, the others
+	// queue behind it.
+	if len(sizes) == n {
+		t.Errorf("each of %d accounts had a transaction of its own; want shared ones", n)
+	}
+	t.Logf("accounts per transaction: %v", sizes)
+}
