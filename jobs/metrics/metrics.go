@@ -67,6 +67,7 @@ type Metrics struct {
 	accountsCreated  prometheus.Counter
 	validationErrors *prometheus.CounterVec
 	vendorCalls      *prometheus.CounterVec
+	creationTxs      *prometheus.HistogramVec
 }
 
 // New returns the service's collectors registered on a registry of their
@@ -104,11 +105,18 @@ func New() *Metrics {
 			Name: "importd_vendor_calls_total",
 			Help: "Requests to payment vendors, by vendor and outcome (ok, not_found, timeout, unavailable, protocol_error, cancelled, error).",
 		}, []string{"vendor", "outcome"}),
+		creationTxs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "importd_account_transaction_accounts",
+			Help: "Accounts per creation transaction of the worker, by outcome (committed; split: rolled back, each account run again alone; rolled_back: a lone account's transaction).",
+			// Powers of two up to beyond the largest sensible ACCOUNT_BATCH.
+			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
+		}, []string{"outcome"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpRequests, m.httpDuration, m.jobs, m.jobDuration, m.accountsCreated, m.validationErrors, m.vendorCalls,
+		m.creationTxs,
 	)
 	return m
 }
@@ -158,6 +166,28 @@ func (m *Metrics) AccountCreated() {
 		return
 	}
 	m.accountsCreated.Inc()
+}
+
+// Outcomes of a shared creation transaction, the outcome label of
+// importd_account_transaction_accounts.
+const (
+	// TxCommitted: the transaction committed; each account has its outcome.
+	TxCommitted = "committed"
+	// TxSplit: an account failed, so the transaction was rolled back and
+	// each of its accounts ran again in a transaction of its own.
+	TxSplit = "split"
+	// TxRolledBack: the transaction of a lone account was rolled back (it
+	// failed, and is retried, or was refused while writing).
+	TxRolledBack = "rolled_back"
+)
+
+// CreationTransaction records one creation transaction of the worker's
+// writers, of accounts accounts, that ended with outcome (a Tx* constant).
+func (m *Metrics) CreationTransaction(outcome string, accounts int) {
+	if m == nil {
+		return
+	}
+	m.creationTxs.WithLabelValues(outcome).Observe(float64(accounts))
 }
 
 // ValidationError counts one problem of a 400 answer by its stable code.

@@ -98,5 +98,6 @@ func TestMetrics_NilCountsNothing(t *testing.T) {
 	m.AccountCreated()
 	m.ValidationError("c")
 	m.VendorCall("v", VendorOK)
+	m.CreationTransaction(TxCommitted, 3)
 	m.WatchQueues(fakeInspector{})
 }

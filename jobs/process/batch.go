@@ -14,6 +14,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -36,6 +37,9 @@ type Batching struct {
 	Writers int
 	// Size is the most accounts one transaction creates (ACCOUNT_BATCH).
 	Size int
+	// Metrics records each transaction's size and outcome; nil records
+	// nothing.
+	Metrics *metrics.Metrics
 }
 
 // WithBatching makes c create accounts in shared transactions as b says,
@@ -45,7 +49,7 @@ func (c *Creator) WithBatching(b Batching) *Creator {
 	if b.Writers < 1 || b.Size < 1 {
 		panic(fmt.Sprintf("process.WithBatching: %+v: Writers and Size must be positive", b))
 	}
-	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether}
+	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether, metrics: b.Metrics}
 	return c
 }
 
@@ -180,6 +184,7 @@ type batcher struct {
 	size    int
 	writers chan struct{} // a slot per writer
 	create  func(ctx context.Context, js []*createJob)
+	metrics *metrics.Metrics
 
 	mu    sync.Mutex
 	queue []*createJob
@@ -242,6 +247,14 @@ func (b *batcher) lead(ctx context.Context) {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobs.AccountProcessTimeout)
 	defer cancel()
 	b.create(tctx, js)
+	outcome := metrics.TxCommitted
+	switch err := js[0].err; {
+	case errors.Is(err, errSplit):
+		outcome = metrics.TxSplit
+	case err != nil && !errors.Is(err, errRestaged): // only a lone account's error is its own
+		outcome = metrics.TxRolledBack
+	}
+	b.metrics.CreationTransaction(outcome, len(js))
 	for _, j := range js {
 		close(j.done)
 	}

@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 )
 
 // batchRig creates accounts through a Creator with one writer, so that the
@@ -24,6 +26,7 @@ type batchRig struct {
 	t                  *testing.T
 	d                  *sqlx.DB
 	c                  *Creator
+	m                  *metrics.Metrics
 	supplierID, teamID int64
 }
 
@@ -41,9 +44,9 @@ func newBatchRig(t *testing.T, size int) *batchRig {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	r := &batchRig{t: t, d: d}
+	r := &batchRig{t: t, d: d, m: metrics.New()}
 	r.c = NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler)).
-		WithBatching(Batching{Writers: 1, Size: size})
+		WithBatching(Batching{Writers: 1, Size: size, Metrics: r.m})
 	r.c.now = func() time.Time { return createToday }
 	if err := d.Get(&r.supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {
 		t.Fatal(err)
@@ -165,6 +168,27 @@ func (r *batchRig) lastErrorCode(number string) string {
 	return *code
 }
 
+// transactionsSeen is what importd_account_transaction_accounts recorded:
+// per outcome, the number of transactions and their accounts in all.
+func (r *batchRig) transactionsSeen() map[string][2]int {
+	r.t.Helper()
+	fams, err := r.m.Registry().Gather()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out := map[string][2]int{}
+	for _, f := range fams {
+		if f.GetName() != "importd_account_transaction_accounts" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			out[m.GetLabel()[0].GetValue()] = [2]int{int(h.GetSampleCount()), int(h.GetSampleSum())}
+		}
+	}
+	return out
+}
+
 func numbersArray(numbers []string) any {
 	b, _ := json.Marshal(numbers)
 	return "{" + string(b[1:len(b)-1]) + "}"
@@ -198,6 +222,9 @@ func TestBatch_AccountsQueuedTogetherShareOneTransaction(t *testing.T) {
 	}
 	if got := r.transactions(numbers); got != 2 {
 		t.Errorf("9 accounts were written by %d transactions, want 2 (the first alone, the 8 queued behind it together)", got)
+	}
+	if diff := cmp.Diff(map[string][2]int{"committed": {2, 9}}, r.transactionsSeen()); diff != "" {
+		t.Errorf("importd_account_transaction_accounts: transactions and accounts by outcome (-want +got):\n%s", diff)
 	}
 	var customers int
 	if err := r.d.Get(&customers, `SELECT count(DISTINCT account_id) FROM customers`); err != nil || customers != 9 {
@@ -252,6 +279,11 @@ func TestBatch_AFailingAccountDoesNotFailTheOthersOfItsTransaction(t *testing.T)
 		if errs[i] != nil || !r.created(n) {
 			t.Errorf("account %s: error %v, created %v; want it created", n, errs[i], r.created(n))
 		}
+	}
+	// The first alone, then the five queued behind it split: their runs
+	// alone are not the writers' transactions.
+	if diff := cmp.Diff(map[string][2]int{"committed": {1, 1}, "split": {1, 5}}, r.transactionsSeen()); diff != "" {
+		t.Errorf("importd_account_transaction_accounts: transactions and accounts by outcome (-want +got):\n%s", diff)
 	}
 	// Its last attempt failed for the database's reason: recorded as the
 	// service's failure, to be retried with E5.
