@@ -17,22 +17,36 @@ import (
 // (CPU), idle in a transaction, or waiting, by wait event, and for heavyweight
 // lock waits which lock (type and relation). It is on when E5_WAITS is set
 // (E5_WAITS=1 make bench): a sample is a query on the same 2 cores.
+//
+// With E5_STATEMENTS set, it also reports pg_stat_statements for the
+// database over the same span: each statement's share of the execution
+// time, and its calls and time per account (see statementProfile).
 type waitSampler struct {
 	stop chan struct{}
 	done chan map[string]int
+	d    *sqlx.DB // for the statement profile; nil when E5_STATEMENTS is not set
 }
 
 // startWaitSampler starts sampling d's database, or returns nil when
-// E5_WAITS is not set.
+// neither E5_WAITS nor E5_STATEMENTS is set.
 func startWaitSampler(b *testing.B, d *sqlx.DB) *waitSampler {
-	if os.Getenv("E5_WAITS") == "" {
+	waits, statements := os.Getenv("E5_WAITS") != "", os.Getenv("E5_STATEMENTS") != ""
+	if !waits && !statements {
 		return nil
+	}
+	w := &waitSampler{}
+	if statements {
+		resetStatements(b, d)
+		w.d = d
+	}
+	if !waits {
+		return w
 	}
 	conn, err := d.Connx(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &waitSampler{stop: make(chan struct{}), done: make(chan map[string]int, 1)}
+	w.stop, w.done = make(chan struct{}), make(chan map[string]int, 1)
 	go func() {
 		defer conn.Close()
 		seen := map[string]int{}
@@ -79,6 +93,12 @@ func (w *waitSampler) report(b *testing.B) {
 	if w == nil {
 		return
 	}
+	if w.d != nil {
+		reportStatements(b, w.d)
+	}
+	if w.stop == nil {
+		return
+	}
 	close(w.stop)
 	seen := <-w.done
 	total := 0
@@ -94,5 +114,54 @@ func (w *waitSampler) report(b *testing.B) {
 		fmt.Fprintf(&sb, "  %5.1f%%  %s\n", 100*float64(seen[k])/float64(total), k)
 	}
 	// Printed, not logged: a benchmark's log keeps only its first lines.
+	fmt.Printf("%s: %s", b.Name(), sb.String())
+}
+
+// resetStatements empties pg_stat_statements for d's database, creating the
+// extension first. The server must load the library at start
+// (shared_preload_libraries), as deploy/local/stack.sh starts it.
+func resetStatements(b *testing.B, d *sqlx.DB) {
+	if _, err := d.Exec(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		b.Fatalf("E5_STATEMENTS: %v", err)
+	}
+	if _, err := d.Exec(`SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`); err != nil {
+		b.Fatalf("E5_STATEMENTS: %v (the server must be started with shared_preload_libraries = 'pg_stat_statements': deploy/local/stack.sh down, then up)", err)
+	}
+}
+
+// statementRow is one statement of the profile.
+type statementRow struct {
+	Query string  `db:"query"`
+	Calls int64   `db:"calls"`
+	Total float64 `db:"total"` // ms
+}
+
+// reportStatements prints the statements of d's database since
+// resetStatements, by execution time: their share of it, calls and
+// milliseconds per account (b.N accounts). Planning is not tracked
+// (pg_stat_statements.track_planning adds contention of its own).
+func reportStatements(b *testing.B, d *sqlx.DB) {
+	var rows []statementRow
+	if err := d.Select(&rows, `
+		SELECT regexp_replace(left(query, 90), '\s+', ' ', 'g') AS query, calls, total_exec_time AS total
+		FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND query NOT LIKE '%pg_stat_%'
+		ORDER BY total_exec_time DESC`); err != nil {
+		b.Fatalf("E5_STATEMENTS: %v", err)
+	}
+	var total float64
+	for _, r := range rows {
+		total += r.Total
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "statements by execution time (%.0f ms in all, %.3f ms per account):\n", total, total/float64(b.N))
+	for i, r := range rows {
+		if i == 12 {
+			break
+		}
+		fmt.Fprintf(&sb, "  %5.1f%%  %6.2f calls/account  %6.3f ms/account  %s\n",
+			100*r.Total/total, float64(r.Calls)/float64(b.N), r.Total/float64(b.N), r.Query)
+	}
 	fmt.Printf("%s: %s", b.Name(), sb.String())
 }

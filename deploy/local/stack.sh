@@ -102,7 +102,11 @@ CONF
 		:
 	else
 		log "starting PostgreSQL on 127.0.0.1:$pg_port"
-		run_as_pg "$bin/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -w -t 60 start >/dev/null ||
+		# pg_stat_statements for the benchmarks' statement profile
+		# (E5_STATEMENTS=1 make bench); a server option rather than a line of
+		# postgresql.conf, so that clusters made before it get it too.
+		run_as_pg "$bin/pg_ctl" -D "$pg_data" -l "$pg_data/server.log" -w -t 60 \
+			-o "-c shared_preload_libraries=pg_stat_statements" start >/dev/null ||
 			die "PostgreSQL did not start; see $pg_data/server.log"
 	fi
 	if ! "$bin/psql" -h 127.0.0.1 -p "$pg_port" -U "$pg_user" -d postgres -Atqc "select 1 from pg_database where datname='$pg_db'" | grep -q 1; then
