@@ -2,18 +2,25 @@ package process
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/account"
 )
 
 // manyRig stages the three creation fixtures, each under an external
@@ -332,5 +339,65 @@ func TestBatch_AMissingBusinessContractRefusesOnlyItsAccountWithoutSplitting(t *
 	if err := r.d.Get(&traces, `SELECT (SELECT count(*) FROM accounts WHERE external_account_number = 'B-02')
 		+ (SELECT count(*) FROM import_processes WHERE external_account_number = 'B-02' AND service_account_number IS NOT NULL)`); err != nil || traces != 0 {
 		t.Errorf("B-02 left %d traces (%v)", traces, err)
+	}
+}
+
+// A worker prepares the statement for several accounts before any
+// transaction, with the others: inside a shared transaction it costs one
+// round trip, not a preparation of its 30 parts for every batch.
+func TestRun_PreparesTheStatementForSeveralAccountsAhead(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewDatabase(t)
+	plain, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	seedCatalogue(t, plain)
+	r := &manyRig{d: plain}
+	if err := plain.Get(&r.team, `SELECT id FROM operations_teams`); err != nil {
+		t.Fatal(err)
+	}
+	for x, name := range []string{"fixture", "reference", "lights"} {
+		r.stage(t, name, fmt.Sprintf("M-%d", x))
+	}
+	var writes atomic.Int64
+	conn, err := pq.NewConnector(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Dialer(countingDialer{writes: &writes})
+	counted := sqlx.NewDb(sql.OpenDB(conn), "postgres")
+	defer counted.Close()
+	counted.SetMaxOpenConns(1)
+	opt, err := redis.ParseURL(dbtest.NewRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	c := NewCreator(counted, rdb, account.NewCatalog(counted, nil), nil, slog.New(slog.DiscardHandler))
+	c.now = func() time.Time { return createToday }
+	ctx := context.Background()
+	var supplierID int64
+	if err := plain.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx, jobs.AccountProcessPayload{ProcessID: r.in[0].opt.ProcessID, SupplierID: supplierID,
+		SupplierCode: "DEMO", ExternalAccountNumber: "M-0", OperationsTeamID: r.team}, true); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := counted.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	before := writes.Load()
+	_, errs, err := createAccounts(ctx, tx, c.stmts, r.in[1:], newServiceAccountNumber)
+	if err := errors.Join(append(errs, err)...); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes.Load() - before; n != 1 {
+		t.Errorf("creating two accounts in a transaction cost %d round trips, want 1", n)
 	}
 }
