@@ -178,8 +178,7 @@ func InsertCTE(src, notes, account string) string {
 			INSERT INTO note_documents (note_id, position, document_path)
 			SELECT n.id, d.position, d.path
 			FROM ` + src + ` s CROSS JOIN jsonb_to_recordset((` + notes + `)->'d') AS d (note int, position int, path text)
-			JOIN note_in n ON n.x = s.x AND n.i = d.note JOIN ` + account + ` a ON a.x = s.x
-			ORDER BY s.x, d.note, d.position)`
+			JOIN note_in n ON n.x = s.x AND n.i = d.note JOIN ` + account + ` a ON a.x = s.x)`
 }
 
 // identity is what makes two notes the same: the body, or for a note
