@@ -42,7 +42,8 @@ func Insert(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now
 	if err != nil {
 		return fmt.Errorf("insert notes: %w", err)
 	}
-	q := `WITH note_account AS (SELECT $1::bigint AS id), ` + InsertCTE("$2::jsonb", "note_account") + ` SELECT 1`
+	q := `WITH note_account AS (SELECT 1 AS x, $1::bigint AS id), note_src AS (SELECT 1 AS x, $2::jsonb AS notes), ` +
+		InsertCTE("note_src", "notes", "note_account") + ` SELECT 1`
 	if _, err := tx.ExecContext(ctx, q, accountID, rows); err != nil {
 		return fmt.Errorf("insert notes: %w", err)
 	}
@@ -154,26 +155,30 @@ func InsertRows(notes []Note, now time.Time) (json.RawMessage, error) {
 }
 
 // InsertCTE returns the items of a WITH clause that insert the notes of
-// rows, a jsonb expression holding what InsertRows encoded, onto the
-// account whose id is the id column of the one-row relation account (a
-// table or an earlier WITH item; no row inserts nothing). The items are
-// named note_*. Ids are drawn in a materialised item, once per note and in
-// payload order, so that each note's documents can name it without relying
-// on the order of RETURNING rows.
-func InsertCTE(rows, account string) string {
+// one or more accounts. src is a relation (a table or an earlier WITH item)
+// with a column x that names an account and the columns that notes, a jsonb
+// expression holding what InsertRows encoded for that account, reads;
+// account is a relation with the columns x and id, the id of the account
+// that x names (an x without a row there inserts nothing). The items are
+// named note_*. Ids are drawn in a materialised item, once per note, in
+// the order of x and then of the payload, so that each note's documents can
+// name it without relying on the order of RETURNING rows.
+func InsertCTE(src, notes, account string) string {
 	return `note_in AS MATERIALIZED (
-			SELECT nextval('notes_id_seq') AS id, n.*
-			FROM jsonb_to_recordset(` + rows + `->'n')
-				AS n (i int, body text, created_at timestamptz, is_pinned boolean, unpin_at timestamptz)),
+			SELECT nextval('notes_id_seq') AS id, s.x, n.*
+			FROM ` + src + ` s CROSS JOIN jsonb_to_recordset((` + notes + `)->'n')
+				AS n (i int, body text, created_at timestamptz, is_pinned boolean, unpin_at timestamptz)
+			ORDER BY s.x, n.i),
 		note_ins AS (
 			INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
-			SELECT n.id, a.id, n.body, n.created_at, n.is_pinned, n.unpin_at FROM note_in n, ` + account + ` a
-			ORDER BY n.i),
+			SELECT n.id, a.id, n.body, n.created_at, n.is_pinned, n.unpin_at
+			FROM note_in n JOIN ` + account + ` a ON a.x = n.x
+			ORDER BY n.x, n.i),
 		note_doc_ins AS (
 			INSERT INTO note_documents (note_id, position, document_path)
 			SELECT n.id, d.position, d.path
-			FROM jsonb_to_recordset(` + rows + `->'d') AS d (note int, position int, path text)
-			JOIN note_in n ON n.i = d.note CROSS JOIN ` + account + ` a)`
+			FROM ` + src + ` s CROSS JOIN jsonb_to_recordset((` + notes + `)->'d') AS d (note int, position int, path text)
+			JOIN note_in n ON n.x = s.x AND n.i = d.note JOIN ` + account + ` a ON a.x = s.x)`
 }
 
 // identity is what makes two notes the same: the body, or for a note

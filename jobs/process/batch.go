@@ -85,8 +85,10 @@ const lockProcessesSQL = `SELECT id, payload, service_account_number FROM import
 // createTogether creates the accounts of js in one transaction and sets
 // each one's outcome. An account alone has the outcome of its transaction:
 // errDryRun rolls back a dry run or a refusal found while writing. Several
-// accounts commit together only when none of them failed; otherwise the
-// transaction is rolled back and every account's outcome is errSplit.
+// accounts are written by one execution of the creation statement
+// (createMany) and commit together unless one of them failed or was
+// refused after writing rows; then the transaction is rolled back and
+// every account's outcome is errSplit.
 func (c *Creator) createTogether(ctx context.Context, js []*createJob) {
 	ids := make([]int64, len(js))
 	for i, j := range js {
@@ -105,21 +107,31 @@ func (c *Creator) createTogether(ctx context.Context, js []*createJob) {
 		for _, r := range rows {
 			locked[r.ID] = r
 		}
-		for _, j := range js {
+		if len(js) == 1 {
+			j := js[0]
 			row, ok := locked[j.p.ProcessID]
 			if !ok {
 				j.err = fmt.Errorf("lock process %d: no such process", j.p.ProcessID)
 			} else {
 				j.err = c.createIn(ctx, tx, j, row)
 			}
-			if len(js) == 1 {
-				return j.err
+			return j.err
+		}
+		var create []*createJob
+		for _, j := range js {
+			row, ok := locked[j.p.ProcessID]
+			if !ok || j.p.DryRun {
+				return errSplit // a dry run rolls back: it never commits with others
 			}
-			if j.err != nil && !errors.Is(j.err, errRestaged) { // errRestaged wrote nothing
+			write, err := c.decide(j, row)
+			if err != nil && !errors.Is(err, errRestaged) { // errRestaged wrote nothing
 				return errSplit
 			}
+			if j.err = err; write {
+				create = append(create, j)
+			}
 		}
-		return nil
+		return c.createMany(ctx, tx, create)
 	})
 	if err != nil && len(js) > 1 {
 		for _, j := range js {
@@ -132,31 +144,42 @@ func (c *Creator) createTogether(ctx context.Context, js []*createJob) {
 	}
 }
 
-// createIn creates the account of j inside tx, its staged row locked, and
-// sets j's outcome but for err, which it returns.
-func (c *Creator) createIn(ctx context.Context, tx *sqlx.Tx, j *createJob, row processRow) error {
+// decide sets the outcome of j that its locked staged row decides without
+// writing, and reports whether its account is to be written: not when it
+// exists already, was refused before the transaction, or was staged again
+// meanwhile (errRestaged).
+func (c *Creator) decide(j *createJob, row processRow) (write bool, err error) {
 	j.result, j.number, j.outbox = j.invalid, "", nil
-	p := j.p
 	if row.Number.Valid {
 		j.number = row.Number.String
 		j.result = nil // another run created it; its outcome stands
-		if p.DryRun {
+		if j.p.DryRun {
 			// A real run created it after the API's check let the dry
 			// run in: answer what that check answers now. Announced as
 			// "created", it would leave the dry run's waiter, which
 			// only ends on a dry run's outcome, waiting for nothing.
-			j.result = imports.AlreadyImported(p.ExternalAccountNumber, j.number)
+			j.result = imports.AlreadyImported(j.p.ExternalAccountNumber, j.number)
 		}
-		return nil
+		return false, nil
 	}
 	if j.result != nil {
-		return nil
+		return false, nil
 	}
 	if !bytes.Equal(row.Payload, j.payload) || j.acc == nil {
 		// Staged again between the read and the lock: validate what is
 		// there now on the next attempt.
-		return errRestaged
+		return false, errRestaged
 	}
+	return true, nil
+}
+
+// createIn creates the account of j inside tx, its staged row locked, and
+// sets j's outcome but for err, which it returns.
+func (c *Creator) createIn(ctx context.Context, tx *sqlx.Tx, j *createJob, row processRow) error {
+	if write, err := c.decide(j, row); !write {
+		return err
+	}
+	p := j.p
 	// CreateAccount also records the process as COMPLETED, in the same
 	// statement.
 	created, err := CreateAccount(ctx, tx, j.acc, CreateOptions{
@@ -173,6 +196,37 @@ func (c *Creator) createIn(ctx context.Context, tx *sqlx.Tx, j *createJob, row p
 		return errDryRun
 	}
 	j.number, j.outbox = created.ServiceAccountNumber, created.Outbox
+	return nil
+}
+
+// createMany writes the accounts of js, none a dry run, inside tx with one
+// execution of the creation statement (more for numbers taken), and sets
+// their outcomes. An account refused before anything of it was written
+// (its business contract is missing) is refused alone; any other refusal
+// or failure returns errSplit, for the rows written must be rolled back.
+func (c *Creator) createMany(ctx context.Context, tx *sqlx.Tx, js []*createJob) error {
+	if len(js) == 0 {
+		return nil
+	}
+	in := make([]toCreate, len(js))
+	now := c.now()
+	for i, j := range js {
+		in[i] = toCreate{j.acc, CreateOptions{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
+	}
+	created, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
+	if err != nil {
+		return errSplit
+	}
+	for i, j := range js {
+		switch pe, _ := problem.As(errs[i]); {
+		case errs[i] == nil:
+			j.number, j.outbox = created[i].ServiceAccountNumber, created[i].Outbox
+		case refusedBeforeWriting(errs[i]):
+			j.result = pe
+		default:
+			return errSplit
+		}
+	}
 	return nil
 }
 

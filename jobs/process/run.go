@@ -74,7 +74,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	taskID := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
 	var invalid *problem.Error
 	// Prepared before the transaction: see prepared.Statements.Prepare.
-	if err := c.stmts.Prepare(ctx, readProcessSQL, lockProcessesSQL, createSQL); err != nil {
+	if err := c.stmts.Prepare(ctx, readProcessSQL, lockProcessesSQL, createSQL, createManySQL); err != nil {
 		return c.failed(ctx, p, taskID, final, err)
 	}
 	var before processRow
