@@ -114,12 +114,16 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		}
 	}
 	j := &createJob{p: p, payload: before.Payload, acc: acc, invalid: invalid}
-	if p.DryRun || c.batch == nil {
+	switch {
+	case p.DryRun || c.batch == nil:
 		// A dry run rolls back whatever it wrote, so it never shares a
 		// transaction with accounts that are to stay.
 		c.createTogether(ctx, []*createJob{j})
-	} else if c.batch.do(ctx, j); errors.Is(j.err, errSplit) {
-		c.createTogether(ctx, []*createJob{j})
+	default:
+		c.batch.do(ctx, j)
+		if errors.Is(j.err, errSplit) { // its shared transaction was rolled back
+			c.createTogether(ctx, []*createJob{j})
+		}
 	}
 	err, number, invalid, outbox := j.err, j.number, j.result, j.outbox
 	switch {
