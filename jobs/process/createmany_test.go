@@ -2,25 +2,18 @@ package process
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/account"
 )
 
 // manyRig stages the three creation fixtures, each under an external
@@ -361,23 +354,7 @@ func TestRun_PreparesTheStatementForSeveralAccountsAhead(t *testing.T) {
 	for x, name := range []string{"fixture", "reference", "lights"} {
 		r.stage(t, name, fmt.Sprintf("M-%d", x))
 	}
-	var writes atomic.Int64
-	conn, err := pq.NewConnector(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Dialer(countingDialer{writes: &writes})
-	counted := sqlx.NewDb(sql.OpenDB(conn), "postgres")
-	defer counted.Close()
-	counted.SetMaxOpenConns(1)
-	opt, err := redis.ParseURL(dbtest.NewRedis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	c := NewCreator(counted, rdb, account.NewCatalog(counted, nil), nil, slog.New(slog.DiscardHandler))
-	c.now = func() time.Time { return createToday }
+	c, writes := countedCreator(t, url)
 	ctx := context.Background()
 	var supplierID int64
 	if err := plain.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {
@@ -387,7 +364,7 @@ func TestRun_PreparesTheStatementForSeveralAccountsAhead(t *testing.T) {
 		SupplierCode: "DEMO", ExternalAccountNumber: "M-0", OperationsTeamID: r.team}, true); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := counted.BeginTxx(ctx, nil)
+	tx, err := c.db.BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
