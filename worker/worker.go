@@ -137,8 +137,7 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 func newCreator(cfg Config, deps Deps) *process.Creator {
 	c := process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log)
 	if b := cfg.Batching; b.Writers > 0 || b.Size > 0 {
-		b.Metrics = deps.Metrics
-		c.WithBatching(b)
+		c.WithBatching(b, deps.Metrics)
 	}
 	return c
 }

@@ -63,8 +63,10 @@ func pgbenchScript(b *testing.B, acc *account.Account, supplierID, teamID int64)
 }
 
 // pgbenchScriptFile is where BenchmarkE5 leaves the script it ran, so that
-// it can be read and run by hand (the document: pgbench -D doc=...).
-const pgbenchScriptFile = "testdata/e5_create.pgbench"
+// it can be read and run by hand (the document: pgbench -D doc=...): in the
+// checkout's .local, which git ignores, since the script names the ids of
+// the benchmark's database.
+const pgbenchScriptFile = "../../.local/e5_create.pgbench"
 
 // findPgbench returns the path of pgbench: on PATH, else in PostgreSQL's
 // Debian directories, as deploy/local/stack.sh finds the server.
@@ -119,9 +121,7 @@ func benchE5Pgbench(b *testing.B, workers int) e5Figures {
 	}
 	s := startService(b, "api", map[string]string{"LOG_LEVEL": "error"})
 	seedDemo(b, s, admin.Supplier{})
-	var supplierID, teamID int64
-	_ = s.db.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`)
-	_ = s.db.Get(&teamID, `SELECT id FROM operations_teams WHERE name = 'Ops'`)
+	supplierID, teamID := benchDemoIDs(b, s)
 	perClient := (b.N + workers - 1) / workers
 	var numbers, payloads []string
 	payload, _ := json.Marshal(fixture(b, "PGB"))
@@ -141,6 +141,9 @@ func benchE5Pgbench(b *testing.B, workers int) e5Figures {
 		b.Fatal(err)
 	}
 	script, doc := pgbenchScript(b, acc, supplierID, teamID)
+	if err := os.MkdirAll(filepath.Dir(pgbenchScriptFile), 0o755); err != nil {
+		b.Fatal(err)
+	}
 	if err := os.WriteFile(pgbenchScriptFile, []byte(script), 0o644); err != nil {
 		b.Fatal(err)
 	}

@@ -53,6 +53,18 @@ func stageForBench(b testing.TB, s *service, prefix string, n int) []string {
 	return eans
 }
 
+// benchDemoIDs returns the ids of supplier DEMO and team Ops that seedDemo
+// wrote.
+func benchDemoIDs(b *testing.B, s *service) (supplierID, teamID int64) {
+	if err := s.db.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.db.Get(&teamID, `SELECT id FROM operations_teams WHERE name = 'Ops'`); err != nil {
+		b.Fatal(err)
+	}
+	return supplierID, teamID
+}
+
 // runConcurrently calls fn for every index from workers goroutines and
 // returns each call's latency.
 func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.Duration {
@@ -92,7 +104,7 @@ func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.
 //
 //   - pgbench: the creation statement run by pgbench (benchE5Pgbench), the
 //     database's own speed for the same rows in one statement; it leaves the
-//     script it ran in testdata/e5_create.pgbench.
+//     script it ran in .local/e5_create.pgbench.
 //   - baseline: the creation statement alone (process.CreateStatement: the
 //     same rows in one statement, autocommitted), its documents encoded
 //     before the clock starts, issued from Go over a pool of one connection
@@ -166,7 +178,7 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 	}
 	batching := benchBatching(b)
 	s := startService(b, "serve", map[string]string{"WORKER_CONCURRENCY": fmt.Sprint(benchWorkerConcurrency(b)),
-		"DB_MAX_CONNS": fmt.Sprint(benchDBConns), "LOG_LEVEL": "error",
+		"DB_MAX_CONNS": fmt.Sprint(benchDBConns(b)), "LOG_LEVEL": "error",
 		"ACCOUNT_WRITERS": fmt.Sprint(batching.Writers), "ACCOUNT_BATCH": fmt.Sprint(batching.Size)})
 	seedDemo(b, s, admin.Supplier{})
 	tok := s.accessToken(b, s.newKey(b, "bench"))
@@ -185,14 +197,10 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 
 // benchWorkerConcurrency is the end-to-end benchmark's WORKER_CONCURRENCY:
 // benchConcurrency, or E5_WORKER_CONCURRENCY to measure how fewer accounts
-// created at once, with the clients' concurrency unchanged, move the
-// throughput (README, Tuning a migration).
+// in flight, with the clients' concurrency unchanged, move the throughput
+// (README, Tuning a migration).
 func benchWorkerConcurrency(b *testing.B) int {
-	n := benchEnvInts(b, "E5_WORKER_CONCURRENCY", benchConcurrency)
-	if len(n) != 1 {
-		b.Fatalf("E5_WORKER_CONCURRENCY: want one number, got %v", n)
-	}
-	return n[0]
+	return benchEnvInt(b, "E5_WORKER_CONCURRENCY", benchConcurrency)
 }
 
 // benchBatching is how direct creation and the end-to-end run share
@@ -200,20 +208,30 @@ func benchWorkerConcurrency(b *testing.B) int {
 // or E5_WRITERS and E5_BATCH to compare others (E5_BATCH=1 is an account per
 // transaction, as before batching).
 func benchBatching(b *testing.B) process.Batching {
-	one := func(env, variable string) int {
-		def := 0
-		for _, v := range vars {
-			if v.name == variable {
-				def, _ = strconv.Atoi(v.def)
-			}
-		}
-		n := benchEnvInts(b, env, def)
-		if len(n) != 1 || n[0] < 1 {
-			b.Fatalf("%s: want one positive number, got %v", env, n)
-		}
-		return n[0]
+	def, err := loadConfig(func(string) string { return "" }, 0)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return process.Batching{Writers: one("E5_WRITERS", "ACCOUNT_WRITERS"), Size: one("E5_BATCH", "ACCOUNT_BATCH")}
+	return process.Batching{Writers: benchEnvInt(b, "E5_WRITERS", def.AccountWriters),
+		Size: benchEnvInt(b, "E5_BATCH", def.AccountBatch)}
+}
+
+// benchDBConns is DB_MAX_CONNS of the end-to-end benchmark and the largest
+// pool of direct creation: 8, four connections per core of this 2-core
+// machine, as README "Tuning a migration" recommends, or E5_DB_CONNS to
+// measure others. Creation needs only its ACCOUNT_WRITERS connections; more
+// than a few per core only add backends for the same cores to switch
+// between.
+func benchDBConns(b *testing.B) int { return benchEnvInt(b, "E5_DB_CONNS", 8) }
+
+// benchEnvInt reads the environment variable name as one positive integer,
+// or returns def when it is unset.
+func benchEnvInt(b *testing.B, name string, def int) int {
+	n := benchEnvInts(b, name, def)
+	if len(n) != 1 {
+		b.Fatalf("%s: want one number, got %v", name, n)
+	}
+	return n[0]
 }
 
 // benchEnvInts reads the environment variable name as comma-separated
@@ -233,15 +251,6 @@ func benchEnvInts(b *testing.B, name string, def ...int) []int {
 	}
 	return out
 }
-
-// benchDBConns is DB_MAX_CONNS of the end-to-end benchmark and the pool of
-// direct creation: four connections per core of this 2-core machine, as
-// README "Tuning a migration" recommends. Creation needs only its
-// ACCOUNT_WRITERS connections; more connections than that and the API's
-// short reads only add backends for the same two cores to switch between
-// (at concurrency 32 end to end: 345 accounts/s with 8 or 10, 278 with 20,
-// 284 with 40).
-const benchDBConns = 8
 
 func e5Post(b *testing.B, s *service, tok, ean string) error {
 	r := s.do(b, "POST", processPath, tok, processBody(ean, false))
@@ -271,9 +280,7 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 	warm := stageForBench(b, s, "WARM", workers)
 	eans := stageForBench(b, s, "DIRECT", b.N)
 	warmIDs, ids := stagedIDs(b, s, "WARM"), stagedIDs(b, s, "DIRECT")
-	var supplierID, teamID int64
-	_ = s.db.Get(&supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`)
-	_ = s.db.Get(&teamID, `SELECT id FROM operations_teams WHERE name = 'Ops'`)
+	supplierID, teamID := benchDemoIDs(b, s)
 	opt, _ := redis.ParseURL(s.env["REDIS_URL"])
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
@@ -282,9 +289,9 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 		b.Fatal(err)
 	}
 	defer docs.Close()
-	pool := benchPool(b, s, min(workers, benchDBConns))
+	pool := benchPool(b, s, min(workers, benchDBConns(b)))
 	creator := process.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, slog.New(slog.DiscardHandler)).
-		WithBatching(benchBatching(b))
+		WithBatching(benchBatching(b), nil)
 	create := func(id int64, ean string) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{
 			ProcessID: id, SupplierID: supplierID, SupplierCode: "DEMO",
@@ -311,8 +318,7 @@ func benchE5Baseline(b *testing.B, workers int) e5Figures {
 	seedDemo(b, s, admin.Supplier{})
 	stageForBench(b, s, "BASE", b.N+workers)
 	ids := stagedIDs(b, s, "BASE")
-	var teamID int64
-	_ = s.db.Get(&teamID, `SELECT id FROM operations_teams WHERE name = 'Ops'`)
+	_, teamID := benchDemoIDs(b, s)
 	pool := benchPool(b, s, workers)
 	raw, _ := json.Marshal(fixture(b, "BASE"))
 	acc, err := account.Validator{Catalog: account.NewCatalog(pool, nil)}.Validate(context.Background(), raw)

@@ -37,19 +37,17 @@ type Batching struct {
 	Writers int
 	// Size is the most accounts one transaction creates (ACCOUNT_BATCH).
 	Size int
-	// Metrics records each transaction's size and outcome; nil records
-	// nothing.
-	Metrics *metrics.Metrics
 }
 
 // WithBatching makes c create accounts in shared transactions as b says,
-// and returns c. Without it every account has a transaction of its own. It
+// recording each transaction's size and outcome in m (nil records
+// nothing), and returns c. Without it every account has a transaction of its own. It
 // must be called before c runs any task.
-func (c *Creator) WithBatching(b Batching) *Creator {
+func (c *Creator) WithBatching(b Batching, m *metrics.Metrics) *Creator {
 	if b.Writers < 1 || b.Size < 1 {
 		panic(fmt.Sprintf("process.WithBatching: %+v: Writers and Size must be positive", b))
 	}
-	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether, metrics: b.Metrics}
+	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether, metrics: m}
 	return c
 }
 
@@ -82,20 +80,22 @@ type createJob struct {
 const lockProcessesSQL = `SELECT id, payload, service_account_number FROM import_processes
 	WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 
-// createTogether creates the accounts of js in one transaction and sets
-// each one's outcome. An account alone has the outcome of its transaction:
-// errDryRun rolls back a dry run or a refusal found while writing. Several
-// accounts are written by one execution of the creation statement
-// (createMany) and commit together unless one of them failed or was
-// refused after writing rows; then the transaction is rolled back and
-// every account's outcome is errSplit.
-func (c *Creator) createTogether(ctx context.Context, js []*createJob) {
+// createTogether creates the accounts of js in one transaction, sets each
+// one's outcome, and returns the transaction's (a metrics.Tx* outcome).
+// The accounts to write are written by one execution of the creation
+// statement. An account alone has the outcome of its transaction: errDryRun
+// rolls back a dry run or a refusal found while writing. Several accounts
+// commit together unless one of them failed or was refused after rows of it
+// were written; then the transaction is rolled back and every account's
+// outcome is errSplit, for each to run again alone.
+func (c *Creator) createTogether(ctx context.Context, js []*createJob) string {
 	ids := make([]int64, len(js))
 	for i, j := range js {
 		ids[i] = j.p.ProcessID
 	}
+	alone := len(js) == 1
 	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
-		st, err := c.stmts.in(ctx, tx, lockProcessesSQL)
+		st, err := c.stmts.In(ctx, tx, lockProcessesSQL)
 		if err != nil {
 			return fmt.Errorf("lock processes: %w", err)
 		}
@@ -107,48 +107,42 @@ func (c *Creator) createTogether(ctx context.Context, js []*createJob) {
 		for _, r := range rows {
 			locked[r.ID] = r
 		}
-		if len(js) == 1 {
-			j := js[0]
+		var write []*createJob
+		for _, j := range js {
 			row, ok := locked[j.p.ProcessID]
 			if !ok {
-				j.err = fmt.Errorf("lock process %d: no such process", j.p.ProcessID)
-			} else {
-				j.err = c.createIn(ctx, tx, j, row)
+				return fmt.Errorf("lock process %d: no such process", j.p.ProcessID)
 			}
-			return j.err
-		}
-		var create []*createJob
-		for _, j := range js {
-			row, ok := locked[j.p.ProcessID]
-			if !ok || j.p.DryRun {
-				return errSplit // a dry run rolls back: it never commits with others
-			}
-			write, err := c.decide(j, row)
-			if err != nil && !errors.Is(err, errRestaged) { // errRestaged wrote nothing
-				return errSplit
-			}
-			if j.err = err; write {
-				create = append(create, j)
+			if j.err = c.decide(j, row); j.err == nil && j.result == nil && j.number == "" {
+				write = append(write, j)
 			}
 		}
-		return c.createMany(ctx, tx, create)
+		if err := c.write(ctx, tx, write, alone); err != nil {
+			return err
+		}
+		if alone {
+			return js[0].err // errRestaged or errDryRun rolls back
+		}
+		return nil
 	})
-	if err != nil && len(js) > 1 {
-		for _, j := range js {
-			j.err, j.result, j.number, j.outbox = errSplit, nil, "", nil
-		}
-		return
-	}
-	if len(js) == 1 {
+	switch {
+	case err == nil:
+		return metrics.TxCommitted
+	case alone:
 		js[0].err = err
+		return metrics.TxRolledBack
 	}
+	for _, j := range js {
+		j.err, j.result, j.number, j.outbox = fmt.Errorf("%w: %w", errSplit, err), nil, "", nil
+	}
+	return metrics.TxSplit
 }
 
 // decide sets the outcome of j that its locked staged row decides without
-// writing, and reports whether its account is to be written: not when it
-// exists already, was refused before the transaction, or was staged again
-// meanwhile (errRestaged).
-func (c *Creator) decide(j *createJob, row processRow) (write bool, err error) {
+// writing: the account exists already, was refused before the transaction,
+// or was staged again meanwhile (errRestaged). An account to write is left
+// with no outcome.
+func (c *Creator) decide(j *createJob, row processRow) error {
 	j.result, j.number, j.outbox = j.invalid, "", nil
 	if row.Number.Valid {
 		j.number = row.Number.String
@@ -160,51 +154,27 @@ func (c *Creator) decide(j *createJob, row processRow) (write bool, err error) {
 			// only ends on a dry run's outcome, waiting for nothing.
 			j.result = imports.AlreadyImported(j.p.ExternalAccountNumber, j.number)
 		}
-		return false, nil
+		return nil
 	}
 	if j.result != nil {
-		return false, nil
+		return nil
 	}
 	if !bytes.Equal(row.Payload, j.payload) || j.acc == nil {
 		// Staged again between the read and the lock: validate what is
 		// there now on the next attempt.
-		return false, errRestaged
+		return errRestaged
 	}
-	return true, nil
-}
-
-// createIn creates the account of j inside tx, its staged row locked, and
-// sets j's outcome but for err, which it returns.
-func (c *Creator) createIn(ctx context.Context, tx *sqlx.Tx, j *createJob, row processRow) error {
-	if write, err := c.decide(j, row); !write {
-		return err
-	}
-	p := j.p
-	// CreateAccount also records the process as COMPLETED, in the same
-	// statement.
-	created, err := CreateAccount(ctx, tx, j.acc, CreateOptions{
-		ProcessID: p.ProcessID, OperationsTeamID: p.OperationsTeamID, Now: c.now(), Statements: c.stmts,
-	})
-	if pe, ok := problem.As(err); ok && pe.Kind == problem.Invalid {
-		j.result = pe
-		return errDryRun // roll back whatever was written
-	}
-	if err != nil {
-		return err
-	}
-	if p.DryRun {
-		return errDryRun
-	}
-	j.number, j.outbox = created.ServiceAccountNumber, created.Outbox
 	return nil
 }
 
-// createMany writes the accounts of js, none a dry run, inside tx with one
-// execution of the creation statement (more for numbers taken), and sets
-// their outcomes. An account refused before anything of it was written
-// (its business contract is missing) is refused alone; any other refusal
-// or failure returns errSplit, for the rows written must be rolled back.
-func (c *Creator) createMany(ctx context.Context, tx *sqlx.Tx, js []*createJob) error {
+// write writes the accounts of js inside tx with one execution of the
+// creation statement (more for numbers taken), and sets their outcomes. An
+// account refused before anything of it was written (its business contract
+// is missing) is refused alone. Another refusal wrote rows that must be
+// rolled back: alone, the account's outcome is the refusal and its error
+// errDryRun; with others, write returns errSplit. A dry run that would have
+// succeeded (it is always alone) ends with errDryRun too.
+func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone bool) error {
 	if len(js) == 0 {
 		return nil
 	}
@@ -215,16 +185,25 @@ func (c *Creator) createMany(ctx context.Context, tx *sqlx.Tx, js []*createJob) 
 	}
 	created, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
 	if err != nil {
-		return errSplit
+		return err
 	}
 	for i, j := range js {
-		switch pe, _ := problem.As(errs[i]); {
+		pe, refused := problem.As(errs[i])
+		refused = refused && pe.Kind == problem.Invalid
+		switch {
+		case errs[i] == nil && j.p.DryRun:
+			j.err = errDryRun
 		case errs[i] == nil:
 			j.number, j.outbox = created[i].ServiceAccountNumber, created[i].Outbox
-		case refusedBeforeWriting(errs[i]):
+		case refused && (alone || refusedBeforeWriting(errs[i])):
 			j.result = pe
-		default:
+			if !refusedBeforeWriting(errs[i]) {
+				j.err = errDryRun // roll back whatever was written
+			}
+		case refused:
 			return errSplit
+		default:
+			return errs[i]
 		}
 	}
 	return nil
@@ -237,7 +216,7 @@ func (c *Creator) createMany(ctx context.Context, tx *sqlx.Tx, js []*createJob) 
 type batcher struct {
 	size    int
 	writers chan struct{} // a slot per writer
-	create  func(ctx context.Context, js []*createJob)
+	create  func(ctx context.Context, js []*createJob) string
 	metrics *metrics.Metrics
 
 	mu    sync.Mutex
@@ -300,15 +279,7 @@ func (b *batcher) lead(ctx context.Context) {
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobs.AccountProcessTimeout)
 	defer cancel()
-	b.create(tctx, js)
-	outcome := metrics.TxCommitted
-	switch err := js[0].err; {
-	case errors.Is(err, errSplit):
-		outcome = metrics.TxSplit
-	case err != nil && !errors.Is(err, errRestaged): // only a lone account's error is its own
-		outcome = metrics.TxRolledBack
-	}
-	b.metrics.CreationTransaction(outcome, len(js))
+	b.metrics.CreationTransaction(b.create(tctx, js), len(js))
 	for _, j := range js {
 		close(j.done)
 	}

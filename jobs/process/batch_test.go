@@ -46,7 +46,7 @@ func newBatchRig(t *testing.T, size int) *batchRig {
 	t.Cleanup(func() { rdb.Close() })
 	r := &batchRig{t: t, d: d, m: metrics.New()}
 	r.c = NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler)).
-		WithBatching(Batching{Writers: 1, Size: size, Metrics: r.m})
+		WithBatching(Batching{Writers: 1, Size: size}, r.m)
 	r.c.now = func() time.Time { return createToday }
 	if err := d.Get(&r.supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {
 		t.Fatal(err)
@@ -369,5 +369,20 @@ func TestBatch_TaskHandedBackWhileQueuedLeavesTheQueue(t *testing.T) {
 	// Run again, as Asynq does with a handed-back task.
 	if err := r.c.Run(context.Background(), ps[1], true); err != nil || !r.created(numbers[1]) {
 		t.Errorf("second run of the handed-back task: %v, created %v", err, r.created(numbers[1]))
+	}
+}
+
+// A transaction's outcome is what happened to it: a lone account staged
+// again since it was read rolls back, and is counted so.
+func TestCreateTogether_ALoneRestagedAccountRollsBack(t *testing.T) {
+	t.Parallel()
+	r := newBatchRig(t, 16)
+	ps, _ := stageNumbered(r, 1, nil)
+	j := &createJob{p: ps[0], payload: []byte(`{"staged": "before"}`)}
+	if got := r.c.createTogether(context.Background(), []*createJob{j}); got != metrics.TxRolledBack {
+		t.Errorf("outcome %q, want %q", got, metrics.TxRolledBack)
+	}
+	if !errors.Is(j.err, errRestaged) {
+		t.Errorf("account error %v, want errRestaged", j.err)
 	}
 }

@@ -159,7 +159,7 @@ func runCreate(ctx context.Context, tx *sqlx.Tx, stmts *Statements, docs [][]byt
 	}
 	var rs []createResult
 	if stmts != nil {
-		stmt, err := stmts.in(ctx, tx, query)
+		stmt, err := stmts.In(ctx, tx, query)
 		if err != nil {
 			return nil, err
 		}
