@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -17,28 +18,41 @@ import (
 // Statements are the statements of one pool, prepared as they are first
 // used. It is safe for concurrent use.
 type Statements struct {
-	db *sqlx.DB
-	mu sync.Mutex
-	m  map[string]*sqlx.Stmt
+	db      *sqlx.DB
+	mu      sync.Mutex
+	m       map[string]*sqlx.Stmt
+	pending map[string]bool // being prepared on the pool in the background (In)
 }
 
 // New returns the statements of pool d.
 func New(d *sqlx.DB) *Statements {
-	return &Statements{db: d, m: map[string]*sqlx.Stmt{}}
+	return &Statements{db: d, m: map[string]*sqlx.Stmt{}, pending: map[string]bool{}}
+}
+
+func (s *Statements) lookup(query string) (*sqlx.Stmt, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.m[query]
+	return st, ok
 }
 
 // Get returns query prepared on the pool. A failed preparation is not
 // remembered, so a database that was down at the first call does not break
-// later ones.
+// later ones. The lock is not held while preparing, which waits for a pool
+// connection: callers of In must never wait behind it.
 func (s *Statements) Get(ctx context.Context, query string) (*sqlx.Stmt, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.m[query]; ok {
+	if st, ok := s.lookup(query); ok {
 		return st, nil
 	}
 	st, err := s.db.PreparexContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.m[query]; ok { // prepared meanwhile by another caller
+		_ = st.Close()
+		return prev, nil
 	}
 	s.m[query] = st
 	return st, nil
@@ -57,13 +71,31 @@ func (s *Statements) Prepare(ctx context.Context, queries ...string) error {
 	return nil
 }
 
-// In returns query prepared on the connection of tx, for use inside tx. A
-// query that Get or Prepare has not seen is prepared for tx alone, on tx's
-// own connection, never by waiting for another (see Prepare).
+// backgroundPrepare bounds a preparation that In starts on the pool.
+const backgroundPrepare = time.Minute
+
+// In returns query prepared for use inside tx. A query that Get or Prepare
+// has not seen is prepared for tx alone, on tx's own connection, never by
+// waiting for another (see Prepare), and on the pool in the background, so
+// that the next transactions find it.
 func (s *Statements) In(ctx context.Context, tx *sqlx.Tx, query string) (*sqlx.Stmt, error) {
 	s.mu.Lock()
 	st, ok := s.m[query]
+	start := !ok && !s.pending[query]
+	if start {
+		s.pending[query] = true
+	}
 	s.mu.Unlock()
+	if start {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), backgroundPrepare)
+			defer cancel()
+			_, _ = s.Get(ctx, query)
+			s.mu.Lock()
+			delete(s.pending, query)
+			s.mu.Unlock()
+		}()
+	}
 	if !ok {
 		return tx.PreparexContext(ctx, query)
 	}

@@ -286,3 +286,20 @@ func TestNotes_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
 		t.Errorf("status %s with %d notes, want NOTE_ALREADY_EXISTS and 1", res[0].Status, b.count(t, `SELECT count(*) FROM notes`))
 	}
 }
+
+// A request on a cold service whose pool has one connection completes: a
+// query its transaction runs for the first time is prepared on the
+// transaction's connection, not by waiting for a second one.
+func TestNotes_ColdServiceOnAPoolOfOneConnectionDoesNotWaitForItself(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	b.db.SetMaxOpenConns(1)
+	svc := New(b.db, nil)
+	svc.now = func() time.Time { return testNow }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := svc.CreateNotes(ctx, notesBody(t, ean, obj{"body": "first"}), visible); err != nil {
+		t.Fatalf("note on a cold pool of one: %v", err)
+	}
+}

@@ -68,13 +68,10 @@ type preparedTx struct {
 	s *Service
 }
 
-// stmt returns query prepared for use in the transaction.
+// stmt returns query prepared for use in the transaction, never waiting
+// for a second pool connection (prepared.Statements.In).
 func (p preparedTx) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
-	st, err := p.s.stmts.Get(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	return p.StmtxContext(ctx, st), nil
+	return p.s.stmts.In(ctx, p.Tx, query)
 }
 
 // ExecContext runs query as a prepared statement.
