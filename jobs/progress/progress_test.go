@@ -504,6 +504,10 @@ func TestCounters_BulkStatementsMatchARecountAndCompact(t *testing.T) {
 			t.Fatalf("%s: compact folded %d rows (%v)", stage, n, err)
 		}
 	}
+	// Nothing changed since: a compaction folds nothing and rewrites no row.
+	if n, err := Compact(ctx, d); err != nil || n != 0 {
+		t.Errorf("a second compaction folded %d rows (%v), want 0", n, err)
+	}
 	if n := len(counters(t, d)); n != 3 { // staged, completed and failed
 		t.Errorf("%d states counted, want 3", n)
 	}
