@@ -3,7 +3,6 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"net"
 	"net/http"
 
 	"github.com/hibiken/asynq"
@@ -34,25 +33,23 @@ type MonitoringConfig struct {
 const MonitoringRoot = "/monitoring"
 
 // Monitoring returns the Asynqmon dashboard behind HTTP basic auth, for
-// mounting at MonitoringRoot.
+// mounting at MonitoringRoot behind withClientAddr, whose address the
+// failed-login limit counts.
 func Monitoring(cfg MonitoringConfig) http.Handler {
 	h := asynqmon.New(asynqmon.Options{RootPath: MonitoringRoot, RedisConnOpt: cfg.Redis, ReadOnly: cfg.ReadOnly})
 	// Compare hashes so that the comparison takes the same time whatever the
 	// lengths of the guesses.
 	wantUser, wantPass := sha256.Sum256([]byte(cfg.User)), sha256.Sum256([]byte(cfg.Password))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
+		u, p, given := r.BasicAuth()
 		right := func() bool {
 			gotUser, gotPass := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
 			return subtle.ConstantTimeCompare(gotUser[:], wantUser[:])&subtle.ConstantTimeCompare(gotPass[:], wantPass[:]) == 1
 		}
-		if ok {
-			ctx := r.Context()
-			if auth.ClientAddr(ctx) == "" {
-				ctx = auth.WithClientAddr(ctx, connAddr(r))
-			}
+		ok := false
+		if given {
 			var err error
-			ok, err = cfg.Limiter.CheckLogin(ctx, right)
+			ok, err = cfg.Limiter.CheckLogin(r.Context(), right)
 			if pe, isProblem := problem.As(err); isProblem {
 				writeProblem(w, pe)
 				return
@@ -61,7 +58,7 @@ func Monitoring(cfg MonitoringConfig) http.Handler {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="monitoring", charset="UTF-8"`)
 			code := auth.CodeNotAuthenticated
-			if _, _, given := r.BasicAuth(); given {
+			if given {
 				code = auth.CodeAuthenticationFailed
 			}
 			writeProblem(w, problem.New(problem.Unauthenticated, code, "Monitoring needs the MONITORING_USER credentials."))
@@ -69,13 +66,4 @@ func Monitoring(cfg MonitoringConfig) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// connAddr is the address of the connection r came on, without its port.
-func connAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/account/view"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // accountShowCmd prints an account as the service holds it, for an
@@ -122,15 +123,7 @@ func (p *printer) process(v *view.View) {
 	p.row("Updated", stamp(pr.UpdatedAt))
 	p.row("Account created", stampPtr(pr.AccountCreatedAt))
 	p.row("Marked to be skipped", yesNo(pr.Skipped))
-	var le struct {
-		Code   string `json:"code"`
-		Detail string `json:"detail"`
-		Errors []struct {
-			Attr   string `json:"attr"`
-			Code   string `json:"code"`
-			Detail string `json:"detail"`
-		} `json:"errors"`
-	}
+	var le problem.Record
 	if len(pr.LastError) == 0 || string(pr.LastError) == "null" {
 		p.row("Last error", "-")
 		return
