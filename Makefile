@@ -149,8 +149,11 @@ bench: ## Run the performance benchmarks (README, Performance), each beside its 
 	# (HTTP, queue, worker, wait), each with its ratio to the one before and,
 	# at concurrency 1, the p50 the queue adds (queue-p50-ms). A profile:
 	# add -cpuprofile e5.prof and read it with go tool pprof; E5_WAITS=1
-	# prints what PostgreSQL's backends waited on during each phase.
-	$(GO) test ./cmd/importd -run '^$$' -bench '^BenchmarkE5$$' -benchtime 400x -count $(BENCHCOUNT)
+	# prints what PostgreSQL's backends waited on during each phase, and
+	# E5_STATEMENTS=1 its statements (pg_stat_statements). Other settings:
+	# E5_LEVELS (concurrencies), E5_WRITERS and E5_BATCH (ACCOUNT_WRITERS,
+	# ACCOUNT_BATCH), E5_DB_CONNS (DB_MAX_CONNS, 8) and E5_WORKER_CONCURRENCY.
+	$(GO) test ./cmd/importd -run '^$$' -bench '^BenchmarkE5$$' -benchtime 1000x -count $(BENCHCOUNT)
 	# E7: 100 accounts x 100 transactions, against a plain multi-row insert;
 	# E8 and E6 the same with statements and notes. SideBySide alternates
 	# each with its plain insert account by account and reports the ratio.

@@ -1,15 +1,19 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
@@ -377,4 +381,72 @@ func TestRun_PreparesTheStatementForSeveralAccountsAhead(t *testing.T) {
 	if n := writes.Load() - before; n != 1 {
 		t.Errorf("creating two accounts in a transaction cost %d round trips, want 1", n)
 	}
+}
+
+// TestCreateAccounts_ExplainOneExecutionAgainstOnePerAccount logs EXPLAIN
+// ANALYZE of 16 fixture accounts written by one execution of createManySQL
+// against one execution of createSQL, both prepared and on their generic
+// plans, each run a few times first (rolled back), for README "Inside
+// PostgreSQL". It measures and asserts nothing, so it runs only with
+// E5_EXPLAIN=1 (E5_EXPLAIN=1 go test ./jobs/process -run Explain -v).
+func TestCreateAccounts_ExplainOneExecutionAgainstOnePerAccount(t *testing.T) {
+	if os.Getenv("E5_EXPLAIN") == "" {
+		t.Skip("a measurement: set E5_EXPLAIN=1")
+	}
+	r := newManyRig(t)
+	const n = 16
+	for i := 0; i < n; i++ {
+		r.stage(t, "fixture", fmt.Sprintf("E-%02d", i))
+	}
+	docs := make([][]byte, n)
+	for i, c := range r.in[3:] {
+		var err error
+		if docs[i], err = createDocument(c.acc, c.opt, createdAt(c.opt), fmt.Sprintf("A-%08X", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	conn, err := r.d.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		`SET plan_cache_mode = force_generic_plan`,
+		`PREPARE one (jsonb) AS ` + createSQL,
+		`PREPARE many (jsonb) AS ` + createManySQL,
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// explain runs EXPLAIN ANALYZE of stmt with arg in a transaction it
+	// rolls back, six times, and answers the last: execution time and the
+	// progress trigger's line.
+	explain := func(stmt string, arg []byte) string {
+		var out []string
+		for range 6 {
+			tx, err := conn.BeginTxx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			// EXECUTE takes no bind parameters: the document goes in as a
+			// literal.
+			err = tx.SelectContext(ctx, &plan, "EXPLAIN (ANALYZE) EXECUTE "+stmt+" ("+pq.QuoteLiteral(string(arg))+")")
+			_ = tx.Rollback()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = out[:0]
+			for _, l := range plan {
+				if strings.Contains(l, "Execution Time") || strings.Contains(l, "Trigger progress_track") {
+					out = append(out, strings.TrimSpace(l))
+				}
+			}
+		}
+		return strings.Join(out, "; ")
+	}
+	t.Logf("one execution for %d accounts: %s", n, explain("many", append(append([]byte{'['}, bytes.Join(docs, []byte{','})...), ']')))
+	t.Logf("one account alone: %s", explain("one", docs[0]))
 }
