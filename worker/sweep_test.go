@@ -294,3 +294,26 @@ func TestSweep_FreesTheSlotOfAnEndedTask(t *testing.T) {
 		t.Errorf("slots held after a sweep (-want +got):\n%s", diff)
 	}
 }
+
+// The sweep folds the progress counters' deltas, so that they stay few
+// while nobody reads the progress page.
+func TestSweep_FoldsTheProgressCounters(t *testing.T) {
+	t.Parallel()
+	b := setupSweep(t)
+	ctx := context.Background()
+	for _, ean := range []string{"A-1", "A-2", "A-3"} { // three inserts: three delta rows of one key
+		b.process(t, ean, "task-"+ean, 0)
+	}
+	w := &Worker{inspector: b.inspector, creator: b.creator, rdb: b.rdb, db: b.db, log: slog.New(slog.DiscardHandler)}
+	w.sweepOnce(ctx, 0)
+	var rows []struct {
+		State string `db:"state"`
+		N     int    `db:"n"`
+	}
+	if err := b.db.Select(&rows, `SELECT state, n FROM progress_counts ORDER BY state`); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].State != "in_progress" || rows[0].N != 3 {
+		t.Errorf("counter rows after a sweep: %+v, want one row: in_progress 3", rows)
+	}
+}
