@@ -171,3 +171,48 @@ func TestDemo_RevokedOrResetKeyIsReplaced(t *testing.T) {
 		t.Errorf("active demo keys after a database reset (-want +got):\n%s", d)
 	}
 }
+
+// Two demo keys made within the same second get different names: with the
+// clock frozen (a date on the PATH that always prints the same time), a key
+// revoked and replaced at once is created anew instead of colliding with
+// the revoked key's name.
+func TestDemo_KeysMadeWithinOneSecondDoNotCollide(t *testing.T) {
+	t.Parallel()
+	demoTools(t)
+	importctl := buildImportctl(t)
+	dbURL, keys := demoDatabase(t)
+	keyFile := filepath.Join(t.TempDir(), "demo_api_key")
+	shims := t.TempDir()
+	frozen := "#!/bin/sh\necho 20260101T000000Z\n"
+	if err := os.WriteFile(filepath.Join(shims, "date"), []byte(frozen), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := demoEnv(t, importctl, keyFile)
+	env := func() []string {
+		e := base(dbURL)
+		for i, v := range e {
+			if strings.HasPrefix(v, "PATH=") {
+				e[i] = "PATH=" + shims + ":" + strings.TrimPrefix(v, "PATH=")
+			}
+		}
+		return e
+	}
+
+	first := runDemo(t, env())
+	for _, k := range keys() {
+		if k.Prefix == first[:12] {
+			revoke := exec.Command(importctl, "apikey", "revoke", k.Name)
+			revoke.Env = env()
+			if out, err := revoke.CombinedOutput(); err != nil {
+				t.Fatalf("revoke: %v\n%s", err, out)
+			}
+		}
+	}
+	second := runDemo(t, env())
+	if second == first {
+		t.Fatal("the revoked key was printed again")
+	}
+	if d := cmp.Diff([]string{second[:12]}, activeDemoKeys(keys())); d != "" {
+		t.Errorf("active demo keys (-want +got):\n%s", d)
+	}
+}

@@ -6,7 +6,7 @@
 #   deploy/local/demo.sh       (run by `make run`, after `importd migrate`)
 #
 # Idempotent: what exists already (looked up with `importctl ... list --json`)
-# is left alone. The API key (named demo-<unix time>) is kept in
+# is left alone. The API key (named demo-<UTC time>-<random hex>) is kept in
 # .local/demo_api_key, mode 600, and reused by later runs while it is active;
 # see demo_key below.
 #
@@ -36,6 +36,14 @@ die() { echo "demo: error: $*" >&2; exit 1; }
 [[ -x "$importctl" ]] || die "$importctl is missing; run \`make build\`"
 
 have_jq() { command -v jq >/dev/null 2>&1; }
+
+# unique_suffix prints the UTC time and 8 random hex digits. The time alone
+# collides when two names are made within one second (a revoked key replaced
+# at once, or two runs in a row after a database reset); the random part does
+# not, and the time still orders names by age for a reader.
+unique_suffix() {
+	printf '%s-%s' "$(date -u +%Y%m%dT%H%M%SZ)" "$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')"
+}
 
 # demo_pdf prints a one-page PDF that says "Welcome letter (demo)", with a
 # cross-reference table whose offsets are counted, so that PDF readers open
@@ -127,7 +135,7 @@ for t in "${tariffs[@]}"; do
 	grep -q "\"$t\"" <<<"$products_json" || missing+=(--tariff "$t")
 done
 if ((${#missing[@]} > 0)); then
-	out=$("$importctl" product create "$product-$(date +%s)" "${missing[@]}" 2>&1) || die "importctl product create: $out"
+	out=$("$importctl" product create "$product-$(unique_suffix)" "${missing[@]}" 2>&1) || die "importctl product create: $out"
 	log "$out"
 fi
 
@@ -223,7 +231,7 @@ demo_key() {
 			return 0
 		fi
 	fi
-	key_name="demo-$(date +%s)"
+	key_name="demo-$(unique_suffix)"
 	key=$("$importctl" apikey create "$key_name" --supplier "$supplier") || die "importctl apikey create $key_name failed"
 	[[ -n $key ]] || die "importctl apikey create $key_name printed no key"
 	mkdir -p "$(dirname "$key_file")"
