@@ -70,8 +70,8 @@ const (
 )
 
 // variable describes one environment variable: its default, what it means,
-// and how it is parsed into the Config. The help text and the README's
-// configuration table are written from this table.
+// and how it is parsed into the Config. The help text and the configuration
+// table of docs/operating.md are written from this table.
 type variable struct {
 	name, def, help string
 	need            need
@@ -316,16 +316,18 @@ func configHelp() string {
 	return b.String()
 }
 
-// configTable renders the variables as the README's Markdown table.
 // toolVars are read by the local stack and the tools, not by importd: they
-// appear in the README's configuration table after importd's own, and
-// deploy/local/stack.sh env prints the ones the tools need.
+// appear in the configuration table of docs/operating.md after importd's
+// own, and deploy/local/stack.sh env prints the ones the tools need.
 var toolVars = []variable{
 	{name: "STACK_PG_PORT", def: "55432", help: "local stack (deploy/local/stack.sh, make run): port of its PostgreSQL"},
 	{name: "STACK_REDIS_PORT", def: "56379", help: "local stack: port of its Redis"},
 	{name: "VENDOR_SIM_ADDR", def: "127.0.0.1:18090", help: "local stack: address of the demo payment vendor simulator that make run starts"},
 }
 
+// configTable renders the variables as the Markdown table between the
+// config-table markers of docs/operating.md; TestDocs_ConfigTableMatchesCode
+// checks it there, and with -update rewrites it.
 func configTable() string {
 	var b strings.Builder
 	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")

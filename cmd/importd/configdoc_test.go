@@ -7,18 +7,18 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's configuration table from the code")
+var update = flag.Bool("update", false, "rewrite the configuration table of docs/operating.md from the code")
 
 const (
 	tableStart = "<!-- config-table:start -->\n"
 	tableEnd   = "<!-- config-table:end -->"
 )
 
-// The README's configuration table is written from the same table that
-// loadConfig reads, so that the two cannot disagree.
-func TestReadme_ConfigTableMatchesCode(t *testing.T) {
+// The configuration table of docs/operating.md is written from the same
+// table that loadConfig reads, so that the two cannot disagree.
+func TestDocs_ConfigTableMatchesCode(t *testing.T) {
 	t.Parallel()
-	const path = "../../README.md"
+	const path = "../../docs/operating.md"
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestReadme_ConfigTableMatchesCode(t *testing.T) {
 	s := string(raw)
 	i, j := strings.Index(s, tableStart), strings.Index(s, tableEnd)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no %q ... %q section", tableStart, tableEnd)
+		t.Fatalf("docs/operating.md has no %q ... %q section", tableStart, tableEnd)
 	}
 	want := configTable()
 	if got := s[i+len(tableStart) : j]; got != want {
@@ -36,6 +36,6 @@ func TestReadme_ConfigTableMatchesCode(t *testing.T) {
 			}
 			return
 		}
-		t.Errorf("README.md configuration table is out of date; run `go test ./cmd/importd -run TestReadme -update`.\nwant:\n%s", want)
+		t.Errorf("docs/operating.md configuration table is out of date; run `go test ./cmd/importd -run TestDocs_ConfigTable -update`.\nwant:\n%s", want)
 	}
 }
