@@ -138,7 +138,7 @@ $(STATICCHECK_STAMP):
 	rm -f "$(LOCAL_BIN)"/.staticcheck-*
 	touch "$@"
 
-bench: ## Run the performance benchmarks (README, Performance), each beside its baseline in the same run (BENCHCOUNT=2)
+bench: ## Run the performance benchmarks (docs/performance.md), each beside its baseline in the same run (BENCHCOUNT=2)
 	$(test-env)
 	# E3 and E4 over HTTP at concurrency 16, against a bare Gin handler and a
 	# plain SQL upsert of the same 4 KB payloads.

@@ -113,12 +113,13 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 
 // graphqlMaxBodyBytes bounds a token request. The endpoint takes no token,
 // so anyone can reach it: a small limit keeps one client from making the
-// service read and decode megabytes (issue 20). A real request is well under
+// service read and decode megabytes. A real request is well under
 // 1 KiB. A lower MAX_BODY_BYTES still applies.
 const graphqlMaxBodyBytes = 16 << 10
 
 // codeTooManyOperations is the errorCode of a request with more than one
-// top-level field: one request may attempt one credential (issue 20).
+// top-level field: one request may attempt one credential, so that a client
+// cannot try thousands of keys in one request and past the failure limit.
 const codeTooManyOperations = "too_many_operations"
 
 func (s *Server) graphql() gin.HandlerFunc {

@@ -29,7 +29,7 @@ func (c *cli) accountShowCmd() *cobra.Command {
 			"statements, payment instructions and ledger balance. The balance is what the customer owes (positive:\n" +
 			"in debit): the sum of the transactions, charges, supply charges and repayments added, credits and\n" +
 			"payments taken away, as E7 keeps it. An account staged but not yet created shows its process alone.\n" +
-			"--json prints one document with the same content (README, Operating guide, \"Reading an account back\").",
+			"--json prints one document with the same content (docs/operating.md, \"Reading an account back\").",
 		Args: cobra.ExactArgs(2),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
 			v, err := view.Load(ctx, d, args[0], args[1])

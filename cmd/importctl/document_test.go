@@ -34,7 +34,8 @@ func TestDocumentPut(t *testing.T) {
 		}
 	}
 	// Without a root given the supplier's root is suppliers/<code>, never the
-	// whole bucket (issue 20); a second put replaces the document.
+	// whole bucket, which would let its key reach other suppliers' documents;
+	// a second put replaces the document.
 	c.ok("document", "put", "BARE", "a.pdf", src)
 	c.ok("document", "put", "BARE", "a.pdf", src)
 	if _, err := os.Stat(filepath.Join(store, "suppliers/BARE/a.pdf")); err != nil {

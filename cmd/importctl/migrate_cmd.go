@@ -26,7 +26,7 @@ type exitError struct {
 func (e *exitError) Error() string { return e.msg }
 
 // usageError makes a refusal of the command line exit 2, as the runner's
-// contract says (README, Run a migration).
+// contract says (docs/migration-runner.md, "The report").
 func usageError(err error) error { return &exitError{code: 2, msg: err.Error()} }
 
 // runCmd is the migration runner. It talks to the service over HTTP only.

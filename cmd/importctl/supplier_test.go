@@ -43,7 +43,8 @@ func TestSupplierSetOption_RequireDocuments(t *testing.T) {
 
 // Every supplier has a document root of its own: suppliers/<code> by
 // default, and never inside or around another supplier's root, at creation
-// or when changed (issue 20).
+// or when changed, so that a key of one supplier can never reach another's
+// documents.
 func TestSupplierDocumentRoots_AreNeverEmptyNorNested(t *testing.T) {
 	t.Parallel()
 	c := newCtl(t)

@@ -26,8 +26,8 @@ func (s *service) basicFrom(t testing.TB, path, addr, user, pass string) (attemp
 	return attempt{Status: r.Status, Code: code}, r
 }
 
-// Issue 20 left the MONITORING_USER login unlimited: wrong passwords for the
-// dashboard (in importd api and importd dashboard) and for the migration
+// The MONITORING_USER login is limited too, or it would be the one place to
+// guess passwords without end: wrong passwords for the dashboard (in importd api and importd dashboard) and for the migration
 // page now count against the client's address like wrong API keys, and are
 // answered authentication_failed as a wrong token is. Past the limit every
 // login from that address gets 429 with Retry-After, the right one

@@ -80,8 +80,8 @@ func checkThrottled(t testing.TB, r response, window time.Duration) {
 	}
 }
 
-// Issue 20: 300 failed token requests in a row got no 429. Now the limit's
-// failures are answered as before, and every attempt after them is refused
+// Failed token requests are limited, so that keys cannot be guessed at
+// speed: the limit's failures are answered as usual, and every attempt after them is refused
 // with 429, the right key included, while a client at another address is
 // not slowed.
 func TestAuthLimit_FailedAttemptsFromOneAddressAreThrottled(t *testing.T) {

@@ -27,10 +27,10 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
-// benchConcurrency is the concurrency of the E5 targets (README.md,
-// "Performance"); BenchmarkE5 also runs at 1, where latencies show what the
-// queue itself adds rather than contention. E5_LEVELS=2,4,8 runs it at
-// other concurrencies instead (README, Tuning a migration).
+// benchConcurrency is the concurrency of the E5 targets (docs/performance.md);
+// BenchmarkE5 also runs at 1, where latencies show what the queue itself
+// adds rather than contention. E5_LEVELS=2,4,8 runs it at other
+// concurrencies instead.
 const benchConcurrency = 32
 
 // stageForBench stages n copies of the fixture straight into PostgreSQL, in
@@ -198,7 +198,7 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 // benchWorkerConcurrency is the end-to-end benchmark's WORKER_CONCURRENCY:
 // benchConcurrency, or E5_WORKER_CONCURRENCY to measure how fewer accounts
 // in flight, with the clients' concurrency unchanged, move the throughput
-// (README, Tuning a migration).
+// (docs/operating.md, "Tuning a migration").
 func benchWorkerConcurrency(b *testing.B) int {
 	return benchEnvInt(b, "E5_WORKER_CONCURRENCY", benchConcurrency)
 }
@@ -206,7 +206,7 @@ func benchWorkerConcurrency(b *testing.B) int {
 // benchBatching is how direct creation and the end-to-end run share
 // creation transactions: the defaults of ACCOUNT_WRITERS and ACCOUNT_BATCH,
 // or E5_WRITERS and E5_BATCH to compare others (E5_BATCH=1 is an account per
-// transaction, as before batching).
+// transaction, the slowest way).
 func benchBatching(b *testing.B) process.Batching {
 	def, err := loadConfig(func(string) string { return "" }, 0)
 	if err != nil {
@@ -218,7 +218,7 @@ func benchBatching(b *testing.B) process.Batching {
 
 // benchDBConns is DB_MAX_CONNS of the end-to-end benchmark and the largest
 // pool of direct creation: 8, four connections per core of this 2-core
-// machine, as README "Tuning a migration" recommends, or E5_DB_CONNS to
+// machine, as docs/operating.md "Tuning a migration" recommends, or E5_DB_CONNS to
 // measure others. Creation needs only its ACCOUNT_WRITERS connections; more
 // than a few per core only add backends for the same cores to switch
 // between.

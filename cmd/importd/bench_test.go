@@ -17,7 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// Benchmarks of E3 and E4 (README.md, "Performance"), each against a baseline
+// Benchmarks of E3 and E4 (docs/performance.md), each against a baseline
 // measured in the same run with the same load: 16 goroutines over b.N
 // requests, the ~4 KB account fixture, keep-alive connections. Run them with
 //

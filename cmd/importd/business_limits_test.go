@@ -11,7 +11,7 @@ import (
 )
 
 // A large E1 body once held a CPU for minutes with its pairwise duplicate
-// checks (issue 20). Details are now limited to 1,000: a body with 40,000
+// checks. Details are now limited to 1,000: a body with 40,000
 // is refused at once with too_many_items, and only the details up to the
 // limit are checked (every second one repeats the one before).
 func TestBusiness_DetailsBeyondTheLimitAreRefusedFast(t *testing.T) {

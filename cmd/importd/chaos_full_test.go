@@ -23,7 +23,7 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// `make chaos` (issue "Faults at volume"): a cohort of 5,000 accounts
+// `make chaos` (docs/operating.md, "Faults at volume"): a cohort of 5,000 accounts
 // (CHAOS_ACCOUNTS) driven by 48 clients (CHAOS_CLIENTS) through one API and
 // three worker processes, on a PostgreSQL and a Redis of the run's own,
 // while 20 workers and the API (3 times) are killed with SIGKILL and Redis

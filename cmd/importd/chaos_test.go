@@ -1,6 +1,6 @@
 package main
 
-// The chaos harness (issue "Faults at volume"): importd as separate OS
+// The chaos harness (docs/operating.md, "Faults at volume"): importd as separate OS
 // processes (one API, several workers), a driver of many concurrent clients
 // that stages a generated cohort (E4) and processes it (E5), and faults
 // injected at random moments of the run: workers and the API killed with
@@ -206,8 +206,8 @@ func startProc(t testing.TB, logDir, name, bin string, args []string, env map[st
 	return p
 }
 
-// redisProc is a redis-server of the run's own, with the persistence the
-// README asks for in production.
+// redisProc is a redis-server of the run's own, with the persistence that
+// docs/operating.md asks for in production.
 type redisProc struct {
 	t      testing.TB
 	port   int

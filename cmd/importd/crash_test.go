@@ -170,8 +170,9 @@ func post(base, tok string, body any) (int, map[string]any, error) {
 }
 
 // A worker process killed with SIGKILL while it creates accounts stalls
-// them for seconds, not the minute and more of Asynq's own recovery (issue
-// 19: 63 to 93 s): the waiting E5 requests notice that the tasks' heartbeat
+// them for seconds, not the minute and more of Asynq's own recovery (its
+// lease, an allowance for clock skew and a recoverer run once a minute):
+// the waiting E5 requests notice that the tasks' heartbeat
 // stopped and queue them again, another worker creates each account once,
 // and each request answers 201 with its account's number. While the worker
 // is slow but alive (blocked on a lock), nothing is taken over.

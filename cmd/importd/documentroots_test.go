@@ -12,10 +12,10 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/documents"
 )
 
-// Issue 20: a supplier's document root defaulted to the whole bucket, so a
-// key of that supplier could link, and probe for, another supplier's
-// documents by their full key. Now every root is the supplier's own: a
-// path can only name a document under it.
+// Every supplier's document root is its own: a path can only name a
+// document under it. A root that was the whole bucket would let a key of
+// that supplier link, and probe for, another supplier's documents by their
+// full key.
 func TestDocumentRoots_KeyOfOneSupplierCannotLinkOrProbeAnothersDocuments(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -139,8 +139,9 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	if docs != nil {
 		defer docs.Close()
 	}
-	// One pub/sub connection for every waiting E2, E5 and E9 request
-	// (issue 20); it connects on the first wait.
+	// One pub/sub connection for every waiting E2, E5 and E9 request, not one
+	// per request, so that a client cannot open a Redis connection per
+	// request in flight; it connects on the first wait.
 	waits := taskwait.NewHub(rc)
 	defer waits.Close()
 	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc), waits: waits,

@@ -128,7 +128,8 @@ func failedRows(ctx context.Context) ([]string, error) {
 // console errors, shows the cohort's counts, draws the chart, updates itself
 // when an account fails meanwhile, and the filter by code narrows the
 // failed accounts. A screenshot goes to the test's temporary directory (and
-// to $MIGRATION_SCREENSHOT when set, which is how README's is made).
+// to $MIGRATION_SCREENSHOT when set, which is how docs/migration-page.png is
+// made).
 func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	t.Parallel()
 	ctx, problems := browser(t)
@@ -176,7 +177,7 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p := os.Getenv("MIGRATION_SCREENSHOT"); p != "" {
-		// README's: the window, not the whole table.
+		// docs/migration-page.png: the window, not the whole table.
 		if err := chromedp.Run(ctx, chromedp.CaptureScreenshot(&png)); err != nil {
 			t.Fatal(err)
 		}
@@ -254,8 +255,8 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	}
 }
 
-// seedHistory adds three hours of processing to the cohort, for the README's
-// screenshot: rows written with the triggers off and counted with
+// seedHistory adds three hours of processing to the cohort, for the
+// screenshot in docs/operating.md: rows written with the triggers off and counted with
 // progress_rebuild, as migration 00015 says for bulk changes.
 func seedHistory(t *testing.T, s *service) {
 	t.Helper()

@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// The answers of the hardening limits (issue 20) are in the OpenAPI
+// The answers of the limits that protect the service from one client (in
+// flight per key, slow bodies) are in the OpenAPI
 // document: 429 too_many_requests_in_flight, with Retry-After, on every
 // data-import endpoint, and 400 request_body_timeout on every POST. A slow
 // body holds its request in flight, so one connection produces both for

@@ -31,7 +31,7 @@ func e2Body(n int, dup bool) string {
 	return b.String()
 }
 
-// A large E2 body must not hold the service for long (issue 20): a key that
+// A large E2 body must not hold the service for long: a key that
 // cannot see the supplier gets the not-found answer at once, and with
 // visibility the duplicate and per-account checks take linear time up to the
 // limit of 10,000 accounts.

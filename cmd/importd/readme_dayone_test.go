@@ -74,8 +74,9 @@ func readDayOne(t *testing.T) []dayOneStep {
 	return steps
 }
 
-// The Day one block shows every endpoint once, in the order issue 18 asks
-// for: the token first, then the account's life, then businesses and lists.
+// The Day one block shows every endpoint once, in the order a newcomer meets
+// them in a migration: the token first, then the account's life, then
+// businesses and lists.
 func TestReadme_DayOneCoversEveryEndpointInOrder(t *testing.T) {
 	t.Parallel()
 	var got []string

@@ -30,7 +30,7 @@ CREATE TABLE business_contract_versions (
     UNIQUE (contract_id, applicable_at_date)
 );
 
--- Payment vendors (issue 6), configured by the operator with
+-- Payment vendors (E2 and E9 check a reference with them), configured by the operator with
 -- `importctl vendor add`. adapter names the code that speaks to the vendor;
 -- 'http' is the protocol of jobs/payment/PROTOCOL.md. The retry policy lives
 -- with the vendor because vendors differ in how they fail.

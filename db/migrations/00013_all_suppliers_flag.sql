@@ -1,5 +1,5 @@
 -- +goose Up
--- "All suppliers" is a flag of its own (issue 20). It used to be read from an
+-- "All suppliers" is a flag of its own. It used to be read from an
 -- empty list of suppliers, so a key whose suppliers were all deleted (the
 -- cascade removed its rows) silently became a key for every supplier. A key
 -- without the flag now sees only the suppliers it lists, none if it lists

@@ -1,5 +1,5 @@
 -- +goose Up
--- Every supplier has a document root of its own (issue 20): not empty (which
+-- Every supplier has a document root of its own: not empty (which
 -- was the whole bucket), and neither inside nor around another supplier's
 -- root, segment by segment ("acme" and "acme2" are apart, "acme" and
 -- "acme/x" are not). Document keys are the root, a slash and a path without

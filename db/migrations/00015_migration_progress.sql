@@ -1,5 +1,5 @@
 -- +goose Up
--- Counters behind the migration progress page (/migration/, issue 17), so
+-- Counters behind the migration progress page (/migration/), so
 -- that the page answers in constant time however many accounts a supplier
 -- has. Triggers on import_processes keep them, in the same transaction as
 -- the status change they count: a change that rolls back leaves its counts

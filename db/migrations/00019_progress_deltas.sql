@@ -1,6 +1,7 @@
 -- +goose Up
 -- The progress counters of 00015 without hot rows, and with triggers per
--- statement (issue 14).
+-- statement, so that concurrent account creations never wait on each
+-- other's counter rows.
 --
 -- Before: every status change updated a counter row (one per supplier,
 -- state and slot = pg_backend_pid() % 16) and the row of the current

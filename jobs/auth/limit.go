@@ -27,8 +27,8 @@ const (
 
 // FailureLimiter counts failed authentication attempts per client address
 // and per API key in Redis, so that the count holds across API replicas, and
-// refuses attempts once a count is used up (issue 20: 300 failed attempts in
-// a row used to get no 429). It is a GCRA limiter (go-redis/redis_rate):
+// refuses attempts once a count is used up, so that keys and passwords
+// cannot be guessed at speed. It is a GCRA limiter (go-redis/redis_rate):
 // Limit failures may come at once, after which one more is allowed every
 // Window/Limit, and the count is back to nothing Window after the last
 // failure.

@@ -11,8 +11,9 @@ import (
 )
 
 // A key's scope is explicit: all suppliers is a flag, a scoped key sees
-// exactly its suppliers, and nothing can make a scoped key see more (issue
-// 20: a key whose suppliers were all deleted used to see every supplier).
+// exactly its suppliers, and nothing can make a scoped key see more (were
+// all suppliers read from an empty list, a key whose suppliers were all
+// deleted would see every supplier).
 func TestScope_ScopedKeyNeverWidens(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

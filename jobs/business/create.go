@@ -65,7 +65,7 @@ func checkRequest(w *validate.Walker, r *Request, today validate.Date) {
 			"Detail key %q appears more than once.", b.Details[i].Key)
 	}
 	// Repeats keeps these checks linear: a pairwise comparison let one
-	// request with many items hold a CPU for minutes (issue 20).
+	// request with many items hold a CPU for minutes.
 	repeated := validate.Repeats(b.BusinessContracts, func(c *Contract) string { return c.Identifier })
 	if b.BusinessContracts != nil && len(b.BusinessContracts) == 0 {
 		w.AddAt("business.business_contracts", validate.CodeRequired, "At least one business contract is required.")

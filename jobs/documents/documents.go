@@ -7,8 +7,8 @@
 // path the caller gave without its leading slash, if any. Every supplier has
 // a root of its own (suppliers/<code> unless the operator chose one), and no
 // root lies inside another (Overlap), so a supplier's paths can only name its
-// own documents (issue 20: roots used to default to the whole bucket and
-// could nest).
+// own documents. A root that was the whole bucket, or that nested in
+// another, would let one supplier's key reach another's documents.
 //
 // Whether a referenced document must exist is a per-supplier setting
 // (import_suppliers.require_documents), off by default as on the reference

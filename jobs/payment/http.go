@@ -33,7 +33,7 @@ func newHTTPAdapter(v Vendor, client *http.Client) (Adapter, error) {
 
 // newVendorClient is the HTTP client of vendor calls. It follows no
 // redirect: the protocol has none, and following one would send the
-// reference to a place the operator never configured (issue 20). The
+// reference to a place the operator never configured. The
 // redirect comes back as the answer, a protocol violation.
 func newVendorClient(t http.RoundTripper) *http.Client {
 	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {

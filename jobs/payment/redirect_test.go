@@ -22,7 +22,7 @@ type vendorAnswer struct {
 	Stored int
 }
 
-// A vendor that redirects is not followed (issue 20): the redirect's target
+// A vendor that redirects is not followed: the redirect's target
 // never hears of the reference, and the answer is the protocol violation
 // the operator sees in the logs, tried once.
 func TestCreateForAccount_VendorRedirectIsNotFollowed(t *testing.T) {
@@ -66,7 +66,7 @@ func TestCreateForAccount_VendorRedirectIsNotFollowed(t *testing.T) {
 
 // A vendor stored with an http:// URL to a host on the network, before
 // AddVendor refused one, is never called: the reference would cross the
-// network in clear (issue 20).
+// network in clear.
 func TestCreateForAccount_PlainHTTPVendorOffLoopbackIsNotCalled(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)

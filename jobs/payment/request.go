@@ -120,7 +120,7 @@ func ParseBusinessRequest(body []byte) (BusinessRequest, problem.List, *problem.
 		w.AddAt("accounts", v.CodeRequired, "At least one account is required.")
 	}
 	// Repeats is linear; a pairwise comparison let one request with many
-	// accounts hold a CPU for minutes (issue 20).
+	// accounts hold a CPU for minutes.
 	for _, i := range v.Repeats(r.Accounts, func(a *AccountRef) string { return a.ExternalAccountNumber }) {
 		w.AddAt(v.Attr("accounts", i, "external_account_number"), CodeDuplicateAccount, "Account %s is listed more than once.", r.Accounts[i].ExternalAccountNumber)
 	}

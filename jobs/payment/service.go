@@ -220,7 +220,7 @@ ORDER BY u.n`
 func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible func(string) bool) (BusinessResult, error) {
 	// A supplier the caller cannot see (or that does not exist, which must
 	// look the same) is answered before the accounts are parsed, so a large
-	// body costs such a caller one scan (issue 20).
+	// body costs such a caller one scan.
 	if code, ok := peekSupplierCode(body); ok && code != "" {
 		var exists bool
 		if err := s.db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM import_suppliers WHERE code = $1)`,

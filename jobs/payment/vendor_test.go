@@ -102,7 +102,7 @@ func TestAddVendor_ValidatesAndStores(t *testing.T) {
 		t.Errorf("list: %+v %v", vs, err)
 	}
 	// http is accepted for a loopback host only, where nothing crosses a
-	// network (issue 20).
+	// network.
 	for _, u := range []string{"http://127.0.0.1:18090", "http://127.8.9.10", "http://[::1]:80", "http://localhost:9", "http://LOCALHOST."} {
 		if _, err := AddVendor(ctx, d, Vendor{Name: "L" + strconv.Itoa(len(u)) + strings.Map(keepAlnum, u), BaseURL: u}); err != nil {
 			t.Errorf("AddVendor(%s): %v", u, err)

@@ -1,7 +1,7 @@
 // Package progress answers how a supplier's migration is going: accounts by
 // state, completions and failures per minute, the most frequent errors, the
 // failed accounts and the depth of the accounts queue. It serves the
-// migration progress page (/migration/, issue 17).
+// migration progress page (/migration/).
 //
 // Every figure except the failed accounts comes from counters that triggers
 // on import_processes keep in the same transaction as each status change

@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// scaleBudget is the bound on the page's answer at a million
-// accounts; the summary is all of its database work.
+// scaleBudget is the bound on the page's answer at a million accounts, short
+// enough for a page that refreshes itself every 5 seconds; the summary is all of its database work.
 const scaleBudget = 300 * time.Millisecond
 
 // With 1,000,000 accounts for one supplier a summary, filtered or not and
 // on a later page, answers within scaleBudget. The rows are inserted in
 // their final states, through the triggers, so the counters are the ones
 // the service would have kept. The plans are logged (go test -v) for the
-// README's performance note.
+// figure in docs/operating.md ("Migration progress page").
 func TestSummarize_MillionAccountsAnswerWithinBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("seeds 1,000,000 accounts; run with make test-long")

@@ -20,7 +20,7 @@ import (
 // apart (jobs/process/takeover.go, deadAfter).
 //
 // Most tasks end within HeartbeatDelay and never write a heartbeat: two
-// Redis commands fewer per task (issue 14).
+// Redis commands fewer per task, for most tasks.
 const (
 	HeartbeatDelay = 500 * time.Millisecond
 	HeartbeatEvery = time.Second

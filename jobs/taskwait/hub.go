@@ -15,14 +15,13 @@ import (
 
 // Hub shares one Redis pub/sub connection among every request of a process
 // that waits for a task. A connection per waiting request let one client
-// open as many Redis connections as it had requests in flight (issue 20:
-// 400 waits, 400 connections). The hub subscribes once, to the pattern of
+// open as many Redis connections as it had requests in flight. The hub subscribes once, to the pattern of
 // every task's done channel, and fans each announcement out to the waiters
 // of its channel.
 //
 // One pattern rather than a subscription per task spares each wait two
 // Redis commands, and the round trip of a subscription's confirmation
-// before its task may be queued (issue 14). Every hub then hears every
+// before its task may be queued. Every hub then hears every
 // task's end, which at a few thousand announcements a second is a few
 // hundred KiB/s per API process.
 //

@@ -91,8 +91,8 @@ func TestWaitOrCheck_NoticesUnannouncedOutcomeInPostgreSQL(t *testing.T) {
 	}
 }
 
-// 400 requests waiting at once share one pub/sub connection (issue 20: they
-// opened 400), and each hears the announcement of its own task.
+// 400 requests waiting at once share one pub/sub connection, not one each,
+// and each hears the announcement of its own task.
 func TestHub_ConcurrentWaitsShareOneConnection(t *testing.T) {
 	t.Parallel()
 	const n, pool = 400, 10

@@ -3,8 +3,8 @@ package validate
 import "fmt"
 
 // The limits that keep one request body from making the service build a
-// tree many times its size (issue 20: a 10 MiB body of [0,0,...] took
-// 1.7 GB and 11 s). The spec shows no array limits (section 8.2); these are
+// tree many times its size: without them, a 10 MiB body of [0,0,...] is a
+// tree of over a gigabyte and seconds of CPU. The spec shows no array limits (section 8.2); these are
 // the service's own, generous enough that a real migration never meets them.
 const (
 	// DefaultMaxItems is the item limit of a schema's arrays that set none

@@ -134,8 +134,9 @@ func TestParseBody_RefusesABodyWithMoreValuesThanMaxValues(t *testing.T) {
 	}
 }
 
-// TestParseBody_TenMiBOfZerosIsRefusedFastWithLittleMemory reproduces issue
-// 20: a 10 MiB [0,0,...] body took 1.7 GB and 11 s to refuse. It does not
+// TestParseBody_TenMiBOfZerosIsRefusedFastWithLittleMemory: without limits a
+// 10 MiB [0,0,...] body builds a tree of gigabytes and takes seconds to
+// refuse. It does not
 // call t.Parallel: it measures the process's allocations, which other tests
 // running at the same time would add to.
 func TestParseBody_TenMiBOfZerosIsRefusedFastWithLittleMemory(t *testing.T) {

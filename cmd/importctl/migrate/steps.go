@@ -104,7 +104,8 @@ type problemBody struct {
 // succeeded says whether the answer to step s means the step is done.
 // Besides the 2xx, it counts the service's answers to a repeat: a staging
 // or a processing of an account that was created meanwhile (400 already
-// imported, with the service account number: issue 19 item 4), a staging
+// imported, with the service account number: the earlier attempt created
+// it, and its 201 was lost), a staging
 // refused because an earlier run's E5 is still creating the account, a
 // statement or payment instruction stored before, and E5's dry run.
 func succeeded(s Step, dryRun bool, a answer) bool {

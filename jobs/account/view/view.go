@@ -22,8 +22,8 @@ import (
 )
 
 // View is an account as the service holds it: the document that importctl
-// account show --json prints. Its JSON field names are stable (README,
-// Operating guide, "Reading an account back"). Dates are "YYYY-MM-DD", times
+// account show --json prints. Its JSON field names are stable
+// (docs/operating.md, "Reading an account back"). Dates are "YYYY-MM-DD", times
 // RFC 3339 in UTC, and every amount of money a string with two decimal
 // places, as E7 answers it.
 type View struct {
