@@ -438,7 +438,9 @@ func TestProcess_MigrationEmailsAreSentThroughSMTP(t *testing.T) {
 // context) still completes with its normal answer.
 func TestServe_ShutdownLetsARequestInFlightFinish(t *testing.T) {
 	t.Parallel()
-	s := startService(t, "api", nil)
+	// One request in flight per key, so that a second request of the key
+	// shows when the first one's handler has started.
+	s := startService(t, "api", map[string]string{"MAX_IN_FLIGHT_PER_KEY": "1"})
 	seedDemo(t, s, admin.Supplier{})
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	body, _ := json.Marshal(fixture(t, "ACC-INFLIGHT"))
@@ -458,7 +460,9 @@ func TestServe_ShutdownLetsARequestInFlightFinish(t *testing.T) {
 	if _, err := c.Write(append([]byte(head), body[:half]...)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, "the half-sent request in its handler (a second request of its key is refused)", 30*time.Second, func() bool {
+		return s.do(t, "GET", "/v1/data-import/whoami/", tok, nil).Status == http.StatusTooManyRequests
+	})
 	s.stop()
 	// Shutdown has begun once the listener refuses new connections.
 	deadline := time.Now().Add(10 * time.Second)
