@@ -44,8 +44,8 @@ func TestAccountTask_CancelledOnItsLastAttemptRecordsAFailureOnlyWhenItWillNotRu
 					if err != nil {
 						t.Fatalf("worker: %v", err)
 					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("the worker did not stop within 10s (ShutdownTimeout 300ms)")
+				case <-time.After(30 * time.Second):
+					t.Fatal("the worker did not stop within 30s (ShutdownTimeout 300ms)")
 				}
 			},
 			wantTask: "pending, retried 0 of 0",
@@ -57,10 +57,10 @@ func TestAccountTask_CancelledOnItsLastAttemptRecordsAFailureOnlyWhenItWillNotRu
 				if err := b.inspector.CancelProcessing(id); err != nil {
 					t.Fatal(err)
 				}
-				deadline := time.Now().Add(10 * time.Second)
+				deadline := time.Now().Add(30 * time.Second)
 				for b.state(t, id) != "archived" {
 					if time.Now().After(deadline) {
-						t.Fatalf("task %s, not archived 10s after its cancellation", b.state(t, id))
+						t.Fatalf("task %s, not archived 30s after its cancellation", b.state(t, id))
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -120,10 +120,10 @@ func TestAccountTask_CancelledOnItsLastAttemptRecordsAFailureOnlyWhenItWillNotRu
 			if _, err := b.client.Enqueue(task, asynq.MaxRetry(0)); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for !(b.state(t, id) == "active" && b.lockWaiters(t) >= 1) {
 				if time.Now().After(deadline) {
-					t.Fatalf("task %s with %d lock waiters, not blocked on the row within 10s", b.state(t, id), b.lockWaiters(t))
+					t.Fatalf("task %s with %d lock waiters, not blocked on the row within 30s", b.state(t, id), b.lockWaiters(t))
 				}
 				time.Sleep(20 * time.Millisecond)
 			}

@@ -70,7 +70,7 @@ func TestServerConfig_LogsRefusalsAtInfoAndOtherArchivedTasksAtWarn(t *testing.T
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		q, err := insp.GetQueueInfo("q")
 		if err == nil && q.Archived == 2 {

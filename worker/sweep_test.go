@@ -129,7 +129,7 @@ func TestSweepAbandoned_AccountQueuedAgainMeanwhileKeepsItsNewTask(t *testing.T)
 	}
 	swept := make(chan error, 1)
 	go func() { swept <- SweepAbandoned(ctx, b.inspector, b.creator) }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var waiting int
 		if err := b.db.Get(&waiting, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {

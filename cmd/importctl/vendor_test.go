@@ -86,7 +86,7 @@ func startSim(t *testing.T, args ...string) string {
 			if code != 0 {
 				t.Errorf("vendor-sim exited %d after its context ended", code)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(30 * time.Second):
 			t.Error("vendor-sim did not stop")
 		}
 	})
@@ -179,7 +179,7 @@ func TestVendorSim_ExitsWithTheWatchedProcess(t *testing.T) {
 		if code != 0 {
 			t.Errorf("exit code %d", code)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("vendor-sim outlived the process it watched")
 	}
 }

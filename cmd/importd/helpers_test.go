@@ -18,7 +18,7 @@ func freePort(t testing.TB) int {
 
 func waitTCP(t testing.TB, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()

@@ -115,7 +115,7 @@ func TestMetrics_SeriesAfterRealRequests(t *testing.T) {
 	// The worker counts its task just after it announces the outcome that
 	// E5 answers from, so the job series may lag the 201 by a moment.
 	var m scrape
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		m = scrapeMetrics(t, s.base+"/metrics")
 		if m.value("importd_jobs_total", map[string]string{"type": "account:process", "outcome": "success"}) == 1 || time.Now().After(deadline) {

@@ -19,7 +19,10 @@ import (
 // real.
 func TestOpenAPI_InFlightAndBodyTimeoutAnswersMatchTheDocument(t *testing.T) {
 	t.Parallel()
-	s := startService(t, "api", map[string]string{"HTTP_BODY_READ_TIMEOUT": "2s", "MAX_IN_FLIGHT_PER_KEY": "1"})
+	// The slow body holds the key's one slot until HTTP_BODY_READ_TIMEOUT,
+	// long enough for the checks below on a loaded machine.
+	const bodyTimeout = 20 * time.Second
+	s := startService(t, "api", map[string]string{"HTTP_BODY_READ_TIMEOUT": bodyTimeout.String(), "MAX_IN_FLIGHT_PER_KEY": "1"})
 	c := newChecked(t, s)
 	tok := s.accessToken(t, s.newKey(t, "slow"))
 
@@ -32,14 +35,14 @@ func TestOpenAPI_InFlightAndBodyTimeoutAnswersMatchTheDocument(t *testing.T) {
 
 	// Until the slow request has taken the key's one slot, whoami succeeds.
 	var r response
-	waitFor(t, "the slow request holds the key's slot", 2*time.Second, func() bool {
+	waitFor(t, "the slow request holds the key's slot", bodyTimeout/2, func() bool {
 		r = c.do(t, "GET", "/v1/data-import/whoami/", tok, nil)
 		return r.Status == http.StatusTooManyRequests
 	})
 	want(t, "a second request of the key", r, http.StatusTooManyRequests, "too_many_requests_in_flight")
 	want(t, "E1 too", c.do(t, "POST", "/v1/data-import/business/", tok, `{}`), http.StatusTooManyRequests, "too_many_requests_in_flight")
 
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(bodyTimeout + 30*time.Second))
 	req, _ := http.NewRequest("POST", s.base+pathValidateAccount, nil)
 	res, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {

@@ -184,7 +184,7 @@ func TestLogs_OneLinePerRequestAndNoCredentials(t *testing.T) {
 	// The line is written once the handler returns, which may be just after
 	// the client has read the answer.
 	var lines, otherLines map[string][]map[string]any
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		lines, otherLines = requestLogLines(logs.String()), requestLogLines(otherLogs.String())
 		if len(lines["ops-log-gql"]) > 0 && len(lines["ops-log-ok"]) > 0 && len(lines["ops-log-401"]) > 0 &&
@@ -465,7 +465,7 @@ func TestServe_ShutdownLetsARequestInFlightFinish(t *testing.T) {
 	})
 	s.stop()
 	// Shutdown has begun once the listener refuses new connections.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -473,7 +473,7 @@ func TestServe_ShutdownLetsARequestInFlightFinish(t *testing.T) {
 		}
 		nc.Close()
 		if time.Now().After(deadline) {
-			t.Fatal("the service still accepts connections 10s after it was stopped")
+			t.Fatal("the service still accepts connections 30s after it was stopped")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -699,7 +699,7 @@ func TestProcess_MigrationEmailsGoToTheOutbox(t *testing.T) {
 	// Without SMTP_URL nothing is sent, but the e-mail jobs run and leave the rows unsent.
 	insp := asynq.NewInspector(mustRedisOpt(t, s.env["REDIS_URL"]))
 	defer insp.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		q, err := insp.GetQueueInfo(jobs.QueueEmails)
 		if err == nil && q.Size == 0 && q.Processed >= 2 {

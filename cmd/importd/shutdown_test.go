@@ -88,7 +88,7 @@ func TestShutdown_WorkerFinishesOrHandsBackItsTasks(t *testing.T) {
 
 			// No worker yet: E5 marks the process and queues its task.
 			answer := e5InFlight(s, tok, ean)
-			waitFor(t, "the task queued", 10*time.Second, func() bool { return taskState(t, insp, ean) == "pending" })
+			waitFor(t, "the task queued", 30*time.Second, func() bool { return taskState(t, insp, ean) == "pending" })
 			// The worker will block on the process row inside its
 			// transaction until unlock.
 			tx, err := s.db.Beginx()
@@ -167,11 +167,11 @@ func TestShutdown_APIAnswersRequestsInFlight(t *testing.T) {
 
 	// No worker yet: the request waits for its account.
 	answer := e5InFlight(s, tok, "ACC-INFLIGHT")
-	waitFor(t, "E5 waiting", 10*time.Second, func() bool {
+	waitFor(t, "E5 waiting", 30*time.Second, func() bool {
 		return s.count(t, `SELECT count(*) FROM import_processes WHERE status = 'IN_PROGRESS'`) == 1
 	})
 	api.signal(syscall.SIGTERM)
-	waitFor(t, "the listener closed", 5*time.Second, func() bool {
+	waitFor(t, "the listener closed", 30*time.Second, func() bool {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()

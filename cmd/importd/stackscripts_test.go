@@ -81,7 +81,7 @@ func TestServeScript_CtrlCSaysTheStackStillRunsAndHowToStopIt(t *testing.T) {
 	}
 	// Wait for sleep to run in the script's process group, so that the
 	// signal finds both, as a terminal's Ctrl-C does.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		pids, _ := exec.Command("pgrep", "-g", strconv.Itoa(cmd.Process.Pid), "-x", "sleep").Output()
 		if len(bytes.TrimSpace(pids)) > 0 {
@@ -99,7 +99,7 @@ func TestServeScript_CtrlCSaysTheStackStillRunsAndHowToStopIt(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		t.Fatalf("serve.sh did not stop after SIGINT; output:\n%s", out.String())
 	}

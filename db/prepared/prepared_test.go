@@ -41,7 +41,7 @@ func TestIn_NewQueryNeverWaitsForASecondConnection(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, ok := s.lookup(query); ok {
 			break
 		}
