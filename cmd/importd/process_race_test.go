@@ -24,7 +24,9 @@ import (
 func TestProcess_DryRunRacingARealRunAnswersPromptly(t *testing.T) {
 	t.Parallel()
 	const rounds = 10
-	const wait = 10 * time.Second
+	// Long, so that the bound below (half of it) is generous for a loaded
+	// machine and still tells a prompt answer from a wait that ran out.
+	const wait = time.Minute
 	s := startService(t, "serve", map[string]string{"PROCESS_WAIT_TIMEOUT": wait.String()})
 	seedDemo(t, s, admin.Supplier{})
 	tok := s.accessToken(t, s.newKey(t, "k"))
@@ -82,7 +84,7 @@ func TestProcess_DryRunRacingARealRunAnswersPromptly(t *testing.T) {
 // nothing in PostgreSQL to read instead.
 func TestProcess_DryRunJoiningATaskThatHasJustEndedAnswersItsOutcome(t *testing.T) {
 	t.Parallel()
-	const wait = 10 * time.Second
+	const wait = time.Minute // as in TestProcess_DryRunRacingARealRunAnswersPromptly
 	s := startService(t, "api", map[string]string{"PROCESS_WAIT_TIMEOUT": wait.String()})
 	seedDemo(t, s, admin.Supplier{})
 	tok := s.accessToken(t, s.newKey(t, "k"))
