@@ -117,6 +117,13 @@ func IsUniqueViolation(err error, constraint string) bool {
 	return pe != nil && (constraint == "" || pe.Constraint == constraint)
 }
 
+// IsNumericOverflow reports whether err is, or wraps, PostgreSQL's
+// numeric_value_out_of_range: a value, or a sum, beyond what its numeric
+// column holds.
+func IsNumericOverflow(err error) bool {
+	return pq.As(err, pqerror.NumericValueOutOfRange) != nil
+}
+
 // IsUnavailable reports whether err is, or wraps, PostgreSQL being out of
 // reach rather than refusing the statement: a connection refused or broken,
 // or the server shutting down or starting up (SQLSTATE class 08 and 57P01
