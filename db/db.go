@@ -117,6 +117,18 @@ func IsUniqueViolation(err error, constraint string) bool {
 	return pe != nil && (constraint == "" || pe.Constraint == constraint)
 }
 
+// UniqueViolationDetail returns the DETAIL of the unique violation err is,
+// or wraps, on the named constraint, and whether err is one. A trigger that
+// raises a unique violation of its own puts in DETAIL what the caller needs
+// to explain the refusal.
+func UniqueViolationDetail(err error, constraint string) (string, bool) {
+	pe := pq.As(err, pqerror.UniqueViolation)
+	if pe == nil || pe.Constraint != constraint {
+		return "", false
+	}
+	return pe.Detail, true
+}
+
 // IsNumericOverflow reports whether err is, or wraps, PostgreSQL's
 // numeric_value_out_of_range: a value, or a sum, beyond what its numeric
 // column holds.

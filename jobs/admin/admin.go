@@ -96,14 +96,11 @@ func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, erro
 		return s, err
 	}
 	s.DocumentRoot = root
-	if err := checkRootApart(ctx, d, s.Code, root); err != nil {
-		return s, err
-	}
 	err = d.GetContext(ctx, &s, `
 		INSERT INTO import_suppliers (code, status, document_root, country, migration_emails, require_documents)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`, s.Code, s.Status, s.DocumentRoot, s.Country, s.MigrationEmails, s.RequireDocuments)
-	if db.IsUniqueViolation(err, rootOverlapConstraint) {
-		return s, rootOverlap(root, "")
+	if other, ok := db.UniqueViolationDetail(err, rootOverlapConstraint); ok {
+		return s, rootOverlap(root, other)
 	}
 	if db.IsUniqueViolation(err, "") {
 		return s, problem.Invalidf("already_exists", "code", "Supplier %s already exists.", s.Code)
@@ -130,27 +127,10 @@ func SetSupplierStatus(ctx context.Context, d *sqlx.DB, code, status string) err
 }
 
 // rootOverlapConstraint names the refusal of the database's trigger
-// (migration 00014), which holds the rule of checkRootApart for every
-// writer and for two writers at once.
+// import_suppliers_document_root, the one home of the rule that a supplier's
+// document root is neither inside nor around another's: it holds for every
+// writer and for two writers at once. Its DETAIL names the other supplier.
 const rootOverlapConstraint = "import_suppliers_document_root_overlap"
-
-// checkRootApart refuses root when it overlaps the document root of a
-// supplier other than code (documents.Overlap).
-func checkRootApart(ctx context.Context, q sqlx.QueryerContext, code, root string) error {
-	var others []struct {
-		Code string `db:"code"`
-		Root string `db:"document_root"`
-	}
-	if err := sqlx.SelectContext(ctx, q, &others, `SELECT code, document_root FROM import_suppliers WHERE code <> $1 ORDER BY code`, code); err != nil {
-		return fmt.Errorf("check document root: %w", err)
-	}
-	for _, o := range others {
-		if documents.Overlap(root, o.Root) {
-			return rootOverlap(root, o.Code)
-		}
-	}
-	return nil
-}
 
 func rootOverlap(root, other string) error {
 	if other == "" {
@@ -173,12 +153,9 @@ func SetDocumentRoot(ctx context.Context, d *sqlx.DB, code, root string) (string
 	if err != nil {
 		return "", err
 	}
-	if err := checkRootApart(ctx, d, code, root); err != nil {
-		return "", err
-	}
 	res, err := d.ExecContext(ctx, `UPDATE import_suppliers SET document_root = $2 WHERE code = $1`, code, root)
-	if db.IsUniqueViolation(err, rootOverlapConstraint) {
-		return "", rootOverlap(root, "")
+	if other, ok := db.UniqueViolationDetail(err, rootOverlapConstraint); ok {
+		return "", rootOverlap(root, other)
 	}
 	if err != nil {
 		return "", fmt.Errorf("set document root: %w", err)
