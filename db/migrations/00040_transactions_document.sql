@@ -1,5 +1,6 @@
 -- +goose Up
--- Redefines post_transactions (first defined in 00017): it now takes E7's
+-- Redefines post_transactions (first defined in 00017; today's bodies of
+-- every function are in db/functions.sql): it now takes E7's
 -- transactions as one jsonb document, as E5's creation statement does,
 -- instead of 33 positional parallel arrays.
 --

@@ -1,5 +1,6 @@
 -- +goose Up
--- Redefines import_suppliers_document_root (first defined in 00014). The
+-- Redefines import_suppliers_document_root (first defined in 00014; today's
+-- bodies of every function are in db/functions.sql). The
 -- trigger is the one home of the rule "a supplier's document root is neither
 -- inside nor around another supplier's", for every writer and for two
 -- writers at once; its refusal now names the other supplier in DETAIL, so
