@@ -117,6 +117,25 @@ func IsUniqueViolation(err error, constraint string) bool {
 	return pe != nil && (constraint == "" || pe.Constraint == constraint)
 }
 
+// UniqueViolationDetail returns the DETAIL of the unique violation err is,
+// or wraps, on the named constraint, and whether err is one. A trigger that
+// raises a unique violation of its own puts in DETAIL what the caller needs
+// to explain the refusal.
+func UniqueViolationDetail(err error, constraint string) (string, bool) {
+	pe := pq.As(err, pqerror.UniqueViolation)
+	if pe == nil || pe.Constraint != constraint {
+		return "", false
+	}
+	return pe.Detail, true
+}
+
+// IsNumericOverflow reports whether err is, or wraps, PostgreSQL's
+// numeric_value_out_of_range: a value, or a sum, beyond what its numeric
+// column holds.
+func IsNumericOverflow(err error) bool {
+	return pq.As(err, pqerror.NumericValueOutOfRange) != nil
+}
+
 // IsUnavailable reports whether err is, or wraps, PostgreSQL being out of
 // reach rather than refusing the statement: a connection refused or broken,
 // or the server shutting down or starting up (SQLSTATE class 08 and 57P01

@@ -116,3 +116,32 @@ func TestIsUnavailable_TellsADatabaseOutOfReachFromARefusedStatement(t *testing.
 		})
 	}
 }
+
+func TestIsNumericOverflow_RecognisesAValueBeyondItsColumn(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	_, overflow := d.Exec(`SELECT 1e20::numeric(14, 2)`)
+	if overflow == nil {
+		t.Fatal("1e20 fit in numeric(14, 2)")
+	}
+	_, division := d.Exec(`SELECT 1 / 0`)
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"overflow", overflow, true},
+		{"wrapped", fmt.Errorf("insert: %w", overflow), true},
+		{"another error", division, false},
+		{"not a driver error", errors.New("numeric field overflow"), false},
+		{"nil", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := db.IsNumericOverflow(tc.err); got != tc.want {
+				t.Errorf("IsNumericOverflow(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}

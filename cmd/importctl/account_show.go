@@ -14,7 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
-	"github.com/bulkimport/bulkimport/jobs/account/view"
+	"github.com/bulkimport/bulkimport/jobs/accountview"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -32,7 +32,7 @@ func (c *cli) accountShowCmd() *cobra.Command {
 			"--json prints one document with the same content (docs/operating.md, \"Reading an account back\").",
 		Args: cobra.ExactArgs(2),
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
-			v, err := view.Load(ctx, d, args[0], args[1])
+			v, err := accountview.Load(ctx, d, args[0], args[1])
 			if err != nil {
 				return err
 			}
@@ -49,7 +49,7 @@ func (c *cli) accountShowCmd() *cobra.Command {
 // writeAccountView writes v as sections of aligned columns, each under a
 // heading. Values are on one line each: line breaks and tabs in them are
 // written as \n and \t.
-func writeAccountView(w io.Writer, v *view.View) error {
+func writeAccountView(w io.Writer, v *accountview.View) error {
 	p := &printer{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
 	p.process(v)
 	if v.Account == nil {
@@ -112,7 +112,7 @@ func (p *printer) flush() error {
 // oneCell keeps a value on its line and out of the column separators.
 var oneCell = strings.NewReplacer("\r", `\r`, "\n", `\n`, "\t", `\t`).Replace
 
-func (p *printer) process(v *view.View) {
+func (p *printer) process(v *accountview.View) {
 	pr := v.Process
 	p.heading("IMPORT PROCESS")
 	p.row("Supplier", v.ImportSupplier)
@@ -138,7 +138,7 @@ func (p *printer) process(v *view.View) {
 	}
 }
 
-func (p *printer) account(a *view.Account) {
+func (p *printer) account(a *accountview.Account) {
 	p.heading("ACCOUNT")
 	p.row("Service account number", a.ServiceAccountNumber)
 	p.row("Created", stamp(a.CreatedAt))
@@ -156,7 +156,7 @@ func (p *printer) account(a *view.Account) {
 	p.row("Business contract", fmt.Sprintf("%s (valid from %s, signed %s)", bu.ContractIdentifier, str(bu.ContractValidFromDate), str(bu.ContractSignedAtDate)))
 }
 
-func (p *printer) customers(cs []view.Customer) {
+func (p *printer) customers(cs []accountview.Customer) {
 	p.heading(fmt.Sprintf("CUSTOMERS (%d)", len(cs)))
 	if len(cs) == 0 {
 		p.line("(none)")
@@ -174,7 +174,7 @@ func (p *printer) customers(cs []view.Customer) {
 	}
 }
 
-func (p *printer) supplyAddresses(sas []view.SupplyAddress) {
+func (p *printer) supplyAddresses(sas []accountview.SupplyAddress) {
 	p.heading(fmt.Sprintf("SUPPLY ADDRESSES (%d)", len(sas)))
 	if len(sas) == 0 {
 		p.line("(none)")
@@ -214,7 +214,7 @@ func (p *printer) supplyAddresses(sas []view.SupplyAddress) {
 
 // fields writes each member of f on a row of its own, its value as JSON
 // text without the quotes of a string.
-func (p *printer) fields(indent string, f view.Fields) {
+func (p *printer) fields(indent string, f accountview.Fields) {
 	list, err := f.List()
 	if err != nil {
 		p.fieldErr = err
@@ -230,7 +230,7 @@ func (p *printer) fields(indent string, f view.Fields) {
 	}
 }
 
-func (p *printer) metadata(md []view.Metadata) {
+func (p *printer) metadata(md []accountview.Metadata) {
 	p.heading(fmt.Sprintf("METADATA (%d)", len(md)))
 	if len(md) == 0 {
 		p.line("(none)")
@@ -242,7 +242,7 @@ func (p *printer) metadata(md []view.Metadata) {
 	}
 }
 
-func (p *printer) notes(ns []view.Note) {
+func (p *printer) notes(ns []accountview.Note) {
 	p.heading(fmt.Sprintf("NOTES (%d)", len(ns)))
 	if len(ns) == 0 {
 		p.line("(none)")
@@ -258,7 +258,7 @@ func (p *printer) notes(ns []view.Note) {
 	}
 }
 
-func (p *printer) transactions(ts []view.Transaction) {
+func (p *printer) transactions(ts []accountview.Transaction) {
 	p.heading(fmt.Sprintf("TRANSACTIONS (%d)", len(ts)))
 	if len(ts) == 0 {
 		p.line("(none)")
@@ -300,7 +300,7 @@ func (p *printer) transactions(ts []view.Transaction) {
 	}
 }
 
-func (p *printer) statements(ss []view.Statement) {
+func (p *printer) statements(ss []accountview.Statement) {
 	p.heading(fmt.Sprintf("HISTORICAL STATEMENTS (%d)", len(ss)))
 	if len(ss) == 0 {
 		p.line("(none)")
@@ -312,7 +312,7 @@ func (p *printer) statements(ss []view.Statement) {
 	}
 }
 
-func (p *printer) payments(ps []view.Payment) {
+func (p *printer) payments(ps []accountview.Payment) {
 	p.heading(fmt.Sprintf("PAYMENT INSTRUCTIONS (%d)", len(ps)))
 	if len(ps) == 0 {
 		p.line("(none)")
@@ -328,7 +328,7 @@ func (p *printer) payments(ps []view.Payment) {
 	}
 }
 
-func (p *printer) ledger(l view.Ledger) {
+func (p *printer) ledger(l accountview.Ledger) {
 	p.heading("LEDGER")
 	p.row("Currency", l.Currency)
 	p.row("Balance", l.Balance.String()+" (what the customer owes; negative: in credit)")
@@ -398,7 +398,7 @@ func join(parts ...string) string {
 }
 
 // name is a customer's given and family name, "-" when neither is set.
-func name(c view.Customer) string {
+func name(c accountview.Customer) string {
 	var parts []string
 	for _, s := range []*string{c.GivenName, c.FamilyName} {
 		if s != nil && *s != "" {

@@ -22,7 +22,7 @@ import (
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
-	"github.com/bulkimport/bulkimport/jobs/account/view"
+	"github.com/bulkimport/bulkimport/jobs/accountview"
 	"github.com/bulkimport/bulkimport/jobs/business"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/payment"
@@ -229,7 +229,7 @@ func TestAccountShow_PrintsTheWholeImportedAccount(t *testing.T) {
 
 	// What an operator checks first, stated here rather than only in the
 	// golden files: the money is exact, and the balance is E7's.
-	var v view.View
+	var v accountview.View
 	if err := json.Unmarshal([]byte(s.c.ok("account", "show", "DEMO", "A-00012345", "--json")), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestAccountShow_LedgerThatIsNotTheSumOfItsTransactionsIsFlagged(t *testing.
 	if _, err := s.db.Exec(`UPDATE ledgers SET balance = balance + 1`); err != nil {
 		t.Fatal(err)
 	}
-	var v view.View
+	var v accountview.View
 	if err := json.Unmarshal([]byte(s.c.ok("account", "show", "DEMO", "A-00012345", "--json")), &v); err != nil {
 		t.Fatal(err)
 	}

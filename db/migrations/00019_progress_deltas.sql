@@ -1,4 +1,6 @@
 -- +goose Up
+-- Redefines progress_rebuild (00015) and replaces the progress triggers of
+-- 00015; today's bodies of every function are in db/functions.sql.
 -- The progress counters of 00015 without hot rows, and with triggers per
 -- statement, so that concurrent account creations never wait on each
 -- other's counter rows.

@@ -1,4 +1,6 @@
 -- +goose Up
+-- Redefines progress_compact (00019); today's bodies of every function are
+-- in db/functions.sql.
 -- progress_compact (00019) folded every key's rows, so each call deleted
 -- and rewrote every counter row, the whole per-minute history of every
 -- supplier included, though only keys with new deltas have more than one

@@ -6,9 +6,10 @@
 // A document's key is the import supplier's document root, a slash, then the
 // path the caller gave without its leading slash, if any. Every supplier has
 // a root of its own (suppliers/<code> unless the operator chose one), and no
-// root lies inside another (Overlap), so a supplier's paths can only name its
-// own documents. A root that was the whole bucket, or that nested in
-// another, would let one supplier's key reach another's documents.
+// root lies inside or around another (the database's trigger on
+// import_suppliers refuses it), so a supplier's paths can only name its own
+// documents. A root that was the whole bucket, or that nested in another,
+// would let one supplier's key reach another's documents.
 //
 // Whether a referenced document must exist is a per-supplier setting
 // (import_suppliers.require_documents), off by default as on the reference
@@ -136,13 +137,6 @@ func CleanRoot(root string) (string, error) {
 			"Document root %q must be a normalised path such as suppliers/ACME (no \\, no empty, . or .. segment).", root)
 	}
 	return r, nil
-}
-
-// Overlap reports whether the cleaned roots a and b share documents: one is
-// the other, or lies inside it, segment by segment ("acme" and "acme/x"
-// overlap, "acme" and "acme2" do not).
-func Overlap(a, b string) bool {
-	return strings.HasPrefix(a+"/", b+"/") || strings.HasPrefix(b+"/", a+"/")
 }
 
 // Store is a bucket of documents. Its methods are safe for concurrent use.

@@ -626,22 +626,106 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 	return d
 }
 
-// insertTransactionsSQL calls post_transactions (migration 00017), which
+// insertTransactionsSQL calls post_transactions (db/migrations), which
 // locks the account, checks what the request was decided on (see
-// insertTransactions), and then writes the
-// transactions, their line and tax items and the ledger balance in one
-// statement. Every column comes from an array parameter, so the statement
-// is the same for 1 or 10,000 transactions. Called outside a transaction it
-// is one round trip and one implicit transaction; inside one that holds the
-// lock already it writes under that lock. It answers false, having written
-// nothing, when one of its checks failed, and the caller decides again.
-const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-	$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
+// insertTransactions), and then writes the transactions, their line and tax
+// items and the ledger balance in one statement. Its document holds every
+// transaction, so the statement is the same for 1 or 10,000 transactions.
+// Called outside a transaction it is one round trip and one implicit
+// transaction; inside one that holds the lock already it writes under that
+// lock. It answers false, having written nothing, when one of its checks
+// failed, and the caller decides again.
+const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4)`
 
 // rowQuerier runs a query that answers one row: a preparedTx, or the pool's
 // prepared statements.
 type rowQuerier interface {
 	QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row
+}
+
+// postDoc is post_transactions' document. Every number is a decimal string,
+// so that no value passes through a float and none is rounded on the way.
+type postDoc struct {
+	Delta        string            `json:"delta"`
+	Transactions []postTransaction `json:"transactions"`
+}
+
+type postTransaction struct {
+	ID           string         `json:"id"`
+	Date         v.Date         `json:"date"`
+	OriginalDate *v.Date        `json:"original_date,omitempty"`
+	Amount       string         `json:"amount"`
+	Type         string         `json:"type"`
+	Reason       *string        `json:"reason,omitempty"`
+	DisplayNote  *string        `json:"display_note,omitempty"`
+	Note         *string        `json:"note,omitempty"`
+	Reference    *string        `json:"reference,omitempty"`
+	PaymentType  *string        `json:"payment_type,omitempty"`
+	ProductCode  *string        `json:"product_code,omitempty"`
+	Description  *string        `json:"description,omitempty"`
+	PrepayMeter  *string        `json:"prepay_meter,omitempty"`
+	LineItems    []postLineItem `json:"line_items,omitempty"`
+	TaxItems     []postTaxItem  `json:"tax_items,omitempty"`
+}
+
+type postLineItem struct {
+	Position      int      `json:"position"`
+	RateBand      string   `json:"rate_band"`
+	StartDate     v.Date   `json:"start_date"`
+	EndDate       v.Date   `json:"end_date"`
+	NumberOfUnits string   `json:"number_of_units"`
+	NetAmount     string   `json:"net_amount"`
+	PricePerUnit  string   `json:"price_per_unit"`
+	Units         []string `json:"units,omitzero"`
+}
+
+type postTaxItem struct {
+	Position   int     `json:"position"`
+	Amount     string  `json:"amount"`
+	TaxType    string  `json:"tax_type"`
+	ValueTaxed string  `json:"value_taxed"`
+	Rate       string  `json:"rate"`
+	UnitType   *string `json:"unit_type,omitempty"`
+}
+
+// toPostDoc is post_transactions' document for ts[add...]: the transactions
+// and the signed sum that moves the ledger balance.
+func toPostDoc(ts []Transaction, add []int) postDoc {
+	doc := postDoc{Transactions: make([]postTransaction, 0, len(add))}
+	delta := decimal.Zero
+	for _, i := range add {
+		t := &ts[i]
+		pt := postTransaction{
+			ID: t.TransactionID, Date: t.TransactionDate, OriginalDate: t.OriginalTransactionDate,
+			Amount: t.Amount.String(), Type: t.Type, Reason: t.Reason, DisplayNote: t.DisplayNote, Note: t.Note,
+			Reference: t.Reference, PaymentType: t.PaymentType, ProductCode: t.ProductCode,
+			Description: t.Description, PrepayMeter: t.ToPrepayMeterSerialNumber,
+		}
+		delta = delta.Add(t.Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(t.Type))))
+		for k, l := range t.LineItems {
+			pl := postLineItem{
+				Position: k, RateBand: l.RateBand, StartDate: l.StartDate, EndDate: l.EndDate,
+				NumberOfUnits: l.NumberOfUnits.String(), NetAmount: l.NetAmount.String(),
+				PricePerUnit: l.PricePerUnit.String(),
+			}
+			if l.Units != nil {
+				pl.Units = make([]string, len(l.Units))
+				for j, u := range l.Units {
+					pl.Units[j] = u.String()
+				}
+			}
+			pt.LineItems = append(pt.LineItems, pl)
+		}
+		for k, x := range t.TaxItems {
+			pt.TaxItems = append(pt.TaxItems, postTaxItem{
+				Position: k, Amount: x.Amount.String(), TaxType: x.TaxType, ValueTaxed: x.ValueTaxed.String(),
+				Rate: x.Rate.String(), UnitType: x.UnitType,
+			})
+		}
+		doc.Transactions = append(doc.Transactions, pt)
+	}
+	doc.Delta = delta.String()
+	return doc
 }
 
 // insertTransactions writes ts[add...] onto the account ean of supplier and
@@ -655,79 +739,12 @@ func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string
 	if firstOpenDay != "" {
 		openDay = &firstOpenDay
 	}
-	var (
-		tids, dates, amounts, types                                                        []string
-		odates, reasons, displayNotes, notes, references, payTypes, products, descriptions []*string
-		prepayMeters                                                                       []*string
-
-		lTid, lBand, lStart, lEnd, lCount, lNet, lPrice []string
-		lPos                                            []int64
-		lUnits                                          []*string
-
-		xTid, xAmount, xType, xValue, xRate []string
-		xPos                                []int64
-		xUnitType                           []*string
-	)
-	delta := decimal.Zero
-	for _, i := range add {
-		t := &ts[i]
-		tids = append(tids, t.TransactionID)
-		dates = append(dates, string(t.TransactionDate))
-		var odate *string
-		if t.OriginalTransactionDate != nil {
-			s := string(*t.OriginalTransactionDate)
-			odate = &s
-		}
-		odates = append(odates, odate)
-		amounts = append(amounts, t.Amount.String())
-		types = append(types, t.Type)
-		reasons = append(reasons, t.Reason)
-		displayNotes = append(displayNotes, t.DisplayNote)
-		notes = append(notes, t.Note)
-		references = append(references, t.Reference)
-		payTypes = append(payTypes, t.PaymentType)
-		products = append(products, t.ProductCode)
-		descriptions = append(descriptions, t.Description)
-		prepayMeters = append(prepayMeters, t.ToPrepayMeterSerialNumber)
-		delta = delta.Add(t.Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(t.Type))))
-		for k, l := range t.LineItems {
-			lTid = append(lTid, t.TransactionID)
-			lPos = append(lPos, int64(k))
-			lBand = append(lBand, l.RateBand)
-			lStart = append(lStart, string(l.StartDate))
-			lEnd = append(lEnd, string(l.EndDate))
-			lCount = append(lCount, l.NumberOfUnits.String())
-			lNet = append(lNet, l.NetAmount.String())
-			lPrice = append(lPrice, l.PricePerUnit.String())
-			var units *string
-			if l.Units != nil {
-				parts := make([]string, len(l.Units))
-				for j, u := range l.Units {
-					parts[j] = u.String()
-				}
-				s := "{" + strings.Join(parts, ",") + "}"
-				units = &s
-			}
-			lUnits = append(lUnits, units)
-		}
-		for k, x := range t.TaxItems {
-			xTid = append(xTid, t.TransactionID)
-			xPos = append(xPos, int64(k))
-			xAmount = append(xAmount, x.Amount.String())
-			xType = append(xType, x.TaxType)
-			xValue = append(xValue, x.ValueTaxed.String())
-			xRate = append(xRate, x.Rate.String())
-			xUnitType = append(xUnitType, x.UnitType)
-		}
+	doc, err := json.Marshal(toPostDoc(ts, add))
+	if err != nil {
+		return false, fmt.Errorf("add transactions: encode: %w", err)
 	}
 	var wrote bool
-	err := tx.QueryRowxContext(ctx, insertTransactionsSQL, supplier, ean,
-		pq.Array(tids), pq.Array(dates), pq.Array(odates), pq.Array(amounts), pq.Array(types), pq.Array(reasons),
-		pq.Array(displayNotes), pq.Array(notes), pq.Array(references), pq.Array(payTypes), pq.Array(products), pq.Array(descriptions),
-		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
-		pq.Array(lPrice), pq.Array(lUnits),
-		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
-		delta.String(), pq.Array(prepayMeters), openDay).Scan(&wrote)
+	err = tx.QueryRowxContext(ctx, insertTransactionsSQL, supplier, ean, doc, openDay).Scan(&wrote)
 	switch {
 	case err == nil:
 		return wrote, nil
@@ -738,19 +755,13 @@ func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string
 		errs.Add("transactions", CodeTransactionAlreadyExists,
 			"A transaction of this request was added to the account at the same time; re-send the request.")
 		return false, TransactionsFailure(errs, nil)
-	case isNumericOverflow(err):
+	case db.IsNumericOverflow(err):
 		var errs problem.List
 		errs.Add("transactions", CodeBalanceOutOfRange,
 			"These transactions would take the account's ledger balance beyond what it can hold (±999,999,999,999.99).")
 		return false, TransactionsFailure(errs, nil)
 	}
 	return false, fmt.Errorf("add transactions: insert: %w", err)
-}
-
-// isNumericOverflow reports a PostgreSQL numeric_value_out_of_range.
-func isNumericOverflow(err error) bool {
-	var pe *pq.Error
-	return errors.As(err, &pe) && pe.Code == "22003"
 }
 
 // maxListedMoves bounds the transactions a move note names one by one; each

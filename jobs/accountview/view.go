@@ -1,8 +1,8 @@
-// Package view is the read model of one imported account: everything the
+// Package accountview is the read model of one imported account: everything the
 // service holds about it, from its import process to its ledger balance, as
 // one document, so that an operator can check an import against the source
 // system (importctl account show). It only reads.
-package view
+package accountview
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package view
+package accountview
 
 import (
 	"encoding/json"
