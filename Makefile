@@ -80,6 +80,7 @@ env: ## Print export lines for importctl and importd against the local stack: ev
 test: ## Run the tests except the long ones (-short), with the race detector, against the local stack
 	$(test-env)
 	$(STACK) chromium
+	$(STACK) promtool
 	$(GO) test -race -short -timeout 30m ./...
 
 test-long: ## Run the long tests that `make test` skips (a million rows, memory bounds)

@@ -144,7 +144,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	// request in flight; it connects on the first wait.
 	waits := taskwait.NewHub(rc)
 	defer waits.Close()
-	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc), waits: waits,
+	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc, d, mode), waits: waits,
 		limiter: auth.NewFailureLimiter(rc, cfg.AuthFailureLimit, cfg.AuthFailureWindow, log)}
 	handler, err := p.handler(ctx)
 	if err != nil {

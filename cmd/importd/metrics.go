@@ -10,21 +10,47 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/progress"
 )
 
 // queues are the Asynq queues whose sizes /metrics reports.
 var queues = []string{jobs.QueueAccounts, jobs.QueueVendors, jobs.QueueEmails}
 
 // newMetrics returns the metrics of one process, with the queue sizes read
-// through rc at scrape time. Each run gets a registry of its own.
-func newMetrics(rc redis.UniversalClient) *metrics.Metrics {
+// through rc at scrape time and, when d is not nil (every mode but the
+// dashboard), the pool's statistics. The processes that serve the API also
+// report each supplier's accounts by state from the progress counters:
+// workers leave that to them, so that a deployment of many workers does not
+// ask the database the same question once per worker. Each run gets a
+// registry of its own.
+func newMetrics(rc redis.UniversalClient, d *sqlx.DB, mode string) *metrics.Metrics {
 	m := metrics.New()
 	m.WatchQueues(asynq.NewInspectorFromRedisClient(rc), queues...)
+	if d == nil {
+		return m
+	}
+	m.WatchDatabase(d.DB)
+	if mode == "serve" || mode == "api" {
+		counters := progress.New(d, nil)
+		m.WatchSuppliers(func(ctx context.Context) ([]metrics.SupplierAccounts, error) {
+			ps, err := counters.Suppliers(ctx, func(string) bool { return true })
+			if err != nil {
+				return nil, err
+			}
+			out := make([]metrics.SupplierAccounts, len(ps))
+			for i, p := range ps {
+				out[i] = metrics.SupplierAccounts{Supplier: p.Code, Staged: p.Counts.Staged,
+					InProgress: p.Counts.InProgress, Completed: p.Counts.Completed, Failed: p.Counts.Failed}
+			}
+			return out, nil
+		})
+	}
 	return m
 }
 

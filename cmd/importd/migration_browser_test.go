@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -279,5 +281,71 @@ func seedHistory(t *testing.T, s *service) {
 		if _, err := s.db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
+	}
+}
+
+// Opened with the login in its URL (http://user:pass@host/...), as a
+// bookmark or a link in a runbook does, the page still refreshes itself and
+// draws its chart: the refresh asks for summary.json without the
+// credentials, which fetch refuses. The legend shows the latest minute's
+// figures without a hover, the time axis names UTC, and the Failed card is
+// red only while an account has failed.
+func TestMigrationPage_WithTheLoginInTheURLRefreshesAndShowsTheLatestMinute(t *testing.T) {
+	t.Parallel()
+	ctx, problems := browser(t)
+	s := startPage(t)
+	u, err := url.Parse(s.base + "/migration/" + pt.Supplier + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(pageUser, pagePass)
+
+	var legend []string
+	var title, lastMinute string
+	var failedRed bool
+	err = chromedp.Run(ctx,
+		chromedp.Navigate(u.String()),
+		// data-refreshed counts the refreshes that succeeded.
+		chromedp.WaitVisible(`#page[data-refreshed]`),
+		chromedp.WaitVisible(`#chart canvas`),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#chart .u-legend .u-value")).map(e => e.textContent)`, &legend),
+		chromedp.Evaluate(`(() => { const u = new URL("summary.json", location.href); u.username = ""; u.password = ""; return fetch(u); })().then(r => r.json()).then(s => s.per_minute[s.per_minute.length - 1].minute)`, &lastMinute,
+			func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }),
+		chromedp.Text(`#chart-title`, &title, chromedp.ByQuery),
+		chromedp.Evaluate(`document.getElementById("failed-card").classList.contains("bad")`, &failedRed),
+	)
+	if err != nil {
+		t.Fatalf("load %s: %v (page problems: %v)", u.Redacted(), err, problems())
+	}
+	if len(legend) != 3 || slices.Contains(legend, "--") {
+		t.Fatalf("legend values %q, want the latest minute's time and figures", legend)
+	}
+	last, err := time.Parse(time.RFC3339, lastMinute)
+	if err != nil {
+		t.Fatalf("the summary's last minute %q: %v", lastMinute, err)
+	}
+	// The minute may turn between the page's refresh and the test's fetch.
+	if want, before := last.UTC().Format("2006-01-02 15:04")+" UTC", last.Add(-time.Minute).UTC().Format("2006-01-02 15:04")+" UTC"; legend[0] != want && legend[0] != before {
+		t.Errorf("legend time %q, want the latest minute in UTC, %q", legend[0], want)
+	}
+	if !strings.HasPrefix(title, "Completed and failed per minute, since ") || !strings.HasSuffix(title, " UTC") {
+		t.Errorf("chart title %q, want it to say since when, in UTC", title)
+	}
+	if !failedRed {
+		t.Error("the Failed card is not red while the cohort has failed accounts")
+	}
+	for _, p := range problems() {
+		t.Errorf("the page logged: %s", p)
+	}
+
+	// With every failure cleared, the card turns plain at the next refresh.
+	if _, err := s.db.Exec(`UPDATE import_processes SET status = 'COMPLETED', last_error = NULL, updated_at = now(),
+		service_account_number = 'A-' || id WHERE last_error IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Run(ctx, chromedp.Poll(`document.querySelector('[data-count="failed"]').textContent === "0" &&
+		!document.getElementById("failed-card").classList.contains("bad")`, nil, chromedp.WithPollingTimeout(30*time.Second)))
+	if err != nil {
+		t.Errorf("the Failed card with no failed account: %v", err)
 	}
 }

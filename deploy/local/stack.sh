@@ -8,6 +8,9 @@
 #   stack.sh down   stop both
 #   stack.sh check-ports  fail, naming the port, what holds it and the variable
 #                   that moves it, when a port `make run` listens on is taken
+#   stack.sh promtool  install Debian's prometheus package (for promtool, which
+#                   checks deploy/prometheus's alerting rules) when missing;
+#                   without root it only warns, and that test skips itself
 #   stack.sh chromium  install Debian's chromium for the browser test of the
 #                   migration page when it is missing; without root it only
 #                   warns, and that test skips itself
@@ -185,6 +188,18 @@ chromium_up() {
 	apt_install chromium chromium
 }
 
+# promtool_up installs promtool, which the test of deploy/prometheus's
+# alerting rules runs; like chromium_up, it only warns without root. The
+# package's own server is not started (its service is left to the operator).
+promtool_up() {
+	command -v promtool >/dev/null 2>&1 && return 0
+	if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+		log "promtool is missing and installing it needs root and apt-get; the test of the alerting rules will skip"
+		return 0
+	fi
+	apt_install promtool prometheus
+}
+
 # listening PORT: whether something listens on TCP PORT (any address).
 listening() {
 	if command -v ss >/dev/null 2>&1; then
@@ -271,13 +286,14 @@ check_ports() {
 
 usage() {
 	cat <<'USAGE'
-usage: deploy/local/stack.sh up|env|down|check-ports|chromium
+usage: deploy/local/stack.sh up|env|down|check-ports|chromium|promtool
   up     start the local PostgreSQL and Redis if they are not running
   env    print export lines for the tools: eval "$(deploy/local/stack.sh env)"
   down   stop both (their data stays in .local/)
   check-ports  fail when a port `make run` listens on is taken, naming
          the variable that moves it
   chromium  install Debian's chromium for the migration page's browser test
+  promtool  install Debian's prometheus package for the alerting rules' test
 USAGE
 }
 
@@ -295,6 +311,7 @@ env) print_env ;;
 down) down ;;
 check-ports) check_ports ;;
 chromium) chromium_up ;;
+promtool) promtool_up ;;
 *)
 	usage >&2
 	exit 2

@@ -68,6 +68,7 @@ type Metrics struct {
 	validationErrors *prometheus.CounterVec
 	vendorCalls      *prometheus.CounterVec
 	creationTxs      *prometheus.HistogramVec
+	takeovers        *prometheus.CounterVec
 }
 
 // New returns the service's collectors registered on a registry of their
@@ -111,12 +112,16 @@ func New() *Metrics {
 			// Powers of two up to beyond the largest sensible ACCOUNT_BATCH.
 			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
 		}, []string{"outcome"}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "importd_takeovers_total",
+			Help: "Tasks queued again because the worker that ran them stopped answering, by task type.",
+		}, []string{"type"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpRequests, m.httpDuration, m.jobs, m.jobDuration, m.accountsCreated, m.validationErrors, m.vendorCalls,
-		m.creationTxs,
+		m.creationTxs, m.takeovers,
 	)
 	return m
 }
@@ -188,6 +193,15 @@ func (m *Metrics) CreationTransaction(outcome string, accounts int) {
 		return
 	}
 	m.creationTxs.WithLabelValues(outcome).Observe(float64(accounts))
+}
+
+// Takeover counts one task queued again for work whose worker stopped
+// answering (its heartbeat lapsed), by the task's type.
+func (m *Metrics) Takeover(taskType string) {
+	if m == nil {
+		return
+	}
+	m.takeovers.WithLabelValues(taskType).Inc()
 }
 
 // ValidationError counts one problem of a 400 answer by its stable code.

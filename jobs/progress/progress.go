@@ -41,8 +41,15 @@ const (
 	StateFailed     = "failed"      // its last processing failed (last_error)
 )
 
-// Window is how far back the per-minute series goes.
-const Window = 3 * time.Hour
+// The per-minute series starts at the supplier's first minute with
+// progress within MaxWindow, so that a run of twenty minutes fills the
+// chart instead of being a spike at the edge of a fixed range, and shows at
+// least MinWindow, so that a run just started has an axis to grow along.
+// MaxWindow bounds the points the page fetches every few seconds.
+const (
+	MinWindow = time.Hour
+	MaxWindow = 24 * time.Hour
+)
 
 // TopErrors is how many (code, attr) pairs a summary lists.
 const TopErrors = 10
@@ -278,25 +285,30 @@ func (s *Service) Summarize(ctx context.Context, code string, f Filter, visible 
 	return sum, nil
 }
 
-// perMinute returns one point per minute of the Window that ends with the
-// minute of now, zeros included.
+// perMinute returns one point per minute, zeros included, from the
+// supplier's first minute with progress within MaxWindow (or MinWindow
+// back, whichever is earlier) to the minute of now.
 func (s *Service) perMinute(ctx context.Context, supplierID int64, now time.Time) ([]Minute, error) {
 	last := now.Truncate(time.Minute)
-	first := last.Add(-Window + time.Minute)
+	earliest := last.Add(-MaxWindow + time.Minute)
 	var rows []Minute
 	err := s.db.SelectContext(ctx, &rows, `
 		SELECT minute, sum(completed) AS completed, sum(failed) AS failed
 		FROM progress_minutes
 		WHERE supplier_id = $1 AND minute >= $2 AND minute <= $3
-		GROUP BY minute`, supplierID, first, last)
+		GROUP BY minute`, supplierID, earliest, last)
 	if err != nil {
 		return nil, fmt.Errorf("progress: per minute: %w", err)
 	}
+	first := last.Add(-MinWindow + time.Minute)
 	byMinute := make(map[int64]Minute, len(rows))
 	for _, r := range rows {
 		byMinute[r.Minute.Unix()] = r
+		if m := r.Minute.Truncate(time.Minute); m.Before(first) {
+			first = m
+		}
 	}
-	out := make([]Minute, 0, int(Window/time.Minute))
+	out := make([]Minute, 0, int(last.Sub(first)/time.Minute)+1)
 	for m := first; !m.After(last); m = m.Add(time.Minute) {
 		p := byMinute[m.Unix()]
 		out = append(out, Minute{Minute: m, Completed: p.Completed, Failed: p.Failed})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jmoiron/sqlx"
@@ -46,9 +47,7 @@ func TestSummarize_CountsTheSeededCohortByState(t *testing.T) {
 	if diff := cmp.Diff(wantTop, sum.TopErrors); diff != "" {
 		t.Errorf("top errors (-want +got):\n%s", diff)
 	}
-	if len(sum.PerMinute) != int(Window.Minutes()) {
-		t.Errorf("per minute: %d points, want %v", len(sum.PerMinute), Window.Minutes())
-	}
+	checkMinutes(t, sum.PerMinute, time.Now())
 	var completed, failed int64
 	for _, m := range sum.PerMinute {
 		completed += m.Completed
@@ -520,5 +519,67 @@ func TestCounters_BulkStatementsMatchARecountAndCompact(t *testing.T) {
 	}
 	if rows != keys {
 		t.Errorf("after compaction %d counter rows for %d keys", rows, keys)
+	}
+}
+
+// checkMinutes fails unless ms is one point per minute, without a gap, at
+// least MinWindow long, and ends at the minute of now (or the one before,
+// should the minute turn during the test).
+func checkMinutes(t *testing.T, ms []Minute, now time.Time) {
+	t.Helper()
+	if len(ms) < int(MinWindow/time.Minute) {
+		t.Fatalf("per minute: %d points, want at least %v", len(ms), MinWindow.Minutes())
+	}
+	for i := 1; i < len(ms); i++ {
+		if d := ms[i].Minute.Sub(ms[i-1].Minute); d != time.Minute {
+			t.Fatalf("per minute: point %d is %v after the one before, want a minute", i, d)
+		}
+	}
+	if end := ms[len(ms)-1].Minute; now.Sub(end) < 0 || now.Sub(end) >= 2*time.Minute {
+		t.Errorf("per minute: ends at %v, want the minute of %v", end, now)
+	}
+}
+
+// The chart starts at the supplier's first minute with progress (within a
+// day), so that a run of some hours fills it; progress older than a day is
+// left out, and a run just started still gets an hour of axis.
+func TestSummarize_PerMinuteStartsAtTheFirstProgressWithinADay(t *testing.T) {
+	t.Parallel()
+	d, svc := seeded(t)
+	now := time.Now()
+	for _, ago := range []time.Duration{10 * time.Hour, 30 * time.Hour} {
+		if _, err := d.Exec(`INSERT INTO progress_minutes (supplier_id, minute, completed, failed)
+			SELECT id, date_trunc('minute', now() - $2::interval), 7, 0 FROM import_suppliers WHERE code = $1`,
+			pt.Supplier, fmt.Sprintf("%d seconds", int(ago.Seconds()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := svc.Summarize(context.Background(), pt.Supplier, Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMinutes(t, sum.PerMinute, now)
+	if first := sum.PerMinute[0]; first.Completed != 7 || now.Sub(first.Minute) < 10*time.Hour-time.Minute || now.Sub(first.Minute) > 10*time.Hour+time.Minute {
+		t.Errorf("first point %+v, want the 7 completed of 10 hours ago", first)
+	}
+	var completed int64
+	for _, m := range sum.PerMinute {
+		completed += m.Completed
+	}
+	if completed != 4+7 {
+		t.Errorf("%d completed over the chart, want the seeded 4 and the 7 of 10 hours ago (not the 7 of 30 hours ago)", completed)
+	}
+
+	fresh := dbtest.New(t)
+	if _, err := fresh.Exec(`INSERT INTO import_suppliers (code) VALUES ('NEW')`); err != nil {
+		t.Fatal(err)
+	}
+	sum, err = New(fresh, nil).Summarize(context.Background(), "NEW", Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMinutes(t, sum.PerMinute, time.Now())
+	if len(sum.PerMinute) != int(MinWindow/time.Minute) {
+		t.Errorf("a supplier without progress: %d points, want %v", len(sum.PerMinute), MinWindow.Minutes())
 	}
 }

@@ -9,6 +9,12 @@
   }
   var operator = page.dataset.operator === "true";
   var taskURL = page.dataset.taskUrl;
+  // The summary's address without the login a user may have typed into
+  // the page's URL (http://user:pass@host/...): the page keeps the login,
+  // but fetch refuses a URL that carries credentials.
+  var summaryURL = new URL(page.dataset.summary, window.location.href);
+  summaryURL.username = "";
+  summaryURL.password = "";
   var refreshMs = 5000;
   var chart = null;
 
@@ -57,6 +63,8 @@
     document.querySelectorAll("[data-count]").forEach(function (el) {
       el.textContent = String(counts[el.dataset.count]);
     });
+    // The failed card is red only when something failed.
+    document.getElementById("failed-card").classList.toggle("bad", counts.failed > 0);
     var status = document.getElementById("supplier-status");
     status.textContent = s.supplier.status;
     status.className = "status status-" + s.supplier.status;
@@ -119,6 +127,22 @@
     document.getElementById("queue-unavailable").hidden = s.queue.available;
   }
 
+  // chartTitle says where the chart starts: the range follows the data
+  // (jobs/progress, MinWindow and MaxWindow).
+  function chartTitle(s) {
+    var first = s.per_minute.length ? when(s.per_minute[0].minute).replace(/:00Z$/, " UTC") : "";
+    document.getElementById("chart-title").textContent =
+      "Completed and failed per minute" + (first ? ", since " + first : "");
+  }
+
+  // showLatest puts the latest minute's figures in the legend whenever the
+  // cursor is not on the chart, instead of uPlot's "--".
+  function showLatest(u) {
+    if (u.cursor.idx == null && u.data[0].length > 0) {
+      u.setLegend({ idx: u.data[0].length - 1 });
+    }
+  }
+
   function renderChart(s) {
     var x = [], completed = [], failed = [];
     s.per_minute.forEach(function (m) {
@@ -127,21 +151,28 @@
       failed.push(m.failed);
     });
     var data = [x, completed, failed];
+    chartTitle(s);
     var el = document.getElementById("chart");
     if (chart) {
       chart.setData(data);
+      showLatest(chart);
       return;
     }
     chart = new uPlot({
       width: Math.max(el.clientWidth, 300),
       height: 240,
+      // Times in UTC, as everywhere else on the page, with the zone named.
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
+      axes: [{ label: "Time (UTC)" }, { label: "Accounts per minute" }],
       scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(max, 1)]; } } },
       series: [
-        {},
+        { label: "Minute", value: "{YYYY}-{MM}-{DD} {HH}:{mm} UTC" },
         { label: "Completed", stroke: "#1b7f3b", fill: "rgba(27,127,59,0.12)", width: 2 },
         { label: "Failed", stroke: "#c0392b", width: 2 }
-      ]
+      ],
+      hooks: { setCursor: [showLatest] }
     }, data, el);
+    showLatest(chart);
     window.addEventListener("resize", function () {
       chart.setSize({ width: Math.max(el.clientWidth, 300), height: 240 });
     });
@@ -158,7 +189,7 @@
 
   function refresh() {
     var problem = document.getElementById("refresh-error");
-    return fetch(page.dataset.summary, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+    return fetch(summaryURL.href, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) {
         if (!r.ok) {
           throw new Error("HTTP " + r.status);

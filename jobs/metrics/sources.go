@@ -1,0 +1,93 @@
+package metrics
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// scrapeTimeout bounds what one scrape asks PostgreSQL, so that a database
+// that hangs shows as down instead of holding the scrape until Prometheus
+// gives up on it.
+const scrapeTimeout = 5 * time.Second
+
+// WatchDatabase registers the pool statistics of d (go_sql_*, labelled
+// db_name="importd": connections open, in use and idle, and how often and
+// how long callers waited for one) and importd_database_up, which pings d
+// at each scrape. It does nothing on a nil *Metrics.
+func (m *Metrics) WatchDatabase(d *sql.DB) {
+	if m == nil {
+		return
+	}
+	m.registry.MustRegister(
+		collectors.NewDBStatsCollector(d, "importd"),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "importd_database_up",
+			Help: "1 when PostgreSQL answered a ping at scrape time, 0 when it did not.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+			defer cancel()
+			if d.PingContext(ctx) != nil {
+				return 0
+			}
+			return 1
+		}),
+	)
+}
+
+// SupplierAccounts is one supplier's import processes by state, as the
+// progress counters hold them.
+type SupplierAccounts struct {
+	Supplier                              string
+	Staged, InProgress, Completed, Failed int64
+}
+
+// SupplierSource reads every supplier's counts; the progress counters
+// implement it in cmd, so that this package stays free of domain code.
+type SupplierSource func(ctx context.Context) ([]SupplierAccounts, error)
+
+// WatchSuppliers registers importd_supplier_accounts, each supplier's
+// accounts by state (staged, in_progress, completed, failed), read from
+// src at scrape time. The counts come from the database, so every API
+// replica reports the same figures whatever process did the work; take
+// max by (supplier, state) across replicas. It does nothing on a nil
+// *Metrics.
+func (m *Metrics) WatchSuppliers(src SupplierSource) {
+	if m == nil {
+		return
+	}
+	m.registry.MustRegister(&supplierCollector{src: src, desc: prometheus.NewDesc(
+		"importd_supplier_accounts",
+		"Import processes of each supplier by state (staged, in_progress, completed, failed), read from the database at scrape time.",
+		[]string{"supplier", "state"}, nil,
+	)})
+}
+
+type supplierCollector struct {
+	src  SupplierSource
+	desc *prometheus.Desc
+}
+
+func (c *supplierCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *supplierCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	rows, err := c.src(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("supplier accounts: %w", err))
+		return
+	}
+	for _, r := range rows {
+		for _, s := range []struct {
+			state string
+			n     int64
+		}{{"staged", r.Staged}, {"in_progress", r.InProgress}, {"completed", r.Completed}, {"failed", r.Failed}} {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(s.n), r.Supplier, s.state)
+		}
+	}
+}
