@@ -36,7 +36,7 @@ const MonitoringRoot = "/monitoring"
 // mounting at MonitoringRoot behind withClientAddr, whose address the
 // failed-login limit counts.
 func Monitoring(cfg MonitoringConfig) http.Handler {
-	h := asynqmon.New(asynqmon.Options{RootPath: MonitoringRoot, RedisConnOpt: cfg.Redis, ReadOnly: cfg.ReadOnly})
+	h := withoutExternalFonts(asynqmon.New(asynqmon.Options{RootPath: MonitoringRoot, RedisConnOpt: cfg.Redis, ReadOnly: cfg.ReadOnly}))
 	// Compare hashes so that the comparison takes the same time whatever the
 	// lengths of the guesses.
 	wantUser, wantPass := sha256.Sum256([]byte(cfg.User)), sha256.Sum256([]byte(cfg.Password))

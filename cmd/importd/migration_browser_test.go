@@ -26,7 +26,7 @@ import (
 // returns a context driving one tab, and a function that reports what the
 // page logged as errors. The test skips when Chromium is not installed:
 // `make test` installs it (deploy/local/stack.sh chromium) where it can.
-func browser(t *testing.T) (context.Context, func() []string) {
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, func() []string) {
 	t.Helper()
 	var bin string
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -58,6 +58,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 1400),
 	}
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(allocCtx)
 	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
