@@ -387,8 +387,12 @@ func stampPtr(t *time.Time) string {
 func join(parts ...string) string {
 	var out []string
 	for _, s := range parts {
-		if s != "" && s != "-" {
-			out = append(out, s)
+		// A street address often holds several lines; each reads as one
+		// more part of the address, not as an escaped line break.
+		for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+			if l = strings.TrimSpace(l); l != "" && l != "-" {
+				out = append(out, l)
+			}
 		}
 	}
 	if len(out) == 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -71,7 +72,7 @@ Exit code: 0 every account succeeded, 1 some failed (or the run was interrupted)
 			if err != nil {
 				return &exitError{code: 2, msg: err.Error()}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "report: %s/%s, %s/%s\n", cfg.ReportDir, migrate.FailuresCSV, cfg.ReportDir, migrate.FailuresNDJSON)
+			fmt.Fprintf(cmd.OutOrStdout(), "report: %s, %s\n", filepath.Join(cfg.ReportDir, migrate.FailuresCSV), filepath.Join(cfg.ReportDir, migrate.FailuresNDJSON))
 			if code := res.ExitCode(); code != 0 {
 				return &exitError{code: code}
 			}

@@ -36,11 +36,14 @@ var Tariffs = []string{"E-1R-VAR-C", "E-1R-FIX-24M-C", "HP-STD", "WH-RENT-STD"}
 
 // Expected is what the service must answer for an invalid account: E4's
 // 400 account_failed_validation with one error item of this code and attr.
+// Its JSON names are those of the runner's failure report, so that the two
+// files compare field by field.
 type Expected struct {
-	Line                  int
-	ExternalAccountNumber string
-	Kind                  string
-	Code, Attr            string
+	Line                  int    `json:"line"`
+	ExternalAccountNumber string `json:"external_account_number"`
+	Kind                  string `json:"kind"`
+	Code                  string `json:"code"`
+	Attr                  string `json:"attr"`
 }
 
 // InvalidKind is one way the generator spoils an account.

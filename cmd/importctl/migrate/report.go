@@ -127,13 +127,21 @@ func (r Result) WriteSummary(w io.Writer) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t\n", s.Step, s.OK, s.Failed, s.Retried, s.Waited, s.Time.Round(time.Millisecond))
 	}
 	tw.Flush()
+	// The rate is of the accounts this run moved: those an earlier run
+	// finished took none of its time. A resumed run says so, so that its
+	// figure is not read as the cohort's.
+	moved := r.Succeeded + r.Failed - r.Resumed
 	rate := 0.0
 	if r.Elapsed > 0 {
-		rate = float64(r.Succeeded+r.Failed-r.Resumed) / r.Elapsed.Seconds()
+		rate = float64(moved) / r.Elapsed.Seconds()
 	}
 	fmt.Fprintf(w, "accounts: %d read, %d succeeded (%d by an earlier run), %d failed, %d malformed lines; %d failure rows\n",
 		r.Accounts, r.Succeeded, r.Resumed, r.Failed, r.Malformed, r.FailureRows)
-	fmt.Fprintf(w, "elapsed %s, %.1f accounts/s, %d token renewals", r.Elapsed.Round(time.Millisecond), rate, r.TokenRenewals)
+	fmt.Fprintf(w, "elapsed %s, %.1f accounts/s", r.Elapsed.Round(time.Millisecond), rate)
+	if r.Resumed > 0 {
+		fmt.Fprintf(w, " over the %d accounts this run moved (%d were done by an earlier run)", moved, r.Resumed)
+	}
+	fmt.Fprintf(w, ", %d token renewals", r.TokenRenewals)
 	if r.Interrupted {
 		fmt.Fprint(w, "; interrupted: run the same command again to go on")
 	}

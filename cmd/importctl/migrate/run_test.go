@@ -170,7 +170,8 @@ func TestRun_KilledRunnerRunAgainCreatesEverythingExactlyOnce(t *testing.T) {
 	path, _ := writeCohort(t, cohort.Options{Accounts: n, Seed: 12})
 	dir := t.TempDir()
 	run := func() *exec.Cmd {
-		cmd := exec.Command(importctl, "run", path, "--url", s.base, "--team", team, "--report", dir, "--concurrency", "8",
+		// The report directory as a user types it, with a slash at the end.
+		cmd := exec.Command(importctl, "run", path, "--url", s.base, "--team", team, "--report", dir+"/", "--concurrency", "8",
 			"--progress-every", "1s")
 		cmd.Env = []string{"IMPORTCTL_API_KEY=" + s.key}
 		return cmd
@@ -204,6 +205,12 @@ func TestRun_KilledRunnerRunAgainCreatesEverythingExactlyOnce(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "by an earlier run") {
 		t.Errorf("summary does not say what the earlier run did:\n%s", out)
+	}
+	if !strings.Contains(string(out), "accounts/s over the ") || !strings.Contains(string(out), " accounts this run moved (") {
+		t.Errorf("a resumed run's rate does not say it is of the accounts this run moved:\n%s", out)
+	}
+	if want := "report: " + filepath.Join(dir, migrate.FailuresCSV) + ", "; !strings.Contains(string(out), want) {
+		t.Errorf("summary does not name the report as %q:\n%s", want, out)
 	}
 	if d := cmp.Diff(cohortExtras(t, path, nil), s.dbExtras(t)); d != "" {
 		t.Errorf("database after the second run (-cohort +db):\n%s\n%s", d, out)
