@@ -51,8 +51,8 @@ func (l *limiter) acquire(ctx context.Context, taskID string) (bool, error) {
 // a failover takes longer. Without the retries the slot of a task that
 // ended during either stayed taken until it expired (slotTTL), and with
 // the limit set each such slot was an account fewer processed at once for
-// ten minutes (seen by the chaos test: 25 failed releases over two Redis
-// restarts of a 5,000-account run).
+// ten minutes. The chaos test, which restarts Redis while accounts are
+// being created, finds such releases.
 const releaseRetryFor = 30 * time.Second
 
 // Release frees the slot of taskID. The worker calls it when the task ends,

@@ -1,8 +1,13 @@
-// Package process is account processing (E5): the API side checks what is
-// cheap to check, enqueues an account:process task and waits for its
-// outcome; the worker side re-validates the staged payload and creates the
-// account in one PostgreSQL transaction. PostgreSQL records every outcome;
-// Redis only carries the task and the wake-up signal.
+// Package process runs E5 requests around the account's creation: the API
+// side checks what is cheap to check, enqueues an account:process task (or
+// joins the one under way) and waits for its outcome; a concurrency limit
+// across replicas holds a slot per task (limit.go, slots.go); a waiting
+// request takes over the task of a worker that died (takeover.go); the
+// Announcer frees a task's slot and wakes its waiters when it ends, and the
+// Sweeper records the outcome of tasks that ended without their handler
+// (sweep.go). The creation itself, in the worker, is jobs/creation's.
+// PostgreSQL records every outcome; Redis only carries the task, the slots
+// and the wake-up signal.
 package process
 
 import (
@@ -18,6 +23,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -73,7 +79,7 @@ type Service struct {
 	inspector *asynq.Inspector
 	cfg       Config
 	lim       *limiter
-	stmts     *Statements
+	stmts     *prepared.Statements
 }
 
 // New returns the API side of E5.
@@ -88,7 +94,7 @@ func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
 		cfg.Hub = taskwait.NewHub(rdb)
 	}
 	s := &Service{
-		db: d, rdb: rdb, cfg: cfg, stmts: NewStatements(d),
+		db: d, rdb: rdb, cfg: cfg, stmts: prepared.New(d),
 		client:    asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 	}

@@ -18,11 +18,12 @@ import (
 //
 // Asynq v0.26 gives a dead worker's task back to the queue only after its
 // 30 s lease, a further 30 s allowance and a recoverer that runs once a
-// minute, none of them settable: accounts stalled 63 to 93 s after a kill
-// (issue 19). The worker's handler keeps a heartbeat in Redis while it runs
-// a task (taskwait.Beat: written 0.5 s after the task starts, so that most
-// tasks end without one, then refreshed every second, gone 5 s after the
-// last refresh). A waiting E5 looks every second: when its task is active in
+// minute, none of them settable: the account of a killed worker stalled
+// for more than a minute, while its caller waited. The worker's handler
+// keeps a heartbeat in Redis while it runs a task (taskwait.Beat: written
+// 0.5 s after the task starts, so that most tasks end without one, then
+// refreshed every second, gone 5 s after the last refresh). A waiting E5
+// looks every second: when its task is active in
 // Asynq without a heartbeat, or missing from Redis altogether, for longer
 // than deadAfter, it queues a task of its own for the account, under a new
 // id (the dead task keeps its id in Asynq's active list until the
@@ -34,7 +35,7 @@ import (
 // slow rather than dead (frozen, cut off from Redis, or blocked on a lock,
 // while its heartbeat lapsed):
 //   - Creation is one PostgreSQL transaction that starts by locking the
-//     process row (SELECT ... FOR UPDATE in Creator.Run) and does nothing
+//     process row (SELECT ... FOR UPDATE in jobs/creation) and does nothing
 //     but report the existing account when the row already has a service
 //     account number. Two tasks for one account run their transactions one
 //     after the other; the second finds the number and creates nothing.

@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"bytes"
@@ -17,24 +17,22 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// CreateOptions are the facts account creation needs beyond the payload.
-type CreateOptions struct {
+// Options are the facts account creation needs beyond the payload.
+type Options struct {
 	ProcessID        int64
 	OperationsTeamID int64
 	Now              time.Time
-	// Statements, when not nil, runs the creation statement prepared once
-	// per pool connection instead of parsing it anew in every transaction.
-	Statements *Statements
 }
 
-// Created describes a new account.
-type Created struct {
+// created describes a new account.
+type created struct {
 	AccountID            int64
 	ServiceAccountNumber string
 	CreatedAt            time.Time
@@ -42,38 +40,16 @@ type Created struct {
 	Outbox []int64
 }
 
-// CreateAccount writes a validated account and everything in it inside tx,
-// and records its process (opt.ProcessID) as COMPLETED with the new number:
-// the account with its ledger, customers, addresses, supply points with
-// their type-specific rows, meters, registers, agreements, transfer readings,
-// metadata, notes and, when the supplier wants them, migration e-mails in the
-// outbox. The caller commits or rolls back.
-//
-// It is one statement (createSQL), whatever the size of the account: one
-// INSERT per table inside a single WITH, fed from one jsonb document. A
-// statement per row cost a round trip, and two process wake-ups, each.
-//
-// It returns a *problem.Error of Kind Invalid when the catalogue changed
-// since validation (a tariff or contract disappeared); what was written is
-// then for the caller to roll back.
-func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) (Created, error) {
-	cs, errs, err := createAccounts(ctx, tx, opt.Statements, []toCreate{{acc, opt}}, newServiceAccountNumber)
-	if err != nil {
-		return Created{CreatedAt: createdAt(opt)}, err
-	}
-	return cs[0], errs[0]
-}
-
 // toCreate is one account of createAccounts.
 type toCreate struct {
 	acc *account.Account
-	opt CreateOptions
+	opt Options
 }
 
-func createdAt(opt CreateOptions) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
+func createdAt(opt Options) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
 
 // createAccounts writes the accounts of in inside tx, as CreateAccount
-// writes one, and answers each one's Created or refusal in errs. A lone
+// writes one, and answers each one's created or refusal in errs. A lone
 // account runs createSQL; several run createManySQL, one execution for all
 // of them. err is a failure of the statement, after which tx must be rolled
 // back.
@@ -88,8 +64,8 @@ func createdAt(opt CreateOptions) time.Time { return opt.Now.UTC().Truncate(time
 // A refusal for a missing business contract wrote nothing for its account
 // (refusedBeforeWriting); a refusal for a missing tariff did, and the
 // caller must roll back.
-func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *Statements, in []toCreate, draw func() string) (cs []Created, errs []error, err error) {
-	cs, errs = make([]Created, len(in)), make([]error, len(in))
+func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, in []toCreate, draw func() string) (cs []created, errs []error, err error) {
+	cs, errs = make([]created, len(in)), make([]error, len(in))
 	pending := make([]int, len(in))
 	for i := range in {
 		pending[i] = i
@@ -153,7 +129,7 @@ func refusedBeforeWriting(err error) bool {
 
 // runCreate runs createSQL for one document, createManySQL for several,
 // and answers one createResult per document, in their order.
-func runCreate(ctx context.Context, tx *sqlx.Tx, stmts *Statements, docs [][]byte) ([]createResult, error) {
+func runCreate(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, docs [][]byte) ([]createResult, error) {
 	query, arg := createSQL, docs[0]
 	if len(docs) > 1 {
 		query, arg = createManySQL, append(append([]byte{'['}, bytes.Join(docs, []byte{','})...), ']')
@@ -467,7 +443,7 @@ type (
 
 // createDocument encodes acc, under the service account number, as the
 // document createSQL reads.
-func createDocument(acc *account.Account, opt CreateOptions, createdAt time.Time, number string) ([]byte, error) {
+func createDocument(acc *account.Account, opt Options, createdAt time.Time, number string) ([]byte, error) {
 	ba := acc.EffectiveBillingAddress()
 	d := createDoc{Account: accountRow{
 		Number: number, SupplierID: acc.Supplier.ID, External: acc.ExternalAccountNumber, ProcessID: opt.ProcessID,
@@ -584,11 +560,12 @@ func (d *createDoc) addSupplyPoint(i, j int, sp account.SupplyPoint) error {
 	return nil
 }
 
-// CreateStatement returns account creation's statement and its one argument
-// for acc under the service account number, without the reads, locks and
-// checks around it, so that a benchmark can measure the database's share of
-// a creation against the whole.
-func CreateStatement(acc *account.Account, opt CreateOptions, number string) (query string, arg []byte, err error) {
-	arg, err = createDocument(acc, opt, opt.Now.UTC().Truncate(time.Microsecond), number)
+// Statement returns the creation statement for one account and its one
+// argument, the document of acc under the service account number, without
+// the reads, locks and checks around them. It is for the benchmarks of
+// cmd/importd, which run the statement alone to measure the database's
+// share of a creation against the whole; the service does not call it.
+func Statement(acc *account.Account, opt Options, number string) (query string, arg []byte, err error) {
+	arg, err = createDocument(acc, opt, createdAt(opt), number)
 	return createSQL, arg, err
 }

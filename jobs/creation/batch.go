@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"bytes"
@@ -181,7 +181,7 @@ func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone
 	in := make([]toCreate, len(js))
 	now := c.now()
 	for i, j := range js {
-		in[i] = toCreate{j.acc, CreateOptions{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
+		in[i] = toCreate{j.acc, Options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
 	}
 	created, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
 	if err != nil {
