@@ -14,7 +14,7 @@ import (
 // frees the task's concurrency slot and announces the outcome on the task's
 // done channel, in one Redis round trip. Both are best effort: PostgreSQL
 // already holds the outcome, and a waiter that hears nothing reads it there
-// when its wait ends. A release that failed is retried as Release retries
+// when its wait ends. A release that failed is retried as releaseSlot retries
 // it. The worker's account creation (jobs/creation) ends its tasks through
 // it, and the Sweeper the tasks that ended without their handler.
 type Announcer struct {

@@ -309,7 +309,7 @@ func (s *Service) markInProgress(ctx context.Context, dryRun bool, processID int
 
 func (s *Service) release(taskID string) {
 	if s.lim != nil {
-		_ = Release(context.Background(), s.rdb, taskID)
+		_ = releaseSlot(context.Background(), s.rdb, taskID)
 	}
 }
 
