@@ -45,7 +45,7 @@ type Batching struct {
 // must be called before c runs any task.
 func (c *Creator) WithBatching(b Batching, m *metrics.Metrics) *Creator {
 	if b.Writers < 1 || b.Size < 1 {
-		panic(fmt.Sprintf("process.WithBatching: %+v: Writers and Size must be positive", b))
+		panic(fmt.Sprintf("creation.WithBatching: %+v: Writers and Size must be positive", b))
 	}
 	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether, metrics: m}
 	return c
