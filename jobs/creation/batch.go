@@ -183,7 +183,7 @@ func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone
 	for i, j := range js {
 		in[i] = toCreate{j.acc, Options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
 	}
-	created, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
+	made, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone
 		case errs[i] == nil && j.p.DryRun:
 			j.err = errDryRun
 		case errs[i] == nil:
-			j.number, j.outbox = created[i].ServiceAccountNumber, created[i].Outbox
+			j.number, j.outbox = made[i].ServiceAccountNumber, made[i].Outbox
 		case refused && (alone || refusedBeforeWriting(errs[i])):
 			j.result = pe
 			if !refusedBeforeWriting(errs[i]) {
