@@ -10,14 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/email"
-	"github.com/bulkimport/bulkimport/jobs/process"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // accountHandler runs account:process tasks.
 type accountHandler struct {
-	creator *process.Creator
+	creator *creation.Creator
 	rdb     redis.UniversalClient
 	// stopping is closed when the worker begins to stop.
 	stopping <-chan struct{}
@@ -56,7 +56,7 @@ func (h emailHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 
 // handBackContext returns a context that ends when ctx does, with the same
 // deadline and cause, except that a cancellation once the worker is
-// stopping has the cause process.ErrHandedBack. At ShutdownTimeout asynq
+// stopping has the cause creation.ErrHandedBack. At ShutdownTimeout asynq
 // v0.26 hands every task still running back to its queue, without counting
 // an attempt, and then cancels the task's context (processor.go: the abort
 // case requeues, then the deferred cancel runs); a handler cannot tell that
@@ -78,7 +78,7 @@ func handBackContext(ctx context.Context, stopping <-chan struct{}) (context.Con
 		select {
 		case <-stopping:
 			if errors.Is(ctx.Err(), context.Canceled) {
-				cause = process.ErrHandedBack
+				cause = creation.ErrHandedBack
 			}
 		default:
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // knownTypes bound the type label: a task of a type this version does not
@@ -24,7 +24,7 @@ var knownTypes = map[string]bool{
 //
 // An account counts as created when an account:process task that is not a
 // dry run returns nil. That is read from the task rather than from
-// jobs/process so that the domain code stays free of metrics; it counts
+// jobs/creation so that the domain code stays free of metrics; it counts
 // one account twice only if a worker dies between committing an account
 // and acknowledging its task, and the re-run finds the account created.
 func observeJobs(m *metrics.Metrics) asynq.MiddlewareFunc {
@@ -46,7 +46,7 @@ func observeJobs(m *metrics.Metrics) asynq.MiddlewareFunc {
 				}
 			case errors.Is(err, asynq.SkipRetry):
 				outcome = metrics.JobSkipped
-			case errors.Is(err, process.ErrHandedBack):
+			case errors.Is(err, creation.ErrHandedBack):
 				outcome = metrics.JobHandedBack
 			}
 			return err

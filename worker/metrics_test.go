@@ -10,8 +10,8 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // series reads the counters of m by "name{label values}".
@@ -55,7 +55,7 @@ func TestObserveJobs_CountsByTypeAndOutcome(t *testing.T) {
 	run(jobs.TypeAccountProcess, []byte(`{"process_id": 1}`), nil, false)
 	run(jobs.TypeAccountProcess, []byte(`{"process_id": 2, "dry_run": true}`), nil, false)
 	run(jobs.TypeAccountProcess, nil, fmt.Errorf("invalid: %w", asynq.SkipRetry), false)
-	run(jobs.TypeAccountProcess, nil, fmt.Errorf("create: %w", process.ErrHandedBack), false)
+	run(jobs.TypeAccountProcess, nil, fmt.Errorf("create: %w", creation.ErrHandedBack), false)
 	run(jobs.TypeEmailSend, nil, errors.New("smtp down"), false)
 	run(jobs.TypePaymentInstructionVerify, nil, nil, true)
 	run("legacy:thing", nil, nil, false)

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/process"
 	"github.com/bulkimport/bulkimport/jobs/progress"
 )
@@ -34,7 +35,7 @@ const lostBatch = 100
 // whose worker died on its last attempt without calling any handler, so
 // without this sweep the row would stay IN_PROGRESS for ever. A task whose
 // handler recorded its own failure leaves no IN_PROGRESS row, and is only
-// deleted. See process.Creator.Abandoned for why a concurrent E5 that
+// deleted. See process.Sweeper.Abandoned for why a concurrent E5 that
 // queues the account again is safe.
 //
 // A task archived with an error of its handler rather than asynq's lease
@@ -42,7 +43,7 @@ const lostBatch = 100
 // the failure (the database was out of reach for the whole attempt): it
 // gets the failure after retries that the handler would have recorded, not
 // the abandonment of a dead worker.
-func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, creator *process.Creator) error {
+func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, sweeper *process.Sweeper) error {
 	tasks, err := inspector.ListArchivedTasks(jobs.QueueAccounts, asynq.PageSize(100))
 	if errors.Is(err, asynq.ErrQueueNotFound) {
 		return nil
@@ -75,9 +76,9 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, creator *pr
 		}
 		rec := process.AbandonedRecord()
 		if t.LastErr != "" && t.LastErr != asynq.ErrLeaseExpired.Error() {
-			rec = process.FailedAfterRetriesRecord()
+			rec = creation.FailedAfterRetriesRecord()
 		}
-		if _, err := creator.Abandoned(ctx, p, t.ID, rec, stillArchived); err != nil {
+		if _, err := sweeper.Abandoned(ctx, p, t.ID, rec, stillArchived); err != nil {
 			return err
 		}
 	}
@@ -92,8 +93,8 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, creator *pr
 // who sent E5 is told to call it again. It looks at up to lostBatch rows
 // with an id above after, and returns where the next sweep goes on (0
 // after the last row).
-func SweepLost(ctx context.Context, inspector *asynq.Inspector, creator *process.Creator, grace time.Duration, after int64) (next int64, err error) {
-	stale, err := creator.StaleInProgress(ctx, grace, after, lostBatch)
+func SweepLost(ctx context.Context, inspector *asynq.Inspector, sweeper *process.Sweeper, grace time.Duration, after int64) (next int64, err error) {
+	stale, err := sweeper.StaleInProgress(ctx, grace, after, lostBatch)
 	if err != nil {
 		return after, err
 	}
@@ -112,7 +113,7 @@ func SweepLost(ctx context.Context, inspector *asynq.Inspector, creator *process
 			}
 			continue
 		}
-		if _, err := creator.Abandoned(ctx, s.Payload, s.TaskID, process.LostRecord(), func() (bool, error) { return missing(s.TaskID) }); err != nil {
+		if _, err := sweeper.Abandoned(ctx, s.Payload, s.TaskID, process.LostRecord(), func() (bool, error) { return missing(s.TaskID) }); err != nil {
 			return next, err
 		}
 	}
@@ -139,10 +140,10 @@ func (w *Worker) sweep(ctx context.Context) {
 // sweepOnce runs every sweep once; after is where SweepLost goes on from,
 // and the result where the next sweep goes on.
 func (w *Worker) sweepOnce(ctx context.Context, after int64) int64 {
-	if err := SweepAbandoned(ctx, w.inspector, w.creator); err != nil {
+	if err := SweepAbandoned(ctx, w.inspector, w.sweeper); err != nil {
 		w.log.WarnContext(ctx, "sweep abandoned account tasks", "error", err)
 	}
-	next, err := SweepLost(ctx, w.inspector, w.creator, LostGrace, after)
+	next, err := SweepLost(ctx, w.inspector, w.sweeper, LostGrace, after)
 	if err != nil {
 		w.log.WarnContext(ctx, "sweep lost account tasks", "error", err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
@@ -23,7 +22,7 @@ type sweepBundle struct {
 	rdb       *redis.Client
 	client    *asynq.Client
 	inspector *asynq.Inspector
-	creator   *process.Creator
+	sweeper   *process.Sweeper
 	supplier  int64
 }
 
@@ -37,7 +36,7 @@ func setupSweep(t *testing.T) *sweepBundle {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	b := &sweepBundle{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb),
-		creator: process.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler))}
+		sweeper: process.NewSweeper(d, process.NewAnnouncer(rdb, slog.New(slog.DiscardHandler)))}
 	if err := d.Get(&b.supplier, `INSERT INTO import_suppliers (code) VALUES ('DEMO') RETURNING id`); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +127,7 @@ func TestSweepAbandoned_AccountQueuedAgainMeanwhileKeepsItsNewTask(t *testing.T)
 		t.Fatal(err)
 	}
 	swept := make(chan error, 1)
-	go func() { swept <- SweepAbandoned(ctx, b.inspector, b.creator) }()
+	go func() { swept <- SweepAbandoned(ctx, b.inspector, b.sweeper) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var waiting int
@@ -187,7 +186,7 @@ func TestSweepAbandoned_RecordsOnlyForTheTaskTheRowNames(t *testing.T) {
 	b.archived(t, pt, dead)
 	b.enqueue(t, pt, dead+"-takeover-1")
 
-	if err := SweepAbandoned(t.Context(), b.inspector, b.creator); err != nil {
+	if err := SweepAbandoned(t.Context(), b.inspector, b.sweeper); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]row{
@@ -222,7 +221,7 @@ func TestSweepLost_RecordsAccountsWhoseTaskVanished(t *testing.T) {
 	taken := jobs.AccountTaskID("DEMO", "ACC-TAKEN", false) + "-takeover-1"
 	b.enqueue(t, b.process(t, "ACC-TAKEN", taken, old), taken)
 
-	next, err := SweepLost(ctx, b.inspector, b.creator, LostGrace, 0)
+	next, err := SweepLost(ctx, b.inspector, b.sweeper, LostGrace, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +254,7 @@ func TestAbandoned_SecondRecordingChangesNothing(t *testing.T) {
 	always := func() (bool, error) { return true, nil }
 	var got []bool
 	for range 2 {
-		recorded, err := b.creator.Abandoned(ctx, p, id, process.AbandonedRecord(), always)
+		recorded, err := b.sweeper.Abandoned(ctx, p, id, process.AbandonedRecord(), always)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +283,7 @@ func TestSweep_FreesTheSlotOfAnEndedTask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w := &Worker{inspector: b.inspector, creator: b.creator, rdb: b.rdb, db: b.db, log: slog.New(slog.DiscardHandler)}
+	w := &Worker{inspector: b.inspector, sweeper: b.sweeper, rdb: b.rdb, db: b.db, log: slog.New(slog.DiscardHandler)}
 	w.sweepOnce(ctx, 0)
 	held, err := b.rdb.ZRange(ctx, process.LimiterKey, 0, -1).Result()
 	if err != nil {
@@ -304,7 +303,7 @@ func TestSweep_FoldsTheProgressCounters(t *testing.T) {
 	for _, ean := range []string{"A-1", "A-2", "A-3"} { // three inserts: three delta rows of one key
 		b.process(t, ean, "task-"+ean, 0)
 	}
-	w := &Worker{inspector: b.inspector, creator: b.creator, rdb: b.rdb, db: b.db, log: slog.New(slog.DiscardHandler)}
+	w := &Worker{inspector: b.inspector, sweeper: b.sweeper, rdb: b.rdb, db: b.db, log: slog.New(slog.DiscardHandler)}
 	w.sweepOnce(ctx, 0)
 	var rows []struct {
 		State string `db:"state"`

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/email"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
@@ -32,7 +33,7 @@ type Config struct {
 	// Batching is how the accounts that run at once share creation
 	// transactions (ACCOUNT_WRITERS, ACCOUNT_BATCH); zero gives every
 	// account a transaction of its own.
-	Batching process.Batching
+	Batching creation.Batching
 	// Concurrency is how many other tasks (e-mails, vendor checks) run at once.
 	Concurrency int
 	// ShutdownTimeout is how long in-flight tasks may run after a stop signal
@@ -65,7 +66,8 @@ type Worker struct {
 	accounts, other       *asynq.Server
 	accountsMux, otherMux *asynq.ServeMux
 	inspector             *asynq.Inspector
-	creator               *process.Creator
+	creator               *creation.Creator
+	sweeper               *process.Sweeper
 	rdb                   redis.UniversalClient
 	db                    *sqlx.DB
 	log                   *slog.Logger
@@ -116,11 +118,15 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	oc.TaskCheckInterval = otherCheckInterval
 	oc.Queues = map[string]int{jobs.QueueVendors: 6, jobs.QueueEmails: 1}
 
+	// ann frees the slots of ended tasks and wakes the requests that wait
+	// for them, for account creation and for the sweep alike.
+	ann := process.NewAnnouncer(deps.RedisCli, deps.Log)
 	w := &Worker{
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
 		inspector: asynq.NewInspector(deps.Redis),
-		creator:   newCreator(cfg, deps),
+		creator:   newCreator(cfg, deps, ann),
+		sweeper:   process.NewSweeper(deps.DB, ann),
 		rdb:       deps.RedisCli,
 		db:        deps.DB,
 		log:       deps.Log,
@@ -134,8 +140,8 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	return w, nil
 }
 
-func newCreator(cfg Config, deps Deps) *process.Creator {
-	c := process.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, deps.Log)
+func newCreator(cfg Config, deps Deps, ann *process.Announcer) *creation.Creator {
+	c := creation.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, ann, deps.Log)
 	if b := cfg.Batching; b.Writers > 0 || b.Size > 0 {
 		c.WithBatching(b, deps.Metrics)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/accountview"
 	"github.com/bulkimport/bulkimport/jobs/business"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/payment"
 	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
@@ -82,7 +83,7 @@ func newShowAccount(t *testing.T) *showAccount {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	log := slog.New(slog.DiscardHandler)
-	if err := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, log).Run(ctx, p, true); err != nil {
+	if err := creation.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, process.NewAnnouncer(rdb, log), log).Run(ctx, p, true); err != nil {
 		t.Fatalf("E5: %v", err)
 	}
 	if err := s.db.Get(&s.number, `SELECT service_account_number FROM accounts`); err != nil {
@@ -381,7 +382,8 @@ func referenceAccount(t *testing.T, c *ctl, d *sqlx.DB) (stage func(number strin
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	creator := process.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler))
+	log := slog.New(slog.DiscardHandler)
+	creator := creation.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, process.NewAnnouncer(rdb, log), log)
 	stage = func(number string) {
 		t.Helper()
 		payload["external_account_number"] = number

@@ -18,11 +18,11 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/admin"
-	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 )
 
 // pgbenchScript is the pgbench form of account creation: the creation
-// statement (process.CreateStatement) with the fixture's document as the
+// statement (creation.Statement) with the fixture's document as the
 // pgbench variable doc, sent once per transaction as one parameter (-M
 // prepared), and the account's own number, external account number and
 // process set from pgbench's variables client_id and k (k counts each
@@ -30,7 +30,7 @@ import (
 // worker's locked re-read does.
 func pgbenchScript(b *testing.B, acc *account.Account, supplierID, teamID int64) (script, doc string) {
 	b.Helper()
-	query, arg, err := process.CreateStatement(acc, process.CreateOptions{OperationsTeamID: teamID, Now: time.Now()}, "A-00000000")
+	query, arg, err := creation.Statement(acc, creation.Options{OperationsTeamID: teamID, Now: time.Now()}, "A-00000000")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
@@ -207,12 +208,12 @@ func benchWorkerConcurrency(b *testing.B) int {
 // creation transactions: the defaults of ACCOUNT_WRITERS and ACCOUNT_BATCH,
 // or E5_WRITERS and E5_BATCH to compare others (E5_BATCH=1 is an account per
 // transaction, the slowest way).
-func benchBatching(b *testing.B) process.Batching {
+func benchBatching(b *testing.B) creation.Batching {
 	def, err := loadConfig(func(string) string { return "" }, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return process.Batching{Writers: benchEnvInt(b, "E5_WRITERS", def.AccountWriters),
+	return creation.Batching{Writers: benchEnvInt(b, "E5_WRITERS", def.AccountWriters),
 		Size: benchEnvInt(b, "E5_BATCH", def.AccountBatch)}
 }
 
@@ -290,7 +291,8 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 	}
 	defer docs.Close()
 	pool := benchPool(b, s, min(workers, benchDBConns(b)))
-	creator := process.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, slog.New(slog.DiscardHandler)).
+	log := slog.New(slog.DiscardHandler)
+	creator := creation.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, process.NewAnnouncer(rdb, log), log).
 		WithBatching(benchBatching(b), nil)
 	create := func(id int64, ean string) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{
@@ -331,7 +333,7 @@ func benchE5Baseline(b *testing.B, workers int) e5Figures {
 	args := make([][]byte, len(ids))
 	for i, id := range ids {
 		acc.ExternalAccountNumber = fmt.Sprintf("BASE-%07d", i)
-		query, args[i], err = process.CreateStatement(acc, process.CreateOptions{ProcessID: id, OperationsTeamID: teamID, Now: time.Now()},
+		query, args[i], err = creation.Statement(acc, creation.Options{ProcessID: id, OperationsTeamID: teamID, Now: time.Now()},
 			fmt.Sprintf("A-%08X", i))
 		if err != nil {
 			b.Fatal(err)

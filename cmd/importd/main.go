@@ -28,6 +28,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/business"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
@@ -289,7 +290,7 @@ func (p *instance) newWorker() (*worker.Worker, error) {
 	}
 	return worker.New(worker.Config{
 		AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
-		Batching:        process.Batching{Writers: cfg.AccountWriters, Size: cfg.AccountBatch},
+		Batching:        creation.Batching{Writers: cfg.AccountWriters, Size: cfg.AccountBatch},
 		ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
 	}, worker.Deps{DB: p.db, Redis: cfg.Redis, RedisCli: p.redis, Catalog: account.NewCatalog(p.db, nil), Documents: p.docs, Metrics: p.metrics, Log: p.log})
 }

@@ -3,10 +3,12 @@ package note
 import (
 	"context"
 	"crypto/md5"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -42,13 +44,16 @@ func Insert(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now
 	if err != nil {
 		return fmt.Errorf("insert notes: %w", err)
 	}
-	q := `WITH note_account AS (SELECT 1 AS x, $1::bigint AS id), note_src AS (SELECT 1 AS x, $2::jsonb AS notes), ` +
-		InsertCTE("note_src", "notes", "note_account") + ` SELECT 1`
-	if _, err := tx.ExecContext(ctx, q, accountID, rows); err != nil {
+	if _, err := tx.ExecContext(ctx, insertSQL, accountID, rows); err != nil {
 		return fmt.Errorf("insert notes: %w", err)
 	}
 	return nil
 }
+
+// insertSQL is Insert's statement: the items of InsertCTE for one account,
+// rendered once.
+var insertSQL = `WITH note_account AS (SELECT 1 AS x, $1::bigint AS id), note_src AS (SELECT 1 AS x, $2::jsonb AS notes), ` +
+	InsertCTE("note_src", "notes", "note_account", false) + ` SELECT 1`
 
 // addSQL writes notes and their documents in one statement. The note ids
 // are drawn in the first CTE, which is materialized (nextval is volatile),
@@ -155,30 +160,46 @@ func InsertRows(notes []Note, now time.Time) (json.RawMessage, error) {
 }
 
 // InsertCTE returns the items of a WITH clause that insert the notes of
-// one or more accounts. src is a relation (a table or an earlier WITH item)
-// with a column x that names an account and the columns that notes, a jsonb
-// expression holding what InsertRows encoded for that account, reads;
-// account is a relation with the columns x and id, the id of the account
-// that x names (an x without a row there inserts nothing). The items are
-// named note_*. Ids are drawn in a materialised item, once per note, in
-// the order of x and then of the payload, so that each note's documents can
-// name it without relying on the order of RETURNING rows.
-func InsertCTE(src, notes, account string) string {
-	return `note_in AS MATERIALIZED (
-			SELECT nextval('notes_id_seq') AS id, s.x, n.*
-			FROM ` + src + ` s CROSS JOIN jsonb_to_recordset((` + notes + `)->'n')
-				AS n (i int, body text, created_at timestamptz, is_pinned boolean, unpin_at timestamptz)
-			ORDER BY s.x, n.i),
-		note_ins AS (
-			INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
-			SELECT n.id, a.id, n.body, n.created_at, n.is_pinned, n.unpin_at
-			FROM note_in n JOIN ` + account + ` a ON a.x = n.x
-			ORDER BY n.x, n.i),
-		note_doc_ins AS (
-			INSERT INTO note_documents (note_id, position, document_path)
-			SELECT n.id, d.position, d.path
-			FROM ` + src + ` s CROSS JOIN jsonb_to_recordset((` + notes + `)->'d') AS d (note int, position int, path text)
-			JOIN note_in n ON n.x = s.x AND n.i = d.note JOIN ` + account + ` a ON a.x = s.x)`
+// one or more accounts, rendered from sql/insert.sql. src is a relation (a
+// table or an earlier WITH item) with a column x that names an account and
+// the columns that notes, a jsonb expression holding what InsertRows
+// encoded for that account, reads; account is a relation with the columns x
+// and id, the id of the account that x names (an x without a row there
+// inserts nothing). The items are named note_*.
+//
+// single says that src holds one account: the conditions that match rows
+// of the same account by x then always hold, and are written as true, so
+// that the planner joins the items without hashing on x.
+//
+// It renders the template on every call: build statements with it once,
+// not per query.
+func InsertCTE(src, notes, account string, single bool) string {
+	var b strings.Builder
+	err := insertCTETemplate.Execute(&b, insertCTE{Src: src, Notes: notes, Account: account, Single: single})
+	if err != nil {
+		panic(fmt.Sprintf("note: render sql/insert.sql: %v", err)) // the template is fixed: a bug
+	}
+	return strings.TrimSpace(b.String())
+}
+
+//go:embed sql/insert.sql
+var insertCTESource string
+
+var insertCTETemplate = template.Must(template.New("insert.sql").Parse(insertCTESource))
+
+// insertCTE is what sql/insert.sql reads.
+type insertCTE struct {
+	Src, Notes, Account string
+	Single              bool
+}
+
+// SameAccount is cond, a condition that matches rows of the same account
+// by x, or true when there is a single account.
+func (c insertCTE) SameAccount(cond string) string {
+	if c.Single {
+		return "true"
+	}
+	return cond
 }
 
 // identity is what makes two notes the same: the body, or for a note

@@ -51,19 +51,21 @@ func (l *limiter) acquire(ctx context.Context, taskID string) (bool, error) {
 // a failover takes longer. Without the retries the slot of a task that
 // ended during either stayed taken until it expired (slotTTL), and with
 // the limit set each such slot was an account fewer processed at once for
-// ten minutes (seen by the chaos test: 25 failed releases over two Redis
-// restarts of a 5,000-account run).
+// ten minutes. The chaos test, which restarts Redis while accounts are
+// being created, finds such releases.
 const releaseRetryFor = 30 * time.Second
 
-// Release frees the slot of taskID. The worker calls it when the task ends,
-// whatever the outcome; releasing a slot not held is harmless. When Redis
-// refuses, Release returns the error at once, so that no caller waits on
-// it, and goes on trying in the background for releaseRetryFor.
+// releaseSlot frees the slot of taskID: an E5 that took it calls it when no
+// task of its own will end and free it (the Announcer frees the slot of a
+// task that ends, in the same round trip as its announcement). Releasing a
+// slot not held is harmless. When Redis refuses, releaseSlot returns the
+// error at once, so that no caller waits on it, and goes on trying in the
+// background for releaseRetryFor.
 //
 // A background retry may free the slot of a later task of the same
 // account, queued by a new E5 meanwhile: the limit is then one too high
 // until that task ends, which is better than one too low for ten minutes.
-func Release(ctx context.Context, rdb redis.UniversalClient, taskID string) error {
+func releaseSlot(ctx context.Context, rdb redis.UniversalClient, taskID string) error {
 	err := releaseIn(ctx, rdb, taskID).Err()
 	if err != nil {
 		go retryRelease(context.WithoutCancel(ctx), rdb, taskID)

@@ -93,8 +93,8 @@ func TestRelease_FreesTheSlotOnceRedisIsBack(t *testing.T) {
 	}
 
 	r.stop()
-	if err := Release(ctx, rdb, "task-ended-during-restart"); err == nil {
-		t.Fatal("Release with Redis stopped reported no error")
+	if err := releaseSlot(ctx, rdb, "task-ended-during-restart"); err == nil {
+		t.Fatal("releaseSlot with Redis stopped reported no error")
 	}
 	r.start()
 
@@ -109,8 +109,8 @@ func TestRelease_FreesTheSlotOnceRedisIsBack(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := Release(ctx, rdb, "task-still-running"); err != nil {
-		t.Fatalf("Release with Redis up: %v", err)
+	if err := releaseSlot(ctx, rdb, "task-still-running"); err != nil {
+		t.Fatalf("releaseSlot with Redis up: %v", err)
 	}
 	if n, _ := rdb.ZCard(ctx, LimiterKey).Result(); n != 0 {
 		t.Errorf("%d slots held after every task released its own, want 0", n)

@@ -1,8 +1,13 @@
-// Package process is account processing (E5): the API side checks what is
-// cheap to check, enqueues an account:process task and waits for its
-// outcome; the worker side re-validates the staged payload and creates the
-// account in one PostgreSQL transaction. PostgreSQL records every outcome;
-// Redis only carries the task and the wake-up signal.
+// Package process runs E5 requests around the account's creation: the API
+// side checks what is cheap to check, enqueues an account:process task (or
+// joins the one under way) and waits for its outcome; a concurrency limit
+// across replicas holds a slot per task (limit.go, slots.go); a waiting
+// request takes over the task of a worker that died (takeover.go); the
+// Announcer frees a task's slot and wakes its waiters when it ends, and the
+// Sweeper records the outcome of tasks that ended without their handler
+// (sweep.go). The creation itself, in the worker, is jobs/creation's.
+// PostgreSQL records every outcome; Redis only carries the task, the slots
+// and the wake-up signal.
 package process
 
 import (
@@ -18,6 +23,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -73,7 +79,7 @@ type Service struct {
 	inspector *asynq.Inspector
 	cfg       Config
 	lim       *limiter
-	stmts     *Statements
+	stmts     *prepared.Statements
 }
 
 // New returns the API side of E5.
@@ -88,7 +94,7 @@ func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
 		cfg.Hub = taskwait.NewHub(rdb)
 	}
 	s := &Service{
-		db: d, rdb: rdb, cfg: cfg, stmts: NewStatements(d),
+		db: d, rdb: rdb, cfg: cfg, stmts: prepared.New(d),
 		client:    asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 	}
@@ -216,35 +222,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 		s.release(taskID)
 		return Result{}, err
 	}
-	var marked bool
-	var markErr error
-	markInProgress := func() error {
-		if req.DryRun {
-			// A dry run must change nothing, E10's status included. It
-			// only waits for a sweep that holds the row (Creator.Abandoned)
-			// to finish, so that the sweep cannot remove the new task.
-			if _, err := s.db.ExecContext(ctx, `SELECT 1 FROM import_processes WHERE id = $1 FOR SHARE`, t.ProcessID.Int64); err != nil {
-				markErr = fmt.Errorf("process: wait for sweep: %w", err)
-				return markErr
-			}
-			return nil
-		}
-		// IN_PROGRESS from the moment a new task is queued (E10), owned by
-		// that task (task_id; takeover.go). A joined task was marked by
-		// whoever queued it.
-		st, err := s.stmts.Get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
-			WHERE id = $1 AND service_account_number IS NULL`)
-		if err == nil {
-			_, err = st.ExecContext(ctx, t.ProcessID.Int64, taskID)
-		}
-		if err != nil {
-			markErr = fmt.Errorf("process: mark in progress: %w", err)
-			return markErr
-		}
-		marked = true
-		return nil
-	}
-	joined, err := waiter.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueAccounts, markInProgress)
+	joined, marked, err := s.enqueueOrJoin(ctx, waiter, task, req.DryRun, t.ProcessID.Int64, taskID)
 	if err != nil {
 		s.release(taskID)
 		if marked {
@@ -253,10 +231,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 			_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN'
 				WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL`, t.ProcessID.Int64)
 		}
-		if markErr != nil {
-			return Result{}, markErr
-		}
-		return Result{}, unavailable(err)
+		return Result{}, err
 	}
 	if joined && !req.DryRun {
 		// The joined task may have ended, and announced it, just before we
@@ -267,36 +242,104 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 			return r, err
 		}
 	}
-	return s.wait(ctx, waiter, req, s.newWatch(waiter, payload), t.ProcessID.Int64)
+	return s.wait(ctx, waiter, req, s.newWatch(payload), t.ProcessID.Int64)
+}
+
+// enqueueOrJoin joins the account's task when one is pending, scheduled,
+// running or retrying, and otherwise marks the process (markInProgress)
+// and queues task. Only a new task marks it: a joined one was marked by
+// whoever queued it, and may be just finishing, with its outcome written
+// already, which a mark would overwrite with nothing left to correct it.
+// marked reports whether the row was marked, for the caller to put back
+// when nothing was queued. A failure of Redis is answered as
+// queue_unavailable.
+func (s *Service) enqueueOrJoin(ctx context.Context, waiter *taskwait.Waiter, task *asynq.Task, dryRun bool, processID int64, taskID string) (joined, marked bool, err error) {
+	for range enqueueAttempts {
+		joined, err := waiter.Join(ctx, s.inspector, jobs.QueueAccounts)
+		if err != nil {
+			return false, marked, unavailable(err)
+		}
+		if joined {
+			return true, marked, nil
+		}
+		if err := s.markInProgress(ctx, dryRun, processID, taskID); err != nil {
+			return false, marked, err
+		}
+		marked = marked || !dryRun
+		err = waiter.Enqueue(ctx, s.client, task)
+		if err == nil {
+			return false, marked, nil
+		}
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return false, marked, unavailable(err)
+		}
+		// Another request queued it between the look and the enqueue: look again.
+	}
+	return false, marked, unavailable(fmt.Errorf("could not enqueue task %s", taskID))
+}
+
+// enqueueAttempts bounds the looks of enqueueOrJoin and of a takeover:
+// each conflict means that another request queued the task between a look
+// and an enqueue.
+const enqueueAttempts = 3
+
+// markInProgress records that a new task is about to be queued for the
+// account: IN_PROGRESS from that moment (E10), owned by that task (task_id;
+// takeover.go).
+func (s *Service) markInProgress(ctx context.Context, dryRun bool, processID int64, taskID string) error {
+	if dryRun {
+		// A dry run must change nothing, E10's status included. It only
+		// waits for a sweep that holds the row (Sweeper.Abandoned) to
+		// finish, so that the sweep cannot remove the new task.
+		if _, err := s.db.ExecContext(ctx, `SELECT 1 FROM import_processes WHERE id = $1 FOR SHARE`, processID); err != nil {
+			return fmt.Errorf("process: wait for sweep: %w", err)
+		}
+		return nil
+	}
+	st, err := s.stmts.Get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
+		WHERE id = $1 AND service_account_number IS NULL`)
+	if err == nil {
+		_, err = st.ExecContext(ctx, processID, taskID)
+	}
+	if err != nil {
+		return fmt.Errorf("process: mark in progress: %w", err)
+	}
+	return nil
 }
 
 func (s *Service) release(taskID string) {
 	if s.lim != nil {
-		_ = Release(context.Background(), s.rdb, taskID)
+		_ = releaseSlot(context.Background(), s.rdb, taskID)
 	}
 }
 
 func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, w *watch, processID int64) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Wait)
-	// look runs every poll interval: it ends the wait when PostgreSQL has
-	// the outcome, and otherwise checks that the task is still alive and
-	// takes it over when its worker died (takeover.go).
-	look := func(ctx context.Context) (bool, error) {
-		if !req.DryRun { // a dry run leaves no outcome in PostgreSQL to look at
-			ended, err := s.processEnded(ctx, processID, w)
-			if err != nil || ended {
-				return ended, err
-			}
-		}
-		w.check(ctx)
-		return false, nil
-	}
 	for {
-		payload, ok, err := waiter.WaitOrCheck(ctx, time.Until(deadline), outcomePollInterval, look)
+		payload, ev, err := waiter.Next(ctx, time.Until(deadline), outcomePollInterval)
 		if err != nil {
 			return Result{}, err
 		}
-		if !ok { // timed out, or the subscription broke: PostgreSQL decides
+		if ev == taskwait.Poll {
+			// Every poll interval: the wait ends when PostgreSQL has the
+			// outcome (the worker may have died after writing it, before
+			// announcing it), and otherwise the task is checked to be
+			// alive, and taken over when its worker died (takeover.go). A
+			// failed read is "not yet": the next poll, or the end of the
+			// wait, reads PostgreSQL again.
+			if !req.DryRun { // a dry run leaves no outcome in PostgreSQL to look at
+				ended, err := s.processEnded(ctx, processID, w)
+				if err == nil && ended {
+					return s.fromDatabase(ctx, req, processID)
+				}
+				if err != nil {
+					continue
+				}
+			}
+			w.check(ctx)
+			continue
+		}
+		if ev == taskwait.Ended { // timed out, or the subscription broke: PostgreSQL decides
 			if req.DryRun {
 				return Result{}, stillInProgress(req)
 			}

@@ -34,11 +34,11 @@ return 0
 // taken more than grace ago, and returns how many it freed. The worker's
 // sweep calls it.
 //
-// A task frees its slot when it ends (Creator.finish), and a release that
+// A task frees its slot when it ends (Announcer), and a release that
 // fails is retried in the background; but that retry dies with its
 // process. A worker killed within seconds of a Redis restart therefore
 // left its tasks' slots taken until they expired (slotTTL, ten minutes),
-// each an account fewer processed at once (seen by the chaos test). Slots
+// each an account fewer processed at once (the chaos test finds it). Slots
 // of an API killed between taking a slot and queueing the task are freed
 // the same way.
 //

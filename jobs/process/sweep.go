@@ -34,6 +34,16 @@ func LostRecord() problem.Record {
 		Detail: "Account processing stopped: its task was lost from the queue; nothing was created. Call E5 again to retry."}
 }
 
+// Sweeper records the outcome of account tasks that ended without their
+// handler recording one; the worker's sweep runs it.
+type Sweeper struct {
+	db  *sqlx.DB
+	ann *Announcer
+}
+
+// NewSweeper returns the Sweeper of pool d, announcing through ann.
+func NewSweeper(d *sqlx.DB, ann *Announcer) *Sweeper { return &Sweeper{db: d, ann: ann} }
+
 // Abandoned records rec as the outcome of the task taskID of p, which ended
 // without its handler recording one, frees the account's slot and wakes the
 // waiters. confirm runs with the process row locked: it looks at the task
@@ -48,9 +58,9 @@ func LostRecord() problem.Record {
 // marked before migration 00018 do): a task that took the account over
 // (takeover.go) is never failed for its dead predecessor. recorded is false
 // when nothing was written; nothing is announced then.
-func (c *Creator) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, taskID string, rec problem.Record, confirm func() (bool, error)) (recorded bool, err error) {
+func (s *Sweeper) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, taskID string, rec problem.Record, confirm func() (bool, error)) (recorded bool, err error) {
 	b, _ := json.Marshal(rec)
-	err = db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
+	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
 		var row struct {
 			Status string         `db:"status"`
 			TaskID sql.NullString `db:"task_id"`
@@ -83,7 +93,7 @@ func (c *Creator) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, t
 		return false, fmt.Errorf("process: %w", err)
 	}
 	if recorded {
-		c.finish(ctx, jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun), outcome{Outcome: outcomeFailed, Error: &rec})
+		s.ann.Failed(ctx, jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun), rec)
 	}
 	return recorded, nil
 }
@@ -97,7 +107,7 @@ type Stale struct {
 // StaleInProgress lists up to limit IN_PROGRESS accounts with an id above
 // after that nothing has marked for longer than grace, in id order: the
 // candidates of the sweep of lost tasks. Dry runs leave no such rows.
-func (c *Creator) StaleInProgress(ctx context.Context, grace time.Duration, after int64, limit int) ([]Stale, error) {
+func (s *Sweeper) StaleInProgress(ctx context.Context, grace time.Duration, after int64, limit int) ([]Stale, error) {
 	var rows []struct {
 		ID           int64          `db:"id"`
 		SupplierID   int64          `db:"supplier_id"`
@@ -105,7 +115,7 @@ func (c *Creator) StaleInProgress(ctx context.Context, grace time.Duration, afte
 		External     string         `db:"external_account_number"`
 		TaskID       sql.NullString `db:"task_id"`
 	}
-	err := c.db.SelectContext(ctx, &rows, `SELECT p.id, p.supplier_id, s.code, p.external_account_number, p.task_id
+	err := s.db.SelectContext(ctx, &rows, `SELECT p.id, p.supplier_id, s.code, p.external_account_number, p.task_id
 		FROM import_processes p JOIN import_suppliers s ON s.id = p.supplier_id
 		WHERE p.status = $1 AND p.id > $2 AND p.updated_at < now() - make_interval(secs => $3)
 		ORDER BY p.id LIMIT $4`, imports.StatusInProgress, after, grace.Seconds(), limit)

@@ -18,11 +18,12 @@ import (
 //
 // Asynq v0.26 gives a dead worker's task back to the queue only after its
 // 30 s lease, a further 30 s allowance and a recoverer that runs once a
-// minute, none of them settable: accounts stalled 63 to 93 s after a kill
-// (issue 19). The worker's handler keeps a heartbeat in Redis while it runs
-// a task (taskwait.Beat: written 0.5 s after the task starts, so that most
-// tasks end without one, then refreshed every second, gone 5 s after the
-// last refresh). A waiting E5 looks every second: when its task is active in
+// minute, none of them settable: the account of a killed worker stalled
+// for more than a minute, while its caller waited. The worker's handler
+// keeps a heartbeat in Redis while it runs a task (taskwait.Beat: written
+// 0.5 s after the task starts, so that most tasks end without one, then
+// refreshed every second, gone 5 s after the last refresh). A waiting E5
+// looks every second: when its task is active in
 // Asynq without a heartbeat, or missing from Redis altogether, for longer
 // than deadAfter, it queues a task of its own for the account, under a new
 // id (the dead task keeps its id in Asynq's active list until the
@@ -34,7 +35,7 @@ import (
 // slow rather than dead (frozen, cut off from Redis, or blocked on a lock,
 // while its heartbeat lapsed):
 //   - Creation is one PostgreSQL transaction that starts by locking the
-//     process row (SELECT ... FOR UPDATE in Creator.Run) and does nothing
+//     process row (SELECT ... FOR UPDATE in jobs/creation) and does nothing
 //     but report the existing account when the row already has a service
 //     account number. Two tasks for one account run their transactions one
 //     after the other; the second finds the number and creates nothing.
@@ -73,7 +74,6 @@ var errTakenOver = errors.New("process: task taken over already")
 // watch follows, for one waiting E5, the task that processes its account.
 type watch struct {
 	s       *Service
-	waiter  *taskwait.Waiter
 	payload jobs.AccountProcessPayload
 	base    string // the account's own task id, on whose channel every task announces
 	current string // the task watched
@@ -83,9 +83,9 @@ type watch struct {
 	missing bool
 }
 
-func (s *Service) newWatch(waiter *taskwait.Waiter, p jobs.AccountProcessPayload) *watch {
+func (s *Service) newWatch(p jobs.AccountProcessPayload) *watch {
 	id := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
-	return &watch{s: s, waiter: waiter, payload: p, base: id, current: id}
+	return &watch{s: s, payload: p, base: id, current: id}
 }
 
 // follow makes w watch the task id, the one the process row names.
@@ -166,30 +166,53 @@ func (w *watch) takeOver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	claim := func() error {
-		if w.payload.DryRun {
-			return nil // no row: the task id alone keeps waiters to one takeover
+	for attempt := 0; ; attempt++ {
+		if attempt == enqueueAttempts {
+			return fmt.Errorf("could not enqueue task %s", next)
 		}
-		res, err := w.s.db.ExecContext(ctx, `UPDATE import_processes SET task_id = $4, updated_at = now()
-			WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL
-			AND COALESCE(task_id, $2) = $3`, w.payload.ProcessID, w.base, w.current, next)
+		joined, err := taskwait.Joinable(ctx, w.s.rdb, w.s.inspector, jobs.QueueAccounts, next)
 		if err != nil {
-			return fmt.Errorf("claim takeover: %w", err)
+			return err
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return errTakenOver
+		if joined {
+			break // another waiter queued it
 		}
-		return nil
-	}
-	_, err = w.waiter.TakeOver(ctx, w.s.client, w.s.inspector, task, jobs.QueueAccounts, next, claim)
-	if errors.Is(err, errTakenOver) {
-		return nil
-	}
-	if err != nil {
-		return err
+		if err := w.claim(ctx, next); errors.Is(err, errTakenOver) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		// The dead task may have announced its end just before it died:
+		// its stored announcement stays for the waiters to find.
+		_, err = w.s.client.EnqueueContext(ctx, task)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return err
+		}
 	}
 	w.s.cfg.Log.InfoContext(ctx, "took over account task", "task_id", w.current, "takeover_task_id", next)
 	w.follow(next)
+	return nil
+}
+
+// claim moves the row's task_id from the current task to next, only if
+// it still names the current task; errTakenOver when it does not. A dry
+// run has no row: the task id alone keeps its waiters to one takeover.
+func (w *watch) claim(ctx context.Context, next string) error {
+	if w.payload.DryRun {
+		return nil
+	}
+	res, err := w.s.db.ExecContext(ctx, `UPDATE import_processes SET task_id = $4, updated_at = now()
+		WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL
+		AND COALESCE(task_id, $2) = $3`, w.payload.ProcessID, w.base, w.current, next)
+	if err != nil {
+		return fmt.Errorf("claim takeover: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return errTakenOver
+	}
 	return nil
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/bulkimport/bulkimport/db/dbtest"
 )
 
-// EnqueueOrJoin's first look reads Asynq's task key itself: a task that
+// Joinable's first look reads Asynq's task key itself: a task that
 // Asynq holds has that key, and one it does not hold has not.
 func TestAsynqTaskKey(t *testing.T) {
 	t.Parallel()

@@ -36,17 +36,20 @@ type Waiter struct {
 	// last is the last announcement returned, so that the stored copy of
 	// one already handled is not returned again.
 	last []byte
-	// queued is true when EnqueueOrJoin queued a new task: it deleted the
+	// queued is true when Enqueue queued a new task: Join deleted the
 	// stored announcement before, and the waiter listened before, so
 	// there is nothing stored to look for until the hub reconnects or a
 	// poll interval passes.
 	queued bool
+	// looked is true when Next has just looked for a stored announcement
+	// at a poll, so that the next call need not look again at once.
+	looked bool
 }
 
 // outcomeKey holds the last announcement of a task, for a request that
 // joins the task after it announced its end but before Asynq marked it
 // finished: that request subscribed too late to hear the announcement.
-// EnqueueOrJoin deletes the key before it queues a new task, so whatever
+// Join deletes the key before a new task is queued, so whatever
 // the key holds is the announcement of the task a request joins.
 func outcomeKey(taskID string) string { return "importd:outcome:" + taskID }
 
@@ -81,59 +84,90 @@ func (w *Waiter) stored(ctx context.Context) ([]byte, bool) {
 	return b, true
 }
 
-// WaitOrCheck is Wait that also looks every interval for an announcement
-// that did not arrive (one published while the hub was reconnecting is
-// stored by Publish) and asks done, when not nil, whether the outcome is
-// already in PostgreSQL (the worker may have died after writing it, before
-// announcing it). A lost announcement then costs at most one interval
-// instead of the whole wait. It returns ok false as soon as done reports
-// true, like a wait that ended without a message: the caller then reads
-// PostgreSQL. An error from done is treated as "not yet", since the next
-// tick or the end of the wait reads PostgreSQL again. A renewed
-// subscription after a reconnect looks at once, whatever the interval.
-func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
-	if !w.queued {
+// Event is what ended a call of Next.
+type Event int
+
+const (
+	// Ended: the time given ran out, the hub stopped, or ctx ended. The
+	// caller reads the outcome where it is kept (PostgreSQL).
+	Ended Event = iota
+	// Announced: the payload is an announcement of the task, heard or
+	// stored (Publish).
+	Announced
+	// Poll: an interval passed, or the hub's connection came back, and
+	// the waiter found no stored announcement. The caller may look for
+	// the outcome where it is kept (the worker may have died after
+	// writing it, before announcing it), then call Next again.
+	Poll
+)
+
+// Next waits up to d for the task's announcement, and returns at the first
+// of: an announcement (Announced, with its payload), a poll (every
+// interval, when interval is positive, and whenever a renewed subscription
+// may have missed an announcement), or the end of d, of the hub or of ctx
+// (Ended; err is ctx's error when ctx ended). A waiter that polls between
+// calls loses at most one interval to an announcement that did not arrive,
+// instead of the whole wait.
+//
+// An announcement that did not arrive is looked for in its stored copy
+// (see outcomeKey) when Next starts and at each poll, except when nothing
+// can be stored for this wait yet: a task the Waiter queued itself
+// (Enqueue), or a poll that has just looked.
+func (w *Waiter) Next(ctx context.Context, d, interval time.Duration) (payload []byte, ev Event, err error) {
+	if !w.queued && !w.looked {
 		if b, ok := w.stored(ctx); ok {
-			return b, true, nil
+			return b, Announced, nil
 		}
 	}
+	w.looked = false
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	var tick <-chan time.Time // nil, so never ready, without an interval
 	if interval > 0 {
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		tick = ticker.C
+		t := time.NewTimer(interval)
+		defer t.Stop()
+		tick = t.C
 	}
-	look := func() (payload []byte, found, ended bool) {
-		if b, ok := w.stored(ctx); ok {
-			return b, true, false
+	select {
+	case b := <-w.msgs:
+		w.last = b
+		return b, Announced, nil
+	case <-tick:
+	case <-w.recheck:
+	case <-w.hub.done:
+		return nil, Ended, nil
+	case <-timer.C:
+		return nil, Ended, nil
+	case <-ctx.Done():
+		return nil, Ended, ctx.Err()
+	}
+	if b, ok := w.stored(ctx); ok {
+		return b, Announced, nil
+	}
+	w.looked = true
+	return nil, Poll, nil
+}
+
+// WaitOrCheck is Wait that also polls every interval (see Next) and asks
+// done, when not nil, whether the outcome is already where the caller keeps
+// it. It returns ok false as soon as done reports true, like a wait that
+// ended without a message: the caller then reads its outcome. An error
+// from done is treated as "not yet", since the next poll or the end of the
+// wait reads it again.
+func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
+	deadline := time.Now().Add(d)
+	for {
+		b, ev, err := w.Next(ctx, time.Until(deadline), interval)
+		switch ev {
+		case Announced:
+			return b, true, nil
+		case Ended:
+			return nil, false, err
 		}
 		if done != nil {
 			if finished, err := done(ctx); err == nil && finished {
-				return nil, false, true
+				return nil, false, nil
 			}
-		}
-		return nil, false, false
-	}
-	for {
-		select {
-		case b := <-w.msgs:
-			w.last = b
-			return b, true, nil
-		case <-tick:
-		case <-w.recheck:
-		case <-w.hub.done:
-			return nil, false, nil
-		case <-timer.C:
-			return nil, false, nil
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		}
-		if b, found, ended := look(); found {
-			return b, true, nil
-		} else if ended {
-			return nil, false, nil
 		}
 	}
 }
@@ -170,83 +204,90 @@ func PublishWith(ctx context.Context, rdb redis.UniversalClient, taskID string, 
 	return errors.Join(set.Err(), pub.Err())
 }
 
-// EnqueueOrJoin joins the task of id w's task id on queue when one is
-// pending, scheduled, running or retrying, and otherwise queues task (whose
-// id it is). A finished task that Asynq still retains (completed, or
-// archived after failing) is deleted first, so that the work can be tried
-// again, and so is the stored announcement of an earlier task of that id.
+// Join looks for a task of w's task id on queue, to share it: joined is
+// true when one is pending, scheduled, running or retrying. Otherwise there
+// is no task of that id any more (a finished one that Asynq still retains,
+// completed or archived after failing, is deleted, so that the work can be
+// tried again), and neither is the stored announcement of an earlier task
+// of that id: the caller queues its own with Enqueue.
 //
-// prepare, when not nil, runs just before a new task is queued, and never
-// when an existing task is joined: callers record there that work is under
-// way. Recording it for a joined task would be wrong when that task is just
-// finishing: it may have written its outcome already, and the record would
-// overwrite it with nothing left to correct it.
-//
-// joined reports whether an existing task was joined.
-func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue string, prepare func() error) (joined bool, err error) {
-	joined, err = enqueueOrJoin(ctx, w.rdb, client, inspector, task, queue, w.taskID, func() error {
-		if err := w.rdb.Del(ctx, outcomeKey(w.taskID)).Err(); err != nil {
-			return err
-		}
-		if prepare != nil {
-			return prepare()
-		}
-		return nil
-	})
-	w.queued = err == nil && !joined
-	return joined, err
+// Callers that record that work is under way do so between Join and
+// Enqueue, never for a joined task: a joined task may be just finishing,
+// may have written its outcome already, and a record written now would
+// overwrite that outcome with nothing left to correct it.
+func (w *Waiter) Join(ctx context.Context, inspector *asynq.Inspector, queue string) (joined bool, err error) {
+	joined, err = Joinable(ctx, w.rdb, inspector, queue, w.taskID)
+	if err != nil || joined {
+		return joined, err
+	}
+	return false, w.rdb.Del(ctx, outcomeKey(w.taskID)).Err()
 }
 
-// TakeOver is EnqueueOrJoin for a task of another id, id, that does the
-// work of w's task, whose worker died (see Beat), and announces its end on
-// w's channel. It keeps the stored announcement: the dead task may have
-// announced its end just before it died.
-func (w *Waiter) TakeOver(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, id string, prepare func() error) (joined bool, err error) {
-	if prepare == nil {
-		prepare = func() error { return nil }
+// Enqueue queues task, whose id is w's task id, after Join found none to
+// share. It returns asynq.ErrTaskIDConflict when another request queued
+// one meanwhile: Join again to share it.
+func (w *Waiter) Enqueue(ctx context.Context, client *asynq.Client, task *asynq.Task) error {
+	_, err := client.EnqueueContext(ctx, task)
+	if err == nil {
+		w.queued = true
 	}
-	return enqueueOrJoin(ctx, w.rdb, client, inspector, task, queue, id, prepare)
+	return err
 }
+
+// EnqueueOrJoin is Join, then prepare (when not nil) and Enqueue when there
+// is nothing to join, looked at again when another request queued the task
+// in between. joined reports whether an existing task was joined.
+func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue string, prepare func() error) (joined bool, err error) {
+	for range enqueueAttempts {
+		if joined, err := w.Join(ctx, inspector, queue); err != nil || joined {
+			return joined, err
+		}
+		if prepare != nil {
+			if err := prepare(); err != nil {
+				return false, err
+			}
+		}
+		if err := w.Enqueue(ctx, client, task); !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return false, err
+		}
+	}
+	return false, fmt.Errorf("could not enqueue task %s", w.taskID)
+}
+
+// enqueueAttempts bounds the looks of EnqueueOrJoin: each conflict means
+// that another request queued the task between a look and an enqueue.
+const enqueueAttempts = 3
 
 // asynqTaskKey is the Redis key of a task in Asynq v0.26 (internal/base
 // TaskKey); TestAsynqTaskKey holds it to the Asynq in go.mod.
 func asynqTaskKey(queue, taskID string) string { return "asynq:{" + queue + "}:t:" + taskID }
 
-func enqueueOrJoin(ctx context.Context, rdb redis.UniversalClient, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue, taskID string, prepare func() error) (joined bool, err error) {
+// Joinable reports whether the task taskID on queue is pending, scheduled,
+// running or retrying, for a caller that shares such a task rather than
+// queue one of the same id. A finished task that Asynq still retains
+// (completed, or archived after failing) is deleted first, so that its id
+// can be queued again. It keeps any stored announcement of that id.
+func Joinable(ctx context.Context, rdb redis.UniversalClient, inspector *asynq.Inspector, queue, taskID string) (bool, error) {
 	// Most accounts have no task yet. One EXISTS says so, where Asynq's
 	// GetTaskInfo takes two round trips; a task that exists is looked at
-	// with GetTaskInfo, and so is every look after a conflict.
+	// with GetTaskInfo.
 	n, err := rdb.Exists(ctx, asynqTaskKey(queue, taskID)).Result()
-	if err != nil {
+	if err != nil || n == 0 {
 		return false, err
 	}
-	look := n > 0
-	for range 3 {
-		if look {
-			info, err := inspector.GetTaskInfo(queue, taskID)
-			switch {
-			case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
-			case err != nil:
-				return false, err
-			case info.State == asynq.TaskStateCompleted || info.State == asynq.TaskStateArchived:
-				if err := inspector.DeleteTask(queue, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
-					return false, err
-				}
-			default:
-				return true, nil // pending, scheduled, active or retrying: share it
-			}
-		}
-		look = true
-		if err := prepare(); err != nil {
+	info, err := inspector.GetTaskInfo(queue, taskID)
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+	case err != nil:
+		return false, err
+	case info.State == asynq.TaskStateCompleted || info.State == asynq.TaskStateArchived:
+		if err := inspector.DeleteTask(queue, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
 			return false, err
 		}
-		_, err = client.EnqueueContext(ctx, task)
-		if !errors.Is(err, asynq.ErrTaskIDConflict) {
-			return false, err
-		}
-		// Another request queued it between the look and the enqueue: look again.
+	default:
+		return true, nil // pending, scheduled, active or retrying: share it
 	}
-	return false, fmt.Errorf("could not enqueue task %s", taskID)
+	return false, nil
 }
 
 // Abandon makes a task that nobody waits for any more stop, as far as it

@@ -15,6 +15,7 @@ import (
 	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
@@ -92,7 +93,8 @@ func directCreate(b *testing.B, s *service, n int) float64 {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	creator := process.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, slog.New(slog.DiscardHandler))
+	log := slog.New(slog.DiscardHandler)
+	creator := creation.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, process.NewAnnouncer(rdb, log), log)
 	var next atomic.Int64
 	var failed atomic.Int64
 	var wg sync.WaitGroup

@@ -1,4 +1,11 @@
-package process
+// Package creation creates accounts, the worker side of E5: Creator.Run
+// re-validates an account:process task's staged payload, writes the account
+// and everything in it with one statement (create.go, rendered from
+// sql/create.sql) inside one PostgreSQL transaction shared with the
+// accounts of other tasks that run at once (batch.go), records the outcome,
+// and ends the task for its waiters through an Announcer. The request, the
+// queue and the wait around it are jobs/process's.
+package creation
 
 import (
 	"context"
@@ -13,40 +20,56 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
-	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
-// Creator is the worker side of E5.
+// Creator creates the accounts of account:process tasks: the worker side
+// of E5.
 type Creator struct {
 	db      *sqlx.DB
-	rdb     redis.UniversalClient
 	client  *asynq.Client
 	catalog account.Catalog
 	docs    *documents.Store
-	stmts   *Statements
+	ends    Announcer
+	stmts   *prepared.Statements
 	batch   *batcher // nil: every account in a transaction of its own
 	now     func() time.Time
 	log     *slog.Logger
 }
 
-// NewCreator returns the worker side of E5. catalog is unscoped: the API
-// already checked what the caller may see. docs is the document store that
-// the payload's notes refer to; nil (no DOCUMENTS_URL) fails every account
-// of a supplier that requires documents whose notes name a document
-// (document_store_not_configured), because they cannot be checked. log
-// reports what fails after the outcome is decided (recording it, publishing
-// it, enqueueing e-mails); it must not be nil.
-func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, log *slog.Logger) *Creator {
-	if log == nil {
-		panic("process.NewCreator: nil *slog.Logger")
+// Announcer ends a task for the requests that wait for it: it frees the
+// task's concurrency slot and tells them how the task ended, the outcome
+// being in PostgreSQL already. Each method is best effort and reports its
+// own failures. process.Announcer is the service's.
+type Announcer interface {
+	// Created: the task created the account under the service account
+	// number, or found it created.
+	Created(ctx context.Context, taskID, serviceAccountNumber string)
+	// Failed: the account was refused, or the task failed for good.
+	Failed(ctx context.Context, taskID string, rec problem.Record)
+	// DryRunSucceeded: the dry run would have created the account.
+	DryRunSucceeded(ctx context.Context, taskID string)
+}
+
+// NewCreator returns the worker side of E5, which queues e-mails on rdb.
+// catalog is unscoped: the API already checked what the caller may see. docs
+// is the document store that the payload's notes refer to; nil (no
+// DOCUMENTS_URL) fails every account of a supplier that requires documents
+// whose notes name a document (document_store_not_configured), because they
+// cannot be checked. ends ends each task for its waiters once its outcome is
+// recorded. log reports what fails after the outcome is decided (recording
+// it, enqueueing e-mails); neither may be nil.
+func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, ends Announcer, log *slog.Logger) *Creator {
+	if ends == nil || log == nil {
+		panic("creation.NewCreator: nil Announcer or *slog.Logger")
 	}
-	return &Creator{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs,
-		stmts: NewStatements(d), now: time.Now, log: log}
+	return &Creator{db: d, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs, ends: ends,
+		stmts: prepared.New(d), now: time.Now, log: log}
 }
 
 // errRestaged makes the task retry when its staged data changed under it.
@@ -128,7 +151,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	err, number, invalid, outbox := j.err, j.number, j.result, j.outbox
 	switch {
 	case errors.Is(err, errDryRun) && invalid == nil:
-		c.finish(ctx, taskID, outcome{Outcome: outcomeDryRunSucceeded})
+		c.ends.DryRunSucceeded(ctx, taskID)
 		return nil
 	case invalid != nil:
 		// Not retried: the same data would fail the same way. The team fixes
@@ -137,7 +160,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		if !p.DryRun {
 			c.recordFailure(ctx, p.ProcessID, rec)
 		}
-		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
+		c.ends.Failed(ctx, taskID, rec)
 		return &jobs.Refused{Code: rec.Code, Err: fmt.Errorf("account %s refused (%s)", p.ExternalAccountNumber, rec.Code)}
 	case err != nil:
 		return c.failed(ctx, p, taskID, final, err)
@@ -145,7 +168,7 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	for _, id := range outbox {
 		c.enqueueEmail(ctx, id)
 	}
-	c.finish(ctx, taskID, outcome{Outcome: outcomeCreated, ServiceAccountNumber: number})
+	c.ends.Created(ctx, taskID, number)
 	return nil
 }
 
@@ -184,7 +207,7 @@ func (c *Creator) failed(ctx context.Context, p jobs.AccountProcessPayload, task
 		if !p.DryRun {
 			c.recordFailure(ctx, p.ProcessID, rec)
 		}
-		c.finish(ctx, taskID, outcome{Outcome: outcomeFailed, Error: &rec})
+		c.ends.Failed(ctx, taskID, rec)
 	}
 	return err
 }
@@ -203,23 +226,6 @@ func (c *Creator) recordFailure(ctx context.Context, processID int64, rec proble
 	if _, err := c.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
 		WHERE id = $1 AND service_account_number IS NULL`, processID, b); err != nil {
 		c.log.ErrorContext(ctx, "record failure", "process_id", processID, "error", err)
-	}
-}
-
-// finish frees the concurrency slot and wakes the waiting requests, in one
-// Redis round trip. Both are best effort: PostgreSQL already holds the
-// outcome, and a waiter that hears nothing reads it there when its wait
-// ends. A release that failed is retried as Release retries it.
-func (c *Creator) finish(ctx context.Context, taskID string, o outcome) {
-	ctx = context.WithoutCancel(ctx)
-	var release *redis.IntCmd
-	err := taskwait.PublishWith(ctx, c.rdb, taskID, o, func(p redis.Pipeliner) { release = releaseIn(ctx, p, taskID) })
-	if release != nil && release.Err() != nil {
-		go retryRelease(ctx, c.rdb, taskID)
-		c.log.WarnContext(ctx, "release slot", "task_id", taskID, "error", release.Err())
-	}
-	if err != nil {
-		c.log.WarnContext(ctx, "publish outcome", "task_id", taskID, "error", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -168,11 +169,11 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				Code string `json:"import_supplier"`
 			}
 			_ = json.Unmarshal(payload, &supplier)
-			write := func(create func(d *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) error) map[string][]string {
+			write := func(create func(d *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt Options) error) map[string][]string {
 				d := dbtest.New(t)
 				seedCatalogue(t, d)
 				acc := validateForCreate(t, d, payload)
-				opt := CreateOptions{ProcessID: stageProcess(t, d, supplier.Code, payload), Now: createToday.Add(time.Hour)}
+				opt := Options{ProcessID: stageProcess(t, d, supplier.Code, payload), Now: createToday.Add(time.Hour)}
 				if err := d.Get(&opt.OperationsTeamID, `SELECT id FROM operations_teams`); err != nil {
 					t.Fatal(err)
 				}
@@ -181,7 +182,7 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				}
 				return dumpAccounts(t, d)
 			}
-			want := write(func(_ *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) error {
+			want := write(func(_ *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt Options) error {
 				c, err := createAccountRowByRow(ctx, tx, acc, opt)
 				if err != nil {
 					return err
@@ -191,9 +192,8 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				return err
 			})
 			var outbox []int64
-			got := write(func(d *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) error {
-				opt.Statements = NewStatements(d)
-				c, err := CreateAccount(ctx, tx, acc, opt)
+			got := write(func(d *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt Options) error {
+				c, err := CreateAccount(ctx, tx, prepared.New(d), acc, opt)
 				outbox = c.Outbox
 				return err
 			})
@@ -201,7 +201,7 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				t.Errorf("rows (-row by row +set-based):\n%s", diff)
 			}
 			if n := len(want["email_outbox"]); len(outbox) != n {
-				t.Errorf("Created.Outbox lists %d rows, want %d", len(outbox), n)
+				t.Errorf("created.Outbox lists %d rows, want %d", len(outbox), n)
 			}
 			for _, table := range append(fx.fills, "accounts") {
 				if len(want[table]) == 0 {
@@ -231,7 +231,7 @@ func TestCreateAccount_CatalogueChangedSinceValidationIsRefused(t *testing.T) {
 			d := dbtest.New(t)
 			seedCatalogue(t, d)
 			acc := validateForCreate(t, d, payload)
-			opt := CreateOptions{ProcessID: stageProcess(t, d, "DEMO", payload), Now: createToday, Statements: NewStatements(d)}
+			opt := Options{ProcessID: stageProcess(t, d, "DEMO", payload), Now: createToday}
 			if err := d.Get(&opt.OperationsTeamID, `SELECT id FROM operations_teams`); err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func TestCreateAccount_CatalogueChangedSinceValidationIsRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := db.InTx(ctx, d, func(tx *sqlx.Tx) error {
-				_, err := CreateAccount(ctx, tx, acc, opt)
+				_, err := CreateAccount(ctx, tx, prepared.New(d), acc, opt)
 				return err
 			})
 			pe, ok := problem.As(err)

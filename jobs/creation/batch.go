@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"bytes"
@@ -45,7 +45,7 @@ type Batching struct {
 // must be called before c runs any task.
 func (c *Creator) WithBatching(b Batching, m *metrics.Metrics) *Creator {
 	if b.Writers < 1 || b.Size < 1 {
-		panic(fmt.Sprintf("process.WithBatching: %+v: Writers and Size must be positive", b))
+		panic(fmt.Sprintf("creation.WithBatching: %+v: Writers and Size must be positive", b))
 	}
 	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether, metrics: m}
 	return c
@@ -181,9 +181,9 @@ func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone
 	in := make([]toCreate, len(js))
 	now := c.now()
 	for i, j := range js {
-		in[i] = toCreate{j.acc, CreateOptions{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
+		in[i] = toCreate{j.acc, Options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
 	}
-	created, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
+	made, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone
 		case errs[i] == nil && j.p.DryRun:
 			j.err = errDryRun
 		case errs[i] == nil:
-			j.number, j.outbox = created[i].ServiceAccountNumber, created[i].Outbox
+			j.number, j.outbox = made[i].ServiceAccountNumber, made[i].Outbox
 		case refused && (alone || refusedBeforeWriting(errs[i])):
 			j.result = pe
 			if !refusedBeforeWriting(errs[i]) {

@@ -1,39 +1,38 @@
-package process
+package creation
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
+	"text/template"
 	"time"
 	"unicode"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// CreateOptions are the facts account creation needs beyond the payload.
-type CreateOptions struct {
+// Options are the facts account creation needs beyond the payload.
+type Options struct {
 	ProcessID        int64
 	OperationsTeamID int64
 	Now              time.Time
-	// Statements, when not nil, runs the creation statement prepared once
-	// per pool connection instead of parsing it anew in every transaction.
-	Statements *Statements
 }
 
-// Created describes a new account.
-type Created struct {
+// created describes a new account.
+type created struct {
 	AccountID            int64
 	ServiceAccountNumber string
 	CreatedAt            time.Time
@@ -41,41 +40,28 @@ type Created struct {
 	Outbox []int64
 }
 
-// CreateAccount writes a validated account and everything in it inside tx,
-// and records its process (opt.ProcessID) as COMPLETED with the new number:
-// the account with its ledger, customers, addresses, supply points with
-// their type-specific rows, meters, registers, agreements, transfer readings,
-// metadata, notes and, when the supplier wants them, migration e-mails in the
-// outbox. The caller commits or rolls back.
-//
-// It is one statement (createSQL), whatever the size of the account: one
-// INSERT per table inside a single WITH, fed from one jsonb document. A
-// statement per row cost a round trip, and two process wake-ups, each.
-//
-// It returns a *problem.Error of Kind Invalid when the catalogue changed
-// since validation (a tariff or contract disappeared); what was written is
-// then for the caller to roll back.
-func CreateAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) (Created, error) {
-	cs, errs, err := createAccounts(ctx, tx, opt.Statements, []toCreate{{acc, opt}}, newServiceAccountNumber)
-	if err != nil {
-		return Created{CreatedAt: createdAt(opt)}, err
-	}
-	return cs[0], errs[0]
-}
-
 // toCreate is one account of createAccounts.
 type toCreate struct {
 	acc *account.Account
-	opt CreateOptions
+	opt Options
 }
 
-func createdAt(opt CreateOptions) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
+func createdAt(opt Options) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
 
-// createAccounts writes the accounts of in inside tx, as CreateAccount
-// writes one, and answers each one's Created or refusal in errs. A lone
-// account runs createSQL; several run createManySQL, one execution for all
-// of them. err is a failure of the statement, after which tx must be rolled
-// back.
+// createAccounts writes the accounts of in inside tx, each with everything
+// in it (its ledger, customers, addresses, supply points with their
+// type-specific rows, meters, registers, agreements, transfer readings,
+// metadata, notes and, when the supplier wants them, migration e-mails in
+// the outbox), records each one's process as COMPLETED with its new number,
+// and answers each one's created or refusal in errs. The caller commits or
+// rolls back. err is a failure of the statement, after which tx must be
+// rolled back.
+//
+// A lone account runs createSQL; several run createManySQL, one execution
+// for all of them. Either is one statement whatever the size of the
+// accounts: one INSERT per table inside a single WITH, fed from jsonb
+// documents. A statement per row cost a round trip, and two process
+// wake-ups, each.
 //
 // Service account numbers are random (draw), so a clash is possible but
 // rare; ON CONFLICT on the number alone writes nothing for that account and
@@ -87,8 +73,8 @@ func createdAt(opt CreateOptions) time.Time { return opt.Now.UTC().Truncate(time
 // A refusal for a missing business contract wrote nothing for its account
 // (refusedBeforeWriting); a refusal for a missing tariff did, and the
 // caller must roll back.
-func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *Statements, in []toCreate, draw func() string) (cs []Created, errs []error, err error) {
-	cs, errs = make([]Created, len(in)), make([]error, len(in))
+func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, in []toCreate, draw func() string) (cs []created, errs []error, err error) {
+	cs, errs = make([]created, len(in)), make([]error, len(in))
 	pending := make([]int, len(in))
 	for i := range in {
 		pending[i] = i
@@ -152,7 +138,7 @@ func refusedBeforeWriting(err error) bool {
 
 // runCreate runs createSQL for one document, createManySQL for several,
 // and answers one createResult per document, in their order.
-func runCreate(ctx context.Context, tx *sqlx.Tx, stmts *Statements, docs [][]byte) ([]createResult, error) {
+func runCreate(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, docs [][]byte) ([]createResult, error) {
 	query, arg := createSQL, docs[0]
 	if len(docs) > 1 {
 		query, arg = createManySQL, append(append([]byte{'['}, bytes.Join(docs, []byte{','})...), ']')
@@ -194,206 +180,47 @@ type createResult struct {
 
 // createSQL writes a whole account from the jsonb document $1 that
 // createDocument encodes, and answers one createResult (without x).
-// createManySQL is the same statement for several accounts: $1 is an
-// array of such documents, and it answers one createResult per document,
-// x being the document's position in the array, counted from 1. Both are
-// createTemplate, which reads the documents from its item docs, one row
-// (x, doc) per account.
-//
-// Rows that others refer to (customers, addresses, supply points, meters)
-// get their ids in a materialised WITH item, drawn once per row in the
-// order of x and then of the payload, and their children join them by x
-// and payload index. Every insert joins acc by x, so that an account row
-// not written (its number was taken, or its business contract is missing)
-// writes nothing at all for that account. Inserts into tables with serial
-// ids are ordered by x and payload index, so that ids follow the payloads
-// as they did when rows were written one by one, account after account;
-// the others are not ordered (a sort per item costs every execution).
-// Foreign keys are checked at the end of the statement, when every row is
-// in.
+// createManySQL is the same statement for several accounts: $1 is an array
+// of such documents, and it answers one createResult per document, x being
+// the document's position in the array, counted from 1. Both are rendered
+// once, from sql/create.sql, which says how the statement is built.
 var (
-	createSQL = sameX.ReplaceAllString(strings.NewReplacer(
-		"%DOCS%", `NOT MATERIALIZED (SELECT 1::bigint AS x, $1::jsonb AS doc)`,
-		"%X%", "",
-		"%NOTES%", note.InsertCTE("docs", "doc->'notes'", "acc"),
-	).Replace(createTemplate), "true")
-	createManySQL = strings.NewReplacer(
-		"%DOCS%", `MATERIALIZED (SELECT d.x, d.doc FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS d (doc, x))`,
-		"%X%", "x.x, ",
-		"%NOTES%", note.InsertCTE("docs", "doc->'notes'", "acc"),
-	).Replace(createTemplate)
+	createSQL     = renderCreate(false)
+	createManySQL = renderCreate(true)
 )
 
-// sameX matches the conditions of createTemplate that match rows of the
-// same account by x. With one document they always hold, and createSQL
-// drops them: the planner then joins the items as the one-account
-// statement always did, without hashing on x (about 0.25 ms of its 1.3 ms
-// per execution, in EXPLAIN ANALYZE).
-var sameX = regexp.MustCompile(`\b[a-z]+\.x = [a-z]+\.x\b`)
+//go:embed sql/create.sql
+var createSource string
 
-// createTemplate is createSQL and createManySQL with %DOCS% for the query
-// that reads the documents, %X% for x in the answer, and %NOTES% for the
-// notes' items.
-const createTemplate = `
-WITH
-docs AS %DOCS%,
-acc_in AS (
-	SELECT s.x, a.* FROM docs s CROSS JOIN jsonb_to_record(s.doc->'a') AS a (number text, supplier_id bigint,
-		external text, process_id bigint, team_id bigint, contract text, unknown_occupier boolean, street text,
-		locality text, area text, country text, postal text, last_billed date, created_at timestamptz)),
-contract AS (
-	SELECT x.x, b.id FROM business_contracts b JOIN acc_in x ON b.supplier_id = x.supplier_id AND b.identifier = x.contract),
-acc_new AS (
-	INSERT INTO accounts (service_account_number, supplier_id, external_account_number, import_process_id,
-		operations_team_id, business_contract_id, unknown_occupier, billing_street_address, billing_locality,
-		billing_administrative_area, billing_country, billing_postal_code, last_billed_to_date, created_at)
-	SELECT x.number, x.supplier_id, x.external, x.process_id, x.team_id, c.id, x.unknown_occupier,
-		x.street, x.locality, x.area, x.country, x.postal, x.last_billed, x.created_at
-	FROM acc_in x LEFT JOIN contract c ON c.x = x.x
-	WHERE x.contract IS NULL OR c.id IS NOT NULL
-	ORDER BY x.x
-	ON CONFLICT (service_account_number) DO NOTHING
-	RETURNING id, service_account_number, created_at, import_process_id),
-acc AS (
-	SELECT x.x, a.id, a.service_account_number, a.created_at, a.import_process_id
-	FROM acc_new a JOIN acc_in x ON x.number = a.service_account_number),
-ledger AS (INSERT INTO ledgers (account_id) SELECT id FROM acc),
-cust AS MATERIALIZED (
-	SELECT nextval('customers_id_seq') AS id, s.x, c.*
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'c') AS c (i int, given_name text, family_name text, email text,
-		mobile text, landline text, date_of_birth date, opted_into_updates boolean, opted_into_offers boolean,
-		opted_into_sms boolean)
-	ORDER BY s.x, c.i),
-cust_ins AS (
-	INSERT INTO customers (id, account_id, position, given_name, family_name, email, mobile, landline,
-		date_of_birth, opted_into_updates, opted_into_offers, opted_into_sms)
-	SELECT c.id, acc.id, c.i, c.given_name, c.family_name, c.email, c.mobile, c.landline,
-		c.date_of_birth, c.opted_into_updates, c.opted_into_offers, c.opted_into_sms
-	FROM cust c JOIN acc ON acc.x = c.x ORDER BY c.x, c.i),
-phones AS (
-	INSERT INTO customer_phone_numbers (customer_id, position, phone_number)
-	SELECT c.id, p.i, p.phone
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'ph') AS p (c int, i int, phone text)
-	JOIN cust c ON c.x = s.x AND c.i = p.c JOIN acc ON acc.x = s.x),
-details AS (
-	INSERT INTO customer_user_details (customer_id, position, namespace, value)
-	SELECT c.id, d.i, d.namespace, d.value
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'ud') AS d (c int, i int, namespace text, value text)
-	JOIN cust c ON c.x = s.x AND c.i = d.c JOIN acc ON acc.x = s.x),
-addr AS MATERIALIZED (
-	SELECT nextval('supply_addresses_id_seq') AS id, s.x, a.*
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'sa') AS a (i int, a1 text, a2 text, a3 text, a4 text,
-		postcode text, since date)
-	ORDER BY s.x, a.i),
-addr_ins AS (
-	INSERT INTO supply_addresses (id, account_id, position, supply_address1, supply_address2, supply_address3,
-		supply_address4, supply_postcode, customer_at_supply_address_from_date)
-	SELECT a.id, acc.id, a.i, a.a1, a.a2, a.a3, a.a4, a.postcode, a.since
-	FROM addr a JOIN acc ON acc.x = a.x ORDER BY a.x, a.i),
-sp AS MATERIALIZED (
-	SELECT nextval('supply_points_id_seq') AS id, s.x, p.*
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'sp') AS p (k int, sa int, i int, supply_type text, start date,
-		last_billed date, fields jsonb)
-	ORDER BY s.x, p.k),
-sp_ins AS (
-	INSERT INTO supply_points (id, account_id, supply_address_id, position, supply_type, supply_start_date,
-		last_billed_to_date, fields)
-	SELECT p.id, acc.id, a.id, p.i, p.supply_type, p.start, p.last_billed, p.fields
-	FROM sp p JOIN addr a ON a.x = p.x AND a.i = p.sa JOIN acc ON acc.x = p.x ORDER BY p.x, p.k),
-electricity AS (
-	INSERT INTO electricity_supply_points (supply_point_id, account_id, identifier, initial_connection_date,
-		location_description, book_number, call_number, energization_status)
-	SELECT p.id, acc.id, e.identifier, e.initial_connection_date, e.location_description, e.book_number,
-		e.call_number, e.energization_status
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'el') AS e (sp int, identifier text, initial_connection_date date,
-		location_description text, book_number text, call_number bigint, energization_status text)
-	JOIN sp p ON p.x = s.x AND p.k = e.sp JOIN acc ON acc.x = s.x),
-heat_pump AS (
-	INSERT INTO heat_pump_supply_points (supply_point_id, serial_number_internal, serial_number_external,
-		make_model, size, location_description, product_note)
-	SELECT p.id, h.serial_number_internal, h.serial_number_external, h.make_model, h.size,
-		h.location_description, h.product_note
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'hp') AS h (sp int, serial_number_internal text,
-		serial_number_external text, make_model text, size bigint, location_description text, product_note text)
-	JOIN sp p ON p.x = s.x AND p.k = h.sp JOIN acc ON acc.x = s.x),
-light_pole AS (
-	INSERT INTO light_pole_supply_points (supply_point_id, serial_number, secondary_serial_number,
-		manufacturer_name, model_name, location, product_note, installed_at)
-	SELECT p.id, l.serial_number, l.secondary_serial_number, l.manufacturer_name, l.model_name, l.location,
-		l.product_note, l.installed_at
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'lp') AS l (sp int, serial_number text,
-		secondary_serial_number text, manufacturer_name text, model_name text, location text, product_note text,
-		installed_at date)
-	JOIN sp p ON p.x = s.x AND p.k = l.sp JOIN acc ON acc.x = s.x),
-water_heater AS (
-	INSERT INTO water_heater_supply_points (supply_point_id, serial_number, tank_size, tank_type, tank_configuration)
-	SELECT p.id, w.serial_number, w.tank_size, w.tank_type, w.tank_configuration
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'wh') AS w (sp int, serial_number text, tank_size text,
-		tank_type text, tank_configuration text)
-	JOIN sp p ON p.x = s.x AND p.k = w.sp JOIN acc ON acc.x = s.x),
-meter AS MATERIALIZED (
-	SELECT nextval('meters_id_seq') AS id, s.x, m.*
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'m') AS m (k int, sp int, serial_number text, subgroup bigint,
-		seal_date date, meter_number bigint, status text, active_from date, manufacturer text, model text,
-		amps_low numeric, amps_high numeric, volts_low numeric, volts_high numeric, phase text, elements numeric,
-		stock_code text, is_bidirectional boolean, is_analog boolean, cover_material text, wire_ports bigint,
-		network_connectivity boolean, base text)
-	ORDER BY s.x, m.k),
-meter_ins AS (
-	INSERT INTO meters (id, supply_point_id, account_id, serial_number, subgroup, seal_date, meter_number,
-		status, active_from, manufacturer, model, amps_low, amps_high, volts_low, volts_high, phase, elements,
-		stock_code, is_bidirectional, is_analog, cover_material, wire_ports, network_connectivity, base)
-	SELECT m.id, p.id, acc.id, m.serial_number, m.subgroup, m.seal_date, m.meter_number, m.status, m.active_from,
-		m.manufacturer, m.model, m.amps_low, m.amps_high, m.volts_low, m.volts_high, m.phase, m.elements,
-		m.stock_code, m.is_bidirectional, m.is_analog, m.cover_material, m.wire_ports, m.network_connectivity, m.base
-	FROM meter m JOIN sp p ON p.x = m.x AND p.k = m.sp JOIN acc ON acc.x = m.x ORDER BY m.x, m.k),
-register AS (
-	INSERT INTO registers (meter_id, register_type, whole_digits, decimal_digits, active_from, multiplier)
-	SELECT m.id, r.register_type, r.whole_digits, r.decimal_digits, r.active_from, r.multiplier
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'r') AS r (n int, m int, register_type text, whole_digits bigint,
-		decimal_digits bigint, active_from date, multiplier numeric)
-	JOIN meter m ON m.x = s.x AND m.k = r.m JOIN acc ON acc.x = s.x
-	ORDER BY s.x, r.n),
-agreement_in AS (
-	SELECT s.x, g.* FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'ag') AS g (n int, sp int, tariff_code text,
-		effective_from date)),
-agreement AS (
-	INSERT INTO agreements (supply_point_id, tariff_id, effective_from)
-	SELECT p.id, t.id, g.effective_from
-	FROM agreement_in g JOIN sp p ON p.x = g.x AND p.k = g.sp JOIN tariffs t ON t.code = g.tariff_code
-	JOIN acc ON acc.x = g.x
-	ORDER BY g.x, g.n),
-reading AS (
-	INSERT INTO transfer_readings (supply_point_id, register_type, read_date, value)
-	SELECT p.id, r.register_type, r.read_date, r.value
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'tr') AS r (n int, sp int, register_type text, read_date date,
-		value text)
-	JOIN sp p ON p.x = s.x AND p.k = r.sp JOIN acc ON acc.x = s.x
-	ORDER BY s.x, r.n),
-metadata AS (
-	INSERT INTO account_metadata (account_id, key, value)
-	SELECT acc.id, m.key, m.value
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'md') AS m (key text, value jsonb) JOIN acc ON acc.x = s.x),
-` + "%NOTES%" + `,
-email AS (
-	INSERT INTO email_outbox (account_id, customer_id, to_address, subject, body)
-	SELECT acc.id, c.id, e.to_address, e.subject, e.body
-	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'em') AS e (c int, to_address text, subject text, body text)
-	JOIN cust c ON c.x = s.x AND c.i = e.c JOIN acc ON acc.x = s.x
-	ORDER BY s.x, e.c
-	RETURNING id, account_id),
-completed AS (
-	UPDATE import_processes p SET status = 'COMPLETED', service_account_number = acc.service_account_number,
-		account_created_at = acc.created_at, last_error = NULL, updated_at = now()
-	FROM acc WHERE p.id = acc.import_process_id)
-SELECT %X%a.id AS account_id,
-	x.contract IS NULL OR c.id IS NOT NULL AS contract_found,
-	(SELECT g.tariff_code FROM agreement_in g
-		WHERE g.x = x.x AND NOT EXISTS (SELECT 1 FROM tariffs t WHERE t.code = g.tariff_code)
-		ORDER BY g.n LIMIT 1) AS missing_tariff,
-	ARRAY(SELECT e.id FROM email e WHERE e.account_id = a.id ORDER BY e.id) AS outbox
-FROM acc_in x LEFT JOIN acc a ON a.x = x.x LEFT JOIN contract c ON c.x = x.x
-ORDER BY x.x`
+var createTemplate = template.Must(template.New("create.sql").Parse(createSource))
+
+// createItems is what sql/create.sql reads.
+type createItems struct {
+	// Many is true for createManySQL.
+	Many bool
+	// Notes is the WITH items that insert the accounts' notes.
+	Notes string
+}
+
+// SameAccount is cond, a condition that matches rows of the same account by
+// x, or true in createSQL, where it always holds.
+func (c createItems) SameAccount(cond string) string {
+	if !c.Many {
+		return "true"
+	}
+	return cond
+}
+
+// renderCreate renders sql/create.sql: createManySQL when many, else
+// createSQL.
+func renderCreate(many bool) string {
+	var b strings.Builder
+	err := createTemplate.Execute(&b, createItems{Many: many, Notes: note.InsertCTE("docs", "doc->'notes'", "acc", !many)})
+	if err != nil {
+		panic(fmt.Sprintf("render sql/create.sql: %v", err)) // the template is fixed: a bug
+	}
+	return "\n" + strings.TrimSpace(b.String())
+}
 
 // newServiceAccountNumber draws a random number of the form A-1A2B3C4D.
 // crypto/rand.Read never fails (Go 1.24 and later).
@@ -625,7 +452,7 @@ type (
 
 // createDocument encodes acc, under the service account number, as the
 // document createSQL reads.
-func createDocument(acc *account.Account, opt CreateOptions, createdAt time.Time, number string) ([]byte, error) {
+func createDocument(acc *account.Account, opt Options, createdAt time.Time, number string) ([]byte, error) {
 	ba := acc.EffectiveBillingAddress()
 	d := createDoc{Account: accountRow{
 		Number: number, SupplierID: acc.Supplier.ID, External: acc.ExternalAccountNumber, ProcessID: opt.ProcessID,
@@ -742,11 +569,12 @@ func (d *createDoc) addSupplyPoint(i, j int, sp account.SupplyPoint) error {
 	return nil
 }
 
-// CreateStatement returns account creation's statement and its one argument
-// for acc under the service account number, without the reads, locks and
-// checks around it, so that a benchmark can measure the database's share of
-// a creation against the whole.
-func CreateStatement(acc *account.Account, opt CreateOptions, number string) (query string, arg []byte, err error) {
-	arg, err = createDocument(acc, opt, opt.Now.UTC().Truncate(time.Microsecond), number)
+// Statement returns the creation statement for one account and its one
+// argument, the document of acc under the service account number, without
+// the reads, locks and checks around them. It is for the benchmarks of
+// cmd/importd, which run the statement alone to measure the database's
+// share of a creation against the whole; the service does not call it.
+func Statement(acc *account.Account, opt Options, number string) (query string, arg []byte, err error) {
+	arg, err = createDocument(acc, opt, createdAt(opt), number)
 	return createSQL, arg, err
 }

@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // batchRig creates accounts through a Creator with one writer, so that the
@@ -45,7 +46,8 @@ func newBatchRig(t *testing.T, size int) *batchRig {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	r := &batchRig{t: t, d: d, m: metrics.New()}
-	r.c = NewCreator(d, rdb, account.NewCatalog(d, nil), nil, slog.New(slog.DiscardHandler)).
+	log := slog.New(slog.DiscardHandler)
+	r.c = NewCreator(d, rdb, account.NewCatalog(d, nil), nil, process.NewAnnouncer(rdb, log), log).
 		WithBatching(Batching{Writers: 1, Size: size}, r.m)
 	r.c.now = func() time.Time { return createToday }
 	if err := d.Get(&r.supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {

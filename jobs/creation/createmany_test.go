@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"bytes"
@@ -17,15 +17,17 @@ import (
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs"
 )
 
 // manyRig stages the three creation fixtures, each under an external
 // account number of its own, in a database of its own.
 type manyRig struct {
-	d    *sqlx.DB
-	team int64
-	in   []toCreate
+	d     *sqlx.DB
+	stmts *prepared.Statements
+	team  int64
+	in    []toCreate
 }
 
 func newManyRig(t *testing.T) *manyRig {
@@ -36,7 +38,7 @@ func newManyRig(t *testing.T) *manyRig {
 	if err := d.Get(&team, `SELECT id FROM operations_teams`); err != nil {
 		t.Fatal(err)
 	}
-	r := &manyRig{d: d, team: team}
+	r := &manyRig{d: d, stmts: prepared.New(d), team: team}
 	for x, name := range []string{"fixture", "reference", "lights"} {
 		r.stage(t, name, fmt.Sprintf("M-%d", x))
 	}
@@ -60,24 +62,24 @@ func (r *manyRig) stage(t *testing.T, name, external string) {
 		t.Fatal(err)
 	}
 	r.in = append(r.in, toCreate{validateForCreate(t, r.d, payload),
-		CreateOptions{ProcessID: id, OperationsTeamID: r.team, Now: createToday, Statements: NewStatements(r.d)}})
+		Options{ProcessID: id, OperationsTeamID: r.team, Now: createToday}})
 }
 
 // create runs createAccounts for the accounts of r at positions xs, in one
 // transaction, with numbers drawn from draws, in order.
-func (r *manyRig) create(t *testing.T, draws []string, xs ...int) ([]Created, []error) {
+func (r *manyRig) create(t *testing.T, draws []string, xs ...int) ([]created, []error) {
 	t.Helper()
 	in := make([]toCreate, len(xs))
 	for i, x := range xs {
 		in[i] = r.in[x]
 	}
 	var (
-		cs   []Created
+		cs   []created
 		errs []error
 	)
 	err := db.InTx(context.Background(), r.d, func(tx *sqlx.Tx) error {
 		var err error
-		cs, errs, err = createAccounts(context.Background(), tx, r.in[0].opt.Statements, in, func() string {
+		cs, errs, err = createAccounts(context.Background(), tx, r.stmts, in, func() string {
 			if len(draws) == 0 {
 				t.Fatal("more numbers drawn than the test planned")
 			}
@@ -172,7 +174,7 @@ func TestCreateAccounts_OneExecutionWritesTheRowsOfOnePerAccount(t *testing.T) {
 	draws := []string{"A-0000000A", "A-0000000B", "A-0000000C"}
 	var (
 		want, got         map[string][]string
-		wantOut, gotOut   []Created
+		wantOut, gotOut   []created
 		wantCmds, gotCmds map[string]string
 	)
 	t.Run("one per account", func(t *testing.T) {
@@ -388,7 +390,7 @@ func TestRun_PreparesTheStatementForSeveralAccountsAhead(t *testing.T) {
 // against one execution of createSQL, both prepared and on their generic
 // plans, each run a few times first (rolled back), for README "Inside
 // PostgreSQL". It measures and asserts nothing, so it runs only with
-// E5_EXPLAIN=1 (E5_EXPLAIN=1 go test ./jobs/process -run Explain -v).
+// E5_EXPLAIN=1 (E5_EXPLAIN=1 go test ./jobs/creation -run Explain -v).
 func TestCreateAccounts_ExplainOneExecutionAgainstOnePerAccount(t *testing.T) {
 	if os.Getenv("E5_EXPLAIN") == "" {
 		t.Skip("a measurement: set E5_EXPLAIN=1")

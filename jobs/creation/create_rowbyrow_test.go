@@ -1,4 +1,4 @@
-package process
+package creation
 
 // The row-by-row account writer that createSQL replaced, kept as the
 // reference the differential test holds the set-based statement against: it
@@ -21,8 +21,8 @@ import (
 
 // createAccountRowByRow is CreateAccount as it was before createSQL, minus
 // the process row's completion, which Run wrote then.
-func createAccountRowByRow(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt CreateOptions) (Created, error) {
-	c := Created{CreatedAt: opt.Now.UTC().Truncate(time.Microsecond)}
+func createAccountRowByRow(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt Options) (created, error) {
+	c := created{CreatedAt: opt.Now.UTC().Truncate(time.Microsecond)}
 	contractID, err := rbrContractID(ctx, tx, acc)
 	if err != nil {
 		return c, err
@@ -76,7 +76,7 @@ func rbrContractID(ctx context.Context, tx *sqlx.Tx, acc *account.Account) (*int
 // CONFLICT on the number alone lets us draw again without aborting the
 // transaction. A clash on (supplier, external account number) is not caught:
 // it means the account exists, and the error must surface.
-func rbrInsertAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt CreateOptions, contractID *int64, createdAt time.Time) (int64, string, error) {
+func rbrInsertAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt Options, contractID *int64, createdAt time.Time) (int64, string, error) {
 	ba := acc.EffectiveBillingAddress()
 	lastBilled := lastBilledToDate(acc)
 	for attempt := 0; attempt < 5; attempt++ {

@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // countingDialer counts the writes of every connection it dials. lib/pq
@@ -131,7 +132,8 @@ func countedCreator(t *testing.T, url string) (c *Creator, writes *atomic.Int64)
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	c = NewCreator(counted, rdb, account.NewCatalog(counted, nil), nil, slog.New(slog.DiscardHandler))
+	log := slog.New(slog.DiscardHandler)
+	c = NewCreator(counted, rdb, account.NewCatalog(counted, nil), nil, process.NewAnnouncer(rdb, log), log)
 	c.now = func() time.Time { return createToday }
 	return c, writes
 }
