@@ -307,6 +307,11 @@ func TestProcess_TaskVanishedWhileE5WaitsIsQueuedAgain(t *testing.T) {
 		if d := time.Since(deleted); d > time.Minute {
 			t.Errorf("E5 answered %v after its task vanished, want well within its 3m wait", d)
 		}
+		// The API process that queued the task again counts a takeover.
+		m := scrapeMetrics(t, s.base+"/metrics")
+		if got := m.value("importd_takeovers_total", map[string]string{"type": jobs.TypeAccountProcess}); got != 1 {
+			t.Errorf("importd_takeovers_total after one takeover: %v, want 1", got)
+		}
 	case <-time.After(4 * time.Minute):
 		t.Fatal("E5 did not answer after its task vanished")
 	}

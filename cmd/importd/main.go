@@ -267,7 +267,7 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
 		Imports:    imports.New(d),
-		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log, Hub: p.waits}),
+		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log, Hub: p.waits, Metrics: p.metrics}),
 		PostImport: postimport.New(d, p.docs),
 		Business:   business.New(d, nil),
 		Payment:    payment.New(d, rc, payment.Config{Log: log, Hub: p.waits}),

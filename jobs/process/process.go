@@ -27,6 +27,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
@@ -69,6 +70,8 @@ type Config struct {
 	// Hub is the process's shared pub/sub connection for waits; nil gives
 	// the Service one of its own.
 	Hub *taskwait.Hub
+	// Metrics counts the takeovers this process queues; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Service is the API side of E5.

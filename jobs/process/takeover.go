@@ -166,6 +166,7 @@ func (w *watch) takeOver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	queued := false // by this waiter, rather than joined
 	for attempt := 0; ; attempt++ {
 		if attempt == enqueueAttempts {
 			return fmt.Errorf("could not enqueue task %s", next)
@@ -186,11 +187,15 @@ func (w *watch) takeOver(ctx context.Context) error {
 		// its stored announcement stays for the waiters to find.
 		_, err = w.s.client.EnqueueContext(ctx, task)
 		if err == nil {
+			queued = true
 			break
 		}
 		if !errors.Is(err, asynq.ErrTaskIDConflict) {
 			return err
 		}
+	}
+	if queued {
+		w.s.cfg.Metrics.Takeover(jobs.TypeAccountProcess)
 	}
 	w.s.cfg.Log.InfoContext(ctx, "took over account task", "task_id", w.current, "takeover_task_id", next)
 	w.follow(next)
