@@ -176,6 +176,6 @@ fuzz: ## Run each Fuzz target for FUZZTIME (default 30s): make fuzz FUZZTIME=5m
 	done <<<"$$targets"
 
 N ?= 10000
-bench-migrate: ## The migration runner end to end over HTTP (stage, process, notes, ten transactions, one statement) beside direct creation: make bench-migrate N=10000
+bench-migrate: ## The migration runner end to end over HTTP (stage, process, notes, ten transactions, one statement) beside direct creation, with the CPU per account of PostgreSQL, importd and Redis: make bench-migrate N=10000
 	$(test-env)
 	$(GO) test ./cmd/importctl/migrate -run '^$$' -bench '^BenchmarkMigrate$$' -benchtime $(N)x -count 1 -timeout 60m

@@ -25,21 +25,37 @@ import (
 // concurrency. It reports accounts/s end to end, each step's rate (its
 // accounts over its request time divided by the concurrency), and, from
 // the same run and service, accounts/s of the creation function called
-// directly on as many accounts staged straight into PostgreSQL.
+// directly on as many accounts staged straight into PostgreSQL, and the
+// ratio of the two.
+//
+// It also reports the CPU the pipeline cost per account, read from /proc
+// around the run: cpu-ms/account is the whole machine's busy time less the
+// runner's own (this process), that is what the service, PostgreSQL and
+// Redis (and anything else running: run it on a quiet machine) spent, and
+// pg-, importd-, redis- and runner-cpu-ms/account split it by process.
 func BenchmarkMigrate(b *testing.B) {
 	s := startService(b, map[string]string{"LOG_LEVEL": "error"})
 	path, _ := writeCohort(b, cohort.Options{Accounts: b.N, Seed: 21, NoPayments: true})
 	cfg := config(s, path, b.TempDir())
+	before := sampleCPU(b, s.pid)
 	b.ResetTimer()
 	res, err := migrate.Run(context.Background(), cfg)
 	b.StopTimer()
+	used := sampleCPU(b, s.pid).sub(before)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if res.Succeeded != b.N {
 		b.Fatalf("%d of %d accounts succeeded", res.Succeeded, b.N)
 	}
-	b.ReportMetric(float64(b.N)/res.Elapsed.Seconds(), "accounts/s")
+	rate := float64(b.N) / res.Elapsed.Seconds()
+	b.ReportMetric(rate, "accounts/s")
+	perAccount := func(seconds float64) float64 { return seconds * 1000 / float64(b.N) }
+	b.ReportMetric(perAccount(used.busy-used.runner), "cpu-ms/account")
+	b.ReportMetric(perAccount(used.postgres), "pg-cpu-ms/account")
+	b.ReportMetric(perAccount(used.importd), "importd-cpu-ms/account")
+	b.ReportMetric(perAccount(used.redis), "redis-cpu-ms/account")
+	b.ReportMetric(perAccount(used.runner), "runner-cpu-ms/account")
 	conc := float64(cfg.Concurrency)
 	if conc == 0 {
 		conc = 16
@@ -49,7 +65,9 @@ func BenchmarkMigrate(b *testing.B) {
 			b.ReportMetric(float64(st.OK)*conc/st.Time.Seconds(), "E"+string(st.Step[1])+"-accounts/s")
 		}
 	}
-	b.ReportMetric(directCreate(b, s, b.N), "direct-create-accounts/s")
+	direct := directCreate(b, s, b.N)
+	b.ReportMetric(direct, "direct-create-accounts/s")
+	b.ReportMetric(rate/direct, "e2e/direct")
 }
 
 // directCreate stages n more generated accounts straight into PostgreSQL

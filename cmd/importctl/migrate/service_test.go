@@ -77,6 +77,7 @@ type service struct {
 	db    *sqlx.DB
 	key   string
 	log   *bytes.Buffer
+	pid   int // importd's, for the benchmark's CPU accounting
 }
 
 func startService(t testing.TB, extra map[string]string) *service {
@@ -106,6 +107,7 @@ func startService(t testing.TB, extra map[string]string) *service {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	s.pid = cmd.Process.Pid
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
