@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long chaos check-ports stack-up stack-down env build lint bench bench-migrate fuzz
+.PHONY: help run test test-long chaos check-ports stack-up stack-down env build install lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -36,7 +36,7 @@ export DATABASE_URL="$${TEST_DATABASE_URL:-}" REDIS_URL="$${TEST_REDIS_URL:-}"
 $(STACK) up
 eval "$$($(STACK) env)"
 export TEST_DATABASE_URL="$$DATABASE_URL" TEST_REDIS_URL="$$REDIS_URL"
-unset DATABASE_URL REDIS_URL
+unset DATABASE_URL REDIS_URL IMPORTCTL_API_KEY
 endef
 
 # long-tests prints the tests that skip themselves under -short (the Test
@@ -65,6 +65,17 @@ build: ## Build bin/importd and bin/importctl
 	$(GO) build -v -o bin/ ./cmd/importd ./cmd/importctl 2>&1 | awk '{ n++; printf "build: [%3d] %s\n", n, $$0; fflush() }'
 	echo "build: done in $$((SECONDS - start))s"
 
+install: build ## Copy bin/importd and bin/importctl into GOBIN (default: $(go env GOPATH)/bin) and say whether it is on the PATH
+	@dir=$$($(GO) env GOBIN)
+	dir=$${dir:-$$($(GO) env GOPATH)/bin}
+	mkdir -p "$$dir"
+	install -m 0755 bin/importd bin/importctl "$$dir/"
+	echo "install: importd and importctl are in $$dir"
+	case ":$$PATH:" in
+	*":$$dir:"*) ;;
+	*) echo "install: $$dir is not on your PATH; add it with: export PATH=\"$$dir:\$$PATH\"" ;;
+	esac
+
 check-ports: ## Fail when a port make run listens on is taken (HTTP_ADDR, VENDOR_SIM_ADDR, STACK_PG_PORT, ...), naming the variable that moves it
 	@$(STACK) check-ports
 
@@ -74,7 +85,7 @@ stack-up: ## Start the local PostgreSQL and Redis (installs them with apt when m
 stack-down: ## Stop the local PostgreSQL and Redis (their data stays in .local/)
 	$(STACK) down
 
-env: ## Print export lines for importctl and importd against the local stack: eval "$$(make -s env)"
+env: ## Print export lines for importctl and importd against the local stack (with the demo's API key once make run made it): eval "$$(make -s env)"
 	@$(STACK) env
 
 test: ## Run the tests except the long ones (-short), with the race detector, against the local stack

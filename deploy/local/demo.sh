@@ -270,6 +270,8 @@ if [[ -n "${MONITORING_USER:-}" ]]; then
 	cat <<EOF
  Dashboard      $base/monitoring/
                 user ${MONITORING_USER}, password ${MONITORING_PASSWORD:-}
+ Progress page  $base/migration/ (each supplier's migration; the same login,
+                or any user name with an API key as the password)
 EOF
 fi
 cat <<EOF

@@ -4,7 +4,8 @@
 #
 #   stack.sh up     start both if they are not running; print nothing else on success
 #   stack.sh env    print export lines for the tools (DATABASE_URL, REDIS_URL,
-#                   TOKEN_SECRET, DOCUMENTS_URL, HTTP_ADDR, IMPORTCTL_URL)
+#                   TOKEN_SECRET, DOCUMENTS_URL, HTTP_ADDR, IMPORTCTL_URL, and
+#                   IMPORTCTL_API_KEY once `make run` has made the demo's key)
 #   stack.sh down   stop both
 #   stack.sh check-ports  fail, naming the port, what holds it and the variable
 #                   that moves it, when a port `make run` listens on is taken
@@ -174,6 +175,16 @@ print_env() {
 	echo "export DOCUMENTS_URL='${DOCUMENTS_URL:-file://$local_dir/documents}'"
 	echo "export HTTP_ADDR='${HTTP_ADDR:-127.0.0.1:8080}'"
 	echo "export IMPORTCTL_URL='${IMPORTCTL_URL:-http://${HTTP_ADDR:-127.0.0.1:8080}}'"
+	# The demo's API key, which deploy/local/demo.sh keeps in its file (name,
+	# then key) and replaces at the next `make run` when it was revoked or the
+	# database was reset; a key set in the environment wins.
+	local key_file=${DEMO_KEY_FILE:-$local_dir/demo_api_key} key=""
+	if [[ -z ${IMPORTCTL_API_KEY:-} && -r $key_file ]]; then
+		key=$(sed -n 2p "$key_file")
+	fi
+	if [[ -n ${IMPORTCTL_API_KEY:-} || -n $key ]]; then
+		echo "export IMPORTCTL_API_KEY='${IMPORTCTL_API_KEY:-$key}'"
+	fi
 }
 
 # chromium_up installs the browser the migration page's test drives
