@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // SlotGrace is how long a slot is left alone after it was taken before
@@ -86,7 +87,7 @@ func taskLive(inspector *asynq.Inspector, id string) (bool, error) {
 		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
 			// Takeovers are numbered from 1 without gaps, but an ended one
 			// may be gone already: look one further before giving up.
-			next := nextTakeoverID(id, current)
+			next := taskwait.NextTakeoverID(id, current)
 			if _, err := inspector.GetTaskInfo(jobs.QueueAccounts, next); err != nil {
 				if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 					return false, nil
@@ -103,6 +104,6 @@ func taskLive(inspector *asynq.Inspector, id string) (bool, error) {
 			asynq.TaskStateRetry, asynq.TaskStateAggregating:
 			return true, nil
 		}
-		current = nextTakeoverID(id, current)
+		current = taskwait.NextTakeoverID(id, current)
 	}
 }

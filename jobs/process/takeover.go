@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -25,7 +22,7 @@ import (
 // refreshed every second, gone 5 s after the last refresh). A waiting E5
 // looks every second: when its task is active in
 // Asynq without a heartbeat, or missing from Redis altogether, for longer
-// than deadAfter, it queues a task of its own for the account, under a new
+// than taskwait.DeadAfter, it queues a task of its own for the account, under a new
 // id (the dead task keeps its id in Asynq's active list until the
 // recoverer), and waits for that one. Every E5 waiting for the account,
 // and one that joins later, follows the row's task_id to the task that
@@ -54,18 +51,8 @@ import (
 // task, and changes nothing.
 //
 // A worker of a version without heartbeats looks dead to this check: its
-// tasks are taken over after deadAfter, which is safe for the same reasons.
-const (
-	// deadAfter is how long an active task must go without a heartbeat
-	// (whose key already outlives its last refresh by HeartbeatTTL) before
-	// it is taken over: two looks, so that a task that has just started
-	// and not yet written its first beat (taskwait.HeartbeatDelay, half of
-	// deadAfter), or just finished, is not.
-	deadAfter = time.Second
-	// missingAfter is how long a task must be missing from Redis: another
-	// E5 may be between deleting a finished task and queueing a new one.
-	missingAfter = 2 * time.Second
-)
+// tasks are taken over after taskwait.DeadAfter, which is safe for the same
+// reasons.
 
 // errTakenOver stops a takeover whose row moved on: another E5 took the
 // account over, or its outcome is recorded.
@@ -76,79 +63,28 @@ type watch struct {
 	s       *Service
 	payload jobs.AccountProcessPayload
 	base    string // the account's own task id, on whose channel every task announces
-	current string // the task watched
-	// since is when the current task was first seen dead (active without
-	// a heartbeat) or missing; zero while it looks alive.
-	since   time.Time
-	missing bool
+	live    *taskwait.Liveness
 }
 
 func (s *Service) newWatch(p jobs.AccountProcessPayload) *watch {
 	id := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
-	return &watch{s: s, payload: p, base: id, current: id}
+	return &watch{s: s, payload: p, base: id, live: taskwait.NewLiveness(s.rdb, s.inspector, jobs.QueueAccounts, id)}
 }
 
 // follow makes w watch the task id, the one the process row names.
-func (w *watch) follow(id string) {
-	if id != w.current {
-		w.current, w.since = id, time.Time{}
-	}
-}
+func (w *watch) follow(id string) { w.live.Follow(id) }
 
 // check looks at the current task and takes it over when it has been dead
 // or missing for long enough. Failures are logged: the next look tries
 // again, and the sweeps and Asynq's recoverer remain behind it.
 func (w *watch) check(ctx context.Context) {
-	dead, err := w.dead(ctx)
+	dead, err := w.live.Dead(ctx)
 	if err == nil && dead {
 		err = w.takeOver(ctx)
 	}
 	if err != nil && ctx.Err() == nil {
-		w.s.cfg.Log.WarnContext(ctx, "watch account task", "task_id", w.current, "error", err)
+		w.s.cfg.Log.WarnContext(ctx, "watch account task", "task_id", w.live.Current(), "error", err)
 	}
-}
-
-// dead reports whether the current task has been active without a
-// heartbeat for deadAfter, or missing from Redis for missingAfter.
-func (w *watch) dead(ctx context.Context) (bool, error) {
-	// A heartbeat answers in one round trip what Asynq's task state would
-	// in two: the task is running.
-	alive, err := taskwait.Alive(ctx, w.s.rdb, w.current)
-	if err != nil {
-		return false, err
-	}
-	if alive {
-		w.since, w.missing = time.Time{}, false
-		return false, nil
-	}
-	info, err := w.s.inspector.GetTaskInfo(jobs.QueueAccounts, w.current)
-	var silent, missing bool
-	switch {
-	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
-		silent, missing = true, true
-	case err != nil:
-		return false, err
-	case info.State == asynq.TaskStateActive:
-		silent = true
-	}
-	// Pending, scheduled and retrying tasks are waiting for a worker, and
-	// completed and archived ones have ended (the sweep records the
-	// outcome of an archived one): none is for a takeover.
-	if !silent || missing != w.missing {
-		w.since, w.missing = time.Time{}, missing
-	}
-	if !silent {
-		return false, nil
-	}
-	now := time.Now()
-	if w.since.IsZero() {
-		w.since = now
-	}
-	limit := deadAfter
-	if missing {
-		limit = missingAfter
-	}
-	return now.Sub(w.since) >= limit, nil
 }
 
 // takeOver queues the task that replaces the current one: under the next
@@ -158,10 +94,7 @@ func (w *watch) dead(ctx context.Context) (bool, error) {
 // the new one first, only if it still names the current task; a waiter
 // that loses that race follows the winner's task at its next look.
 func (w *watch) takeOver(ctx context.Context) error {
-	next := w.current
-	if !w.missing {
-		next = nextTakeoverID(w.base, w.current)
-	}
+	next := w.live.TakeoverID(w.base)
 	task, err := jobs.NewAccountProcessTaskID(w.payload, next)
 	if err != nil {
 		return err
@@ -197,7 +130,7 @@ func (w *watch) takeOver(ctx context.Context) error {
 	if queued {
 		w.s.cfg.Metrics.Takeover(jobs.TypeAccountProcess)
 	}
-	w.s.cfg.Log.InfoContext(ctx, "took over account task", "task_id", w.current, "takeover_task_id", next)
+	w.s.cfg.Log.InfoContext(ctx, "took over account task", "task_id", w.live.Current(), "takeover_task_id", next)
 	w.follow(next)
 	return nil
 }
@@ -211,7 +144,7 @@ func (w *watch) claim(ctx context.Context, next string) error {
 	}
 	res, err := w.s.db.ExecContext(ctx, `UPDATE import_processes SET task_id = $4, updated_at = now()
 		WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL
-		AND COALESCE(task_id, $2) = $3`, w.payload.ProcessID, w.base, w.current, next)
+		AND COALESCE(task_id, $2) = $3`, w.payload.ProcessID, w.base, w.live.Current(), next)
 	if err != nil {
 		return fmt.Errorf("claim takeover: %w", err)
 	}
@@ -219,16 +152,4 @@ func (w *watch) claim(ctx context.Context, next string) error {
 		return errTakenOver
 	}
 	return nil
-}
-
-// nextTakeoverID is the id of the task that takes over from current:
-// base-takeover-1 after the account's own task, then -2, and so on. Being
-// derived from the task it replaces, every waiter of a dry run (which has
-// no row to agree through) picks the same one.
-func nextTakeoverID(base, current string) string {
-	n := 0
-	if rest, ok := strings.CutPrefix(current, base+"-takeover-"); ok {
-		n, _ = strconv.Atoi(rest)
-	}
-	return base + "-takeover-" + strconv.Itoa(n+1)
 }

@@ -17,7 +17,7 @@ import (
 // active means that the handler started less than HeartbeatDelay ago, or
 // has not run for HeartbeatTTL: its process died, froze or lost Redis. A
 // waiter tells the two apart by looking twice, more than HeartbeatDelay
-// apart (jobs/process/takeover.go, deadAfter).
+// apart (Liveness, DeadAfter).
 //
 // Most tasks end within HeartbeatDelay and never write a heartbeat: two
 // Redis commands fewer per task, for most tasks.
