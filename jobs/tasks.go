@@ -144,12 +144,20 @@ func PaymentInstructionTaskID(p PaymentInstructionVerifyPayload) string {
 // must exceed the vendor's attempts times its timeout plus the backoff
 // between them (payment.Vendor.Budget), or Asynq would cut the retries short.
 func NewPaymentInstructionVerifyTask(p PaymentInstructionVerifyPayload, timeout time.Duration) (*asynq.Task, error) {
+	return NewPaymentInstructionVerifyTaskID(p, timeout, PaymentInstructionTaskID(p))
+}
+
+// NewPaymentInstructionVerifyTaskID is NewPaymentInstructionVerifyTask under
+// the task id id: a task that takes over the verification from one whose
+// worker died (jobs/payment). Whatever its id, the task announces its end on
+// the channel of PaymentInstructionTaskID.
+func NewPaymentInstructionVerifyTaskID(p PaymentInstructionVerifyPayload, timeout time.Duration, id string) (*asynq.Task, error) {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s payload: %w", TypePaymentInstructionVerify, err)
 	}
 	return asynq.NewTask(TypePaymentInstructionVerify, b,
-		asynq.TaskID(PaymentInstructionTaskID(p)),
+		asynq.TaskID(id),
 		asynq.Queue(QueueVendors),
 		asynq.MaxRetry(0),
 		asynq.Timeout(timeout),

@@ -270,7 +270,7 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log, Hub: p.waits, Metrics: p.metrics}),
 		PostImport: postimport.New(d, p.docs),
 		Business:   business.New(d, nil),
-		Payment:    payment.New(d, rc, payment.Config{Log: log, Hub: p.waits}),
+		Payment:    payment.New(d, rc, payment.Config{Log: log, Hub: p.waits, Metrics: p.metrics}),
 		Log:        log,
 	}).Handler(), nil
 }

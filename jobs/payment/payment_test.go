@@ -3,6 +3,7 @@ package payment
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -514,11 +515,103 @@ func TestCreateForAccount_RetryAsIsRunsANewVerification(t *testing.T) {
 				if p := asProblem(t, err); p.Code != tc.code {
 					t.Fatalf("try %d: %+v", try, p)
 				}
+				if try == 1 {
+					// The failed task announces its outcome just before
+					// Asynq archives it; a retry in between joins it and
+					// hears that outcome, without asking the vendor again.
+					// Retry once it is archived, as this test is about.
+					waitArchived(t, b, tc.ref)
+				}
 			}
 			per := map[string]int{vendorDown: testAttempts, vendorOK: 1}[tc.vendor]
 			if n := b.sims[tc.vendor].Requests(tc.ref); n != 2*per {
 				t.Errorf("the vendor was asked %d times over two tries, want %d", n, 2*per)
 			}
 		})
+	}
+}
+
+// A verification that finds its own instruction stored (same owner,
+// reference, vendor and type: a takeover stored it while this task's worker
+// was thought dead) ends as done, without asking the vendor, so that Asynq
+// does not archive it as a failure; one that finds an instruction of
+// another vendor or type under the reference is refused as a duplicate.
+func TestVerifierRun_InstructionStoredByAnotherRunOfTheSameVerificationIsDone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	ctx := context.Background()
+	b.account(t, b.demo, "ACC-1", 0)
+	if _, err := b.svc.CreateForAccount(ctx, raw(t, accountBody("ACC-1", vendorOK, "CARD-9", TypeCard)), visible); err != nil {
+		t.Fatal(err)
+	}
+	var row struct {
+		Supplier int64  `db:"supplier_id"`
+		Vendor   int64  `db:"vendor_id"`
+		Account  int64  `db:"account_id"`
+		Type     string `db:"type"`
+	}
+	if err := b.db.Get(&row, `SELECT supplier_id, vendor_id, account_id, type FROM payment_instructions WHERE reference = 'CARD-9'`); err != nil {
+		t.Fatal(err)
+	}
+	p := jobs.PaymentInstructionVerifyPayload{SupplierID: row.Supplier, VendorID: row.Vendor, Reference: "CARD-9", Type: row.Type, AccountID: row.Account}
+	verifier := NewVerifier(b.db, b.rdb, slog.New(slog.DiscardHandler))
+	asked := b.sims[vendorOK].Requests("CARD-9")
+	if err := verifier.Run(ctx, p); err != nil {
+		t.Errorf("a second run of the same verification: %v, want done", err)
+	}
+	if n := b.sims[vendorOK].Requests("CARD-9"); n != asked {
+		t.Errorf("the vendor was asked again (%d, was %d)", n, asked)
+	}
+	other := p
+	other.Type = TypeDirectDebit
+	err := verifier.Run(ctx, other)
+	var refused *jobs.Refused
+	if !errors.As(err, &refused) || refused.Code != CodeAlreadyExists {
+		t.Errorf("a verification of another type under the stored reference: %v, want refused %s", err, CodeAlreadyExists)
+	}
+	if n := b.count(t, `SELECT count(*) FROM payment_instructions WHERE reference = 'CARD-9'`); n != 1 {
+		t.Errorf("%d instructions stored, want 1", n)
+	}
+}
+
+// waitArchived waits until a verification task of reference is archived.
+func waitArchived(t *testing.T, b *bundle, reference string) {
+	t.Helper()
+	insp := asynq.NewInspectorFromRedisClient(b.rdb)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tasks, err := insp.ListArchivedTasks(jobs.QueueVendors)
+		if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			var p jobs.PaymentInstructionVerifyPayload
+			if json.Unmarshal(task.Payload, &p) == nil && p.Reference == reference {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed verification of %s was not archived within 30 s", reference)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A request whose client hung up while the task was being queued is
+// answered as a cancelled request, not as a Redis outage
+// (queue_unavailable, a 500 that pages an operator).
+func TestUnavailable_AClientThatHungUpIsNoOutage(t *testing.T) {
+	t.Parallel()
+	s := &Service{}
+	failed := errors.New("redis: connection pool timeout")
+	live, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if p := asProblem(t, s.unavailable(live, failed)); p.Code != CodeQueueUnavailable {
+		t.Errorf("Redis failing under a live request: %+v, want %s", p, CodeQueueUnavailable)
+	}
+	gone, hangUp := context.WithCancel(context.Background())
+	hangUp()
+	if err := s.unavailable(gone, failed); !errors.Is(err, context.Canceled) {
+		t.Errorf("a request whose client hung up: %v, want context.Canceled", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 	"github.com/bulkimport/bulkimport/jobs/validate"
@@ -35,6 +37,9 @@ type Config struct {
 	// Hub is the process's shared pub/sub connection for waits; nil gives
 	// the Service one of its own.
 	Hub *taskwait.Hub
+	// Metrics counts the verifications taken over from dead workers; nil
+	// counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Service is the API side of E2 and E9.
@@ -347,7 +352,7 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	taskID := jobs.PaymentInstructionTaskID(p)
 	w, err := s.cfg.Hub.Subscribe(ctx, taskID)
 	if err != nil {
-		return unavailable(err)
+		return s.unavailable(ctx, err)
 	}
 	defer w.Close()
 	timeout := vendor.Budget() + s.cfg.TaskMargin
@@ -356,13 +361,10 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 		return err
 	}
 	if _, err := w.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueVendors, nil); err != nil {
-		return unavailable(err)
+		return s.unavailable(ctx, err)
 	}
-	// A stored instruction ends the wait even when its announcement was
-	// lost (published while the hub reconnected, or never published
-	// because the worker died after its commit).
-	stored := func(ctx context.Context) (bool, error) { return s.stored(ctx, p) }
-	msg, ok, err := w.WaitOrCheck(ctx, timeout+s.cfg.QueueWait, storedPollInterval, stored)
+	live := taskwait.NewLiveness(s.rdb, s.inspector, jobs.QueueVendors, taskID)
+	msg, ok, err := s.wait(ctx, w, p, timeout, live)
 	if err != nil {
 		return err
 	}
@@ -386,7 +388,7 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 			// the caller was told to retry. Should it store anyway, the
 			// retry hears payment_instruction_already_exists with the keys
 			// it needs.
-			taskwait.Abandon(s.inspector, jobs.QueueVendors, taskID)
+			taskwait.Abandon(s.inspector, jobs.QueueVendors, live.Current())
 		}
 		return &problem.Error{Kind: problem.RetryableUpstream, Code: CodeVerificationUnfinished,
 			Detail: "The payment instruction could not be verified in time; nothing was stored. Retry as is."}
@@ -395,6 +397,90 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	}
 	return nil
 }
+
+// unavailable is the answer to a failure of Redis, or the request's own
+// end when its client hung up meanwhile: that is no outage to report.
+func (s *Service) unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return unavailable(err)
+}
+
+// wait waits for the verification's announcement, for at most the task's
+// timeout and the queue's wait. At every poll it looks in PostgreSQL for the
+// instruction, which ends the wait even when the announcement was lost
+// (published while the hub reconnected, or never, because the worker died
+// after its commit), and at the task, which it takes over when its worker
+// died (takeOver): a takeover gives the new task the whole wait again.
+// ok is false when the wait ended without an announcement.
+func (s *Service) wait(ctx context.Context, w *taskwait.Waiter, p jobs.PaymentInstructionVerifyPayload, timeout time.Duration,
+	live *taskwait.Liveness) (msg []byte, ok bool, err error) {
+	deadline := time.Now().Add(timeout + s.cfg.QueueWait)
+	for {
+		b, ev, err := w.Next(ctx, time.Until(deadline), storedPollInterval)
+		switch ev {
+		case taskwait.Announced:
+			return b, true, nil
+		case taskwait.Ended:
+			return nil, false, err
+		}
+		// An error of either look is "not yet": the next poll asks again.
+		if stored, err := s.stored(ctx, p); err == nil && stored {
+			return nil, false, nil
+		}
+		dead, err := live.Dead(ctx)
+		if err == nil && dead {
+			err = s.takeOver(ctx, p, timeout, live)
+			if err == nil {
+				deadline = time.Now().Add(timeout + s.cfg.QueueWait)
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Log.WarnContext(ctx, "watch payment verification task", "task_id", live.Current(), "error", err)
+		}
+	}
+}
+
+// takeOver queues the task that replaces the verification's current one,
+// whose worker died, and follows it. Identical requests wait for the same
+// verification and pick the same takeover id, so that one of them queues
+// it and the others join it. Running the verification twice is safe: the
+// vendor is only read, the unique indexes keep one instruction, and the
+// dead task, should Asynq's recoverer run it again, finds the instruction
+// stored and ends as done (Verifier.Run).
+func (s *Service) takeOver(ctx context.Context, p jobs.PaymentInstructionVerifyPayload, timeout time.Duration, live *taskwait.Liveness) error {
+	next := live.TakeoverID(jobs.PaymentInstructionTaskID(p))
+	task, err := jobs.NewPaymentInstructionVerifyTaskID(p, timeout, next)
+	if err != nil {
+		return err
+	}
+	for range enqueueAttempts {
+		joined, err := taskwait.Joinable(ctx, s.rdb, s.inspector, jobs.QueueVendors, next)
+		if err != nil {
+			return err
+		}
+		if joined {
+			live.Follow(next) // another waiter queued it
+			return nil
+		}
+		_, err = s.client.EnqueueContext(ctx, task)
+		if err == nil {
+			s.cfg.Metrics.Takeover(jobs.TypePaymentInstructionVerify)
+			s.cfg.Log.InfoContext(ctx, "took over payment verification task", "task_id", live.Current(), "takeover_task_id", next)
+			live.Follow(next)
+			return nil
+		}
+		if !errors.Is(err, asynq.ErrTaskIDConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("could not enqueue task %s", next)
+}
+
+// enqueueAttempts bounds a takeover's looks: each conflict means that
+// another request queued the task between a look and an enqueue.
+const enqueueAttempts = 3
 
 // storedPollInterval is how often a waiting E2 or E9 looks in PostgreSQL
 // for an instruction whose announcement it did not hear.

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,7 +92,7 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 	if err != nil {
 		return outcome{}, err
 	}
-	if dup, err := v.duplicate(ctx, v.db, p); err != nil || dup != nil {
+	if dup, ours, err := v.duplicate(ctx, v.db, p); err != nil || dup != nil || ours {
 		return refusedOrNil(dup), err
 	}
 	adapter, err := newAdapter(vendor, v.client)
@@ -137,8 +138,8 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		// Stored by a concurrent task (another vendor or type for the same
 		// reference) between the check and now. The failed statement
 		// aborted the transaction, so the check runs outside it.
-		dup, derr := v.duplicate(ctx, v.db, p)
-		if derr != nil || dup == nil {
+		dup, ours, derr := v.duplicate(ctx, v.db, p)
+		if derr != nil || (dup == nil && !ours) {
 			return outcome{}, errors.Join(err, derr)
 		}
 		return refusedOrNil(dup), nil
@@ -156,28 +157,36 @@ func refusedOrNil(p *problem.Error) outcome {
 	return refused(kindInvalid, p)
 }
 
-// duplicate returns the refusal of an instruction stored already, or nil.
-func (v *Verifier) duplicate(ctx context.Context, q sqlx.QueryerContext, p jobs.PaymentInstructionVerifyPayload) (*problem.Error, error) {
+// duplicate returns the refusal of an instruction stored already under p's
+// reference, or nil. ours reports an instruction of the same vendor and
+// type instead: this verification's own work, done by another run of it (a
+// takeover of a task whose worker died, or the dead task itself once
+// Asynq's recoverer runs it again). That is no refusal: the task ends as
+// done rather than archived as failed, and whether a request answers 201
+// or already_exists is for the requests to settle (Service.claim).
+func (v *Verifier) duplicate(ctx context.Context, q sqlx.QueryerContext, p jobs.PaymentInstructionVerifyPayload) (dup *problem.Error, ours bool, err error) {
 	var r struct {
-		Key    string `db:"key"`
-		Exists bool   `db:"exists"`
+		Key      string         `db:"key"`
+		VendorID sql.NullInt64  `db:"vendor_id"`
+		Type     sql.NullString `db:"type"`
 	}
+	owner, id, key := "account_id", p.AccountID, "SELECT a.service_account_number FROM accounts a WHERE a.id = $1"
 	if p.BusinessID != 0 {
-		err := sqlx.GetContext(ctx, q, &r, `SELECT b.external_business_identifier AS key,
-			EXISTS (SELECT 1 FROM payment_instructions pi WHERE pi.business_id = b.id AND pi.reference = $2) AS exists
-			FROM businesses b WHERE b.id = $1`, p.BusinessID, p.Reference)
-		if err != nil || !r.Exists {
-			return nil, wrapErr(err, "check duplicate")
-		}
-		return BusinessAlreadyExists(p.Reference, r.Key), nil
+		owner, id, key = "business_id", p.BusinessID, "SELECT b.external_business_identifier FROM businesses b WHERE b.id = $1"
 	}
-	err := sqlx.GetContext(ctx, q, &r, `SELECT a.service_account_number AS key,
-		EXISTS (SELECT 1 FROM payment_instructions pi WHERE pi.account_id = a.id AND pi.reference = $2) AS exists
-		FROM accounts a WHERE a.id = $1`, p.AccountID, p.Reference)
-	if err != nil || !r.Exists {
-		return nil, wrapErr(err, "check duplicate")
+	err = sqlx.GetContext(ctx, q, &r, fmt.Sprintf(`SELECT (%s) AS key, pi.vendor_id, pi.type
+		FROM (SELECT 1) one LEFT JOIN payment_instructions pi ON pi.%s = $1 AND pi.reference = $2`, key, owner), id, p.Reference)
+	switch {
+	case err != nil:
+		return nil, false, wrapErr(err, "check duplicate")
+	case !r.VendorID.Valid:
+		return nil, false, nil
+	case r.VendorID.Int64 == p.VendorID && r.Type.String == p.Type:
+		return nil, true, nil
+	case p.BusinessID != 0:
+		return BusinessAlreadyExists(p.Reference, r.Key), false, nil
 	}
-	return AccountAlreadyExists(p.Reference, r.Key), nil
+	return AccountAlreadyExists(p.Reference, r.Key), false, nil
 }
 
 func wrapErr(err error, op string) error {
