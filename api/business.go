@@ -18,5 +18,5 @@ func (s *Server) createBusiness(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, res)
+	writeJSON(c, http.StatusCreated, res)
 }

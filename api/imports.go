@@ -26,7 +26,7 @@ func (s *Server) validateAccount(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, acc)
+	writeJSON(c, http.StatusOK, acc)
 }
 
 // stageAccount is E4: 201 on first staging, 200 when the data is replaced.
@@ -45,7 +45,7 @@ func (s *Server) stageAccount(c *gin.Context) {
 	if res.Created {
 		status = http.StatusCreated
 	}
-	c.JSON(status, res)
+	writeJSON(c, status, res)
 }
 
 // processStatus is E10.
@@ -55,7 +55,7 @@ func (s *Server) processStatus(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, st)
+	writeJSON(c, http.StatusOK, st)
 }
 
 // listProcesses serves E11 to E13. The JSON array is written item by item

@@ -186,7 +186,7 @@ func (m *migrationPage) summaryJSON(c *gin.Context) {
 	if !ok {
 		return
 	}
-	c.JSON(http.StatusOK, sum)
+	writeJSON(c, http.StatusOK, sum)
 }
 
 func (m *migrationPage) render(c *gin.Context, name string, data map[string]any) {

@@ -19,7 +19,7 @@ func (s *Server) createAccountPaymentInstruction(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, res)
+	writeJSON(c, http.StatusCreated, res)
 }
 
 // createBusinessPaymentInstruction is E2, as E9 for a business.
@@ -34,5 +34,5 @@ func (s *Server) createBusinessPaymentInstruction(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, res)
+	writeJSON(c, http.StatusCreated, res)
 }

@@ -18,7 +18,7 @@ func (s *Server) createNotes(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, res)
+	writeJSON(c, http.StatusCreated, res)
 }
 
 // createTransactions is E7. Its options are query parameters, which the
@@ -35,7 +35,7 @@ func (s *Server) createTransactions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, res)
+	writeJSON(c, http.StatusCreated, res)
 }
 
 // createStatements is E8: 201 with the validated statements (the spec
@@ -51,5 +51,5 @@ func (s *Server) createStatements(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, res)
+	writeJSON(c, http.StatusCreated, res)
 }

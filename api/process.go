@@ -22,7 +22,7 @@ func (s *Server) processAccount(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, res)
+	writeJSON(c, http.StatusCreated, res)
 }
 
 // readProcessRequest reads and parses the body of E5, and notes its account

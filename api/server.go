@@ -183,7 +183,7 @@ func notFound(c *gin.Context) {
 }
 
 func (s *Server) healthz(c *gin.Context) {
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+	writeJSON(c, http.StatusOK, gin.H{"status": "ok"})
 }
 
 // Ready reports whether PostgreSQL and Redis answer, naming the first that
@@ -209,7 +209,7 @@ func (s *Server) readyz(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	writeJSON(c, http.StatusOK, gin.H{"status": "ready"})
 }
 
 // whoami answers which key the token belongs to. It is an addition to the
@@ -220,7 +220,7 @@ func (s *Server) whoami(c *gin.Context) {
 	if suppliers == nil {
 		suppliers = []string{}
 	}
-	c.JSON(http.StatusOK, gin.H{"key_name": p.KeyName, "organisation": p.Organisation, "import_suppliers": suppliers})
+	writeJSON(c, http.StatusOK, gin.H{"key_name": p.KeyName, "organisation": p.Organisation, "import_suppliers": suppliers})
 }
 
 // Probes returns a handler with only /healthz and /readyz, for processes that

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
 // stack.sh env exports the demo's API key from the file `make run` keeps it
@@ -88,5 +91,34 @@ func TestMakeInstall_CopiesBothCommandsIntoGOBINAndNamesIt(t *testing.T) {
 	if !strings.Contains(string(out), "install: importd and importctl are in "+gobin) ||
 		!strings.Contains(string(out), gobin+" is not on your PATH") {
 		t.Errorf("make install does not say where it put them and that the folder is not on the PATH:\n%s", out)
+	}
+}
+
+// Successful answers end with a newline, as error bodies do, so that a
+// curl in a terminal leaves the prompt on a line of its own; and they keep
+// "<" and "&" as sent, as error bodies do, rather than \u003c and \u0026.
+func TestAPI_SuccessBodiesEndWithANewlineAndAreNotHTMLEscaped(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "Ops & <Partners>"))
+	acc := fixture(t, "ACC-NEWLINE")
+	for _, r := range []struct {
+		name string
+		res  response
+	}{
+		{"E3", s.do(t, http.MethodPost, "/v1/data-import/validate-account/", tok, acc)},
+		{"whoami", s.do(t, http.MethodGet, "/v1/data-import/whoami/", tok, nil)},
+	} {
+		if r.res.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", r.name, r.res.Status, r.res.Raw)
+		}
+		if !bytes.HasSuffix(r.res.Raw, []byte("}\n")) {
+			t.Errorf("%s: the body does not end with a newline: %q", r.name, r.res.Raw)
+		}
+	}
+	who := s.do(t, http.MethodGet, "/v1/data-import/whoami/", tok, nil)
+	if !bytes.Contains(who.Raw, []byte(`"Ops & <Partners>"`)) {
+		t.Errorf("whoami escapes the key's name: %s", who.Raw)
 	}
 }
