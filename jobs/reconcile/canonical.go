@@ -199,12 +199,30 @@ type CanonicalPayment struct {
 // their keys, so that both sides agree whatever order they read them in.
 func (c *Canonical) sortLists() {
 	slices.SortStableFunc(c.Metadata, func(a, b CanonicalField) int { return strings.Compare(a.Name, b.Name) })
-	slices.SortStableFunc(c.Notes, func(a, b CanonicalNote) int { return bytes.Compare(mustJSON(a), mustJSON(b)) })
+	sortByEncoding(c.Notes)
 	slices.SortStableFunc(c.Transactions, func(a, b CanonicalTx) int { return strings.Compare(a.TransactionID, b.TransactionID) })
 	slices.SortStableFunc(c.Statements, func(a, b CanonicalSt) int { return strings.Compare(a.StatementID, b.StatementID) })
-	slices.SortStableFunc(c.PaymentInstructions, func(a, b CanonicalPayment) int {
-		return bytes.Compare(mustJSON(a), mustJSON(b))
-	})
+	sortByEncoding(c.PaymentInstructions)
+}
+
+// sortByEncoding sorts a list whose members have no key of their own by
+// their JSON encodings, each computed once.
+func sortByEncoding[T any](list []T) {
+	if len(list) < 2 {
+		return
+	}
+	type keyed struct {
+		key []byte
+		v   T
+	}
+	ks := make([]keyed, len(list))
+	for i, v := range list {
+		ks[i] = keyed{mustJSON(v), v}
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int { return bytes.Compare(a.key, b.key) })
+	for i := range ks {
+		list[i] = ks[i].v
+	}
 }
 
 // Digest is the hex SHA-256 of the canonical form's JSON encoding (struct

@@ -204,7 +204,11 @@ var pointCommon = []string{"supply_type", "supply_start_date", "last_billed_to_d
 func pointFromPayload(sp account.SupplyPoint) (CanonicalPoint, error) {
 	p := CanonicalPoint{SupplyType: sp.SupplyType, SupplyStartDate: string(sp.SupplyStartDate),
 		LastBilledToDate: datePtr(sp.LastBilledToDate)}
-	raw, err := json.Marshal(sp)
+	// Only the type's own fields are wanted: the lists are left out of
+	// the encoding rather than encoded and dropped.
+	own := sp
+	own.Agreements, own.Meters, own.TransferReadings = nil, nil, nil
+	raw, err := json.Marshal(own)
 	if err != nil {
 		return p, err
 	}

@@ -151,19 +151,20 @@ func TestStore_StreamsEveryAccountOnceInByteOrderAcrossPages(t *testing.T) {
 	want := slices.Clone(numbers)
 	slices.Sort(want)
 	for _, tc := range []struct {
-		name  string
-		size  int
-		after string
-		want  []string
+		name      string
+		size, pre int
+		after     string
+		want      []string
 	}{
-		{"one page", 0, "", want},
-		{"pages of three", 3, "", want},
-		{"page size dividing the count", 11, "", want},
-		{"after", 2, "a_1", want[slices.Index(want, "a_1")+1:]},
+		{"one page", 0, 0, "", want},
+		{"pages of three", 3, 0, "", want},
+		{"pages of one, three read ahead", 1, 3, "", want},
+		{"page size dividing the count", 11, 0, "", want},
+		{"after", 2, 0, "a_1", want[slices.Index(want, "a_1")+1:]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := &Store{db: d, PageSize: tc.size}
+			s := &Store{db: d, PageSize: tc.size, Prefetch: tc.pre}
 			sup, err := s.Supplier(ctx, "ONE", nil)
 			if err != nil {
 				t.Fatal(err)

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
@@ -21,6 +22,9 @@ type Store struct {
 	// PageSize is how many accounts one page reads; zero means
 	// DefaultPageSize.
 	PageSize int
+	// Prefetch is how many pages are read ahead of the one being sent;
+	// zero means DefaultPrefetch.
+	Prefetch int
 }
 
 // DefaultPageSize is the accounts read per page: enough that a round trip
@@ -68,55 +72,135 @@ ORDER BY external_account_number COLLATE "C" LIMIT $3`
 // in that order. Each page is read in one statement, so in one snapshot;
 // an account deleted between two pages is not sent. An error from emit
 // stops the stream and is returned.
+//
+// Pages are read ahead: while one page is sent, the next is read and
+// summarised (Prefetch pages at most), so that the database, the
+// summaries' computation and the client's reading overlap. Each page's
+// reading holds a connection only while its query runs.
 func (s *Store) Stream(ctx context.Context, sup Supplier, after string, emit func(Summary) error) error {
 	size := s.PageSize
 	if size <= 0 {
 		size = DefaultPageSize
 	}
-	type row struct {
-		ID            int64  `db:"id"`
-		Number        string `db:"external_account_number"`
-		ServiceNumber string `db:"service_account_number"`
+	ahead := s.Prefetch
+	if ahead <= 0 {
+		ahead = DefaultPrefetch
 	}
-	var page []row
-	for {
-		page = page[:0]
-		if err := sqlx.SelectContext(ctx, s.db, &page, pageSQL, sup.ID, after, size); err != nil {
-			return fmt.Errorf("reconcile: page: %w", err)
+	ctx, cancel := context.WithCancel(ctx)
+	var queue []*pageLoad
+	defer func() {
+		// Stop and wait for the pages still being read, so that none
+		// outlives the stream.
+		cancel()
+		for _, p := range queue {
+			<-p.done
 		}
-		if len(page) == 0 {
-			return nil
+	}()
+	send := func(p *pageLoad) error {
+		<-p.done
+		if p.err != nil {
+			return p.err
 		}
-		ids := make([]int64, len(page))
-		for i, r := range page {
-			ids[i] = r.ID
-		}
-		views := make(map[int64]*accountview.Account, len(page))
-		err := accountview.LoadAccounts(ctx, s.db, ids, func(id int64, a *accountview.Account) error {
-			views[id] = a
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("reconcile: %w", err)
-		}
-		for _, r := range page {
-			a, ok := views[r.ID]
-			if !ok {
-				continue // deleted since the page was read
-			}
-			sum, err := FromView(r.Number, a)
-			if err != nil {
-				return fmt.Errorf("reconcile: account %s: %w", r.Number, err)
-			}
+		for _, sum := range p.sums {
 			if err := emit(sum); err != nil {
 				return err
 			}
 		}
-		if len(page) < size {
-			return nil
-		}
-		after = page[len(page)-1].Number
+		return nil
 	}
+	for more := true; more; {
+		var page []pageRow
+		if err := sqlx.SelectContext(ctx, s.db, &page, pageSQL, sup.ID, after, size); err != nil {
+			return fmt.Errorf("reconcile: page: %w", err)
+		}
+		more = len(page) == size
+		if len(page) > 0 {
+			after = page[len(page)-1].Number
+			queue = append(queue, s.startLoad(ctx, page))
+		}
+		for len(queue) > ahead || (!more && len(queue) > 0) {
+			p := queue[0]
+			queue = queue[1:]
+			if err := send(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DefaultPrefetch is how many pages are read ahead of the one being sent.
+const DefaultPrefetch = 1
+
+// pageRow is an account of a page, before its reading.
+type pageRow struct {
+	ID            int64  `db:"id"`
+	Number        string `db:"external_account_number"`
+	ServiceNumber string `db:"service_account_number"`
+}
+
+// pageLoad is a page being read and summarised; done is closed when sums
+// or err is set.
+type pageLoad struct {
+	done chan struct{}
+	sums []Summary
+	err  error
+}
+
+func (s *Store) startLoad(ctx context.Context, page []pageRow) *pageLoad {
+	p := &pageLoad{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		ids := make([]int64, len(page))
+		for i, r := range page {
+			ids[i] = r.ID
+		}
+		views, err := s.load(ctx, ids)
+		if err != nil {
+			p.err = err
+			return
+		}
+		p.sums = make([]Summary, 0, len(page))
+		for _, r := range page {
+			a, ok := views[r.ID]
+			if !ok {
+				continue // deleted since the page was listed
+			}
+			sum, err := FromView(r.Number, a)
+			if err != nil {
+				p.err = fmt.Errorf("reconcile: account %s: %w", r.Number, err)
+				return
+			}
+			p.sums = append(p.sums, sum)
+		}
+	}()
+	return p
+}
+
+// load reads a page's accounts in a transaction of its own, closed before
+// the page is sent. JIT compilation is off in it: on tables that have not
+// been analysed since a migration filled them (autovacuum lags behind a
+// bulk load), the planner's estimates for the account document query pass
+// jit_above_cost, and compiling its few hundred expressions took seconds per
+// page, ten times the query's own time.
+func (s *Store) load(ctx context.Context, ids []int64) (map[int64]*accountview.Account, error) {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL jit = off`); err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	views := make(map[int64]*accountview.Account, len(ids))
+	err = accountview.LoadAccounts(ctx, tx, ids, func(id int64, a *accountview.Account) error {
+		views[id] = a
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	return views, nil
 }
 
 // FromView computes the summary of an account as the service holds it.
