@@ -16,7 +16,7 @@ import (
 )
 
 // entry is one cohort line on its way through the sort: its account's
-// external number, its line number, and the line re-encoded (cohort.Line).
+// external number, its line number, and the line as read.
 type entry struct {
 	ext  string
 	num  int
@@ -60,7 +60,7 @@ func sortCohort(path, dir string, chunkBytes int, malformed func(*cohort.LineErr
 	var run []entry
 	size := 0
 	for {
-		rec, err := r.Next()
+		line, num, err := r.NextRaw()
 		if err == io.EOF {
 			break
 		}
@@ -73,19 +73,32 @@ func sortCohort(path, dir string, chunkBytes int, malformed func(*cohort.LineErr
 			s.close()
 			return nil, fmt.Errorf("cohort: %w", err)
 		}
+		// Only the account's identity is read here, in one pass: the line
+		// is parsed in full later, by the workers that compute summaries.
+		var id struct {
+			Account struct {
+				ImportSupplier        string `json:"import_supplier"`
+				ExternalAccountNumber string `json:"external_account_number"`
+			} `json:"account"`
+		}
+		if json.Unmarshal(line, &id) != nil || strings.TrimSpace(id.Account.ImportSupplier) == "" ||
+			strings.TrimSpace(id.Account.ExternalAccountNumber) == "" {
+			_, perr := cohort.Parse(line)
+			if perr == nil {
+				perr = errors.New(`"account" must have import_supplier and external_account_number strings`)
+			}
+			malformed(&cohort.LineError{Number: num, Err: perr})
+			continue
+		}
+		sup, ext := id.Account.ImportSupplier, id.Account.ExternalAccountNumber
 		if s.supplier == "" {
-			s.supplier = rec.ImportSupplier
-		} else if rec.ImportSupplier != s.supplier {
+			s.supplier = sup
+		} else if sup != s.supplier {
 			s.close()
-			return nil, fmt.Errorf("line %d: %w (%s and %s)", rec.Number, errOtherSupplier, s.supplier, rec.ImportSupplier)
+			return nil, fmt.Errorf("line %d: %w (%s and %s)", num, errOtherSupplier, s.supplier, sup)
 		}
-		b, err := json.Marshal(rec.Line)
-		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("line %d: %w", rec.Number, err)
-		}
-		run = append(run, entry{ext: rec.ExternalAccountNumber, num: rec.Number, line: b})
-		size += len(b) + len(rec.ExternalAccountNumber) + 64
+		run = append(run, entry{ext: ext, num: num, line: line})
+		size += len(line) + len(ext) + 64
 		if size >= s.chunkBytes {
 			if err := s.spill(run); err != nil {
 				s.close()
@@ -110,7 +123,7 @@ func sortCohort(path, dir string, chunkBytes int, malformed func(*cohort.LineErr
 
 // spill writes a sorted run to a temporary file: per line, the line
 // number, the external number as a JSON string and the line, tab-separated
-// (none of them holds a raw tab or newline).
+// (the first two hold no tab; the line, the last field, holds no newline).
 func (s *sorter) spill(run []entry) error {
 	slices.SortFunc(run, compareEntries)
 	f, err := os.CreateTemp(s.dir, "reconcile-run-*.tsv")
