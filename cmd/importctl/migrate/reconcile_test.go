@@ -4,14 +4,20 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/shopspring/decimal"
@@ -397,4 +403,65 @@ func decimalOf(t testing.TB, s string) decimal.Decimal {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// breakingBody ends the first answer's body with an error after n bytes,
+// as a connection reset would.
+type breakingBody struct {
+	io.ReadCloser
+	left int
+}
+
+func (b *breakingBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	if len(p) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= n
+	return n, err
+}
+
+// A stream that breaks in the middle goes on after the last summary read
+// (?after=), and the reconciliation ends as if nothing had happened.
+func TestReconcile_BrokenStreamGoesOnAfterTheLastSummaryRead(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	path, _ := writeCohort(t, cohort.Options{Accounts: 30, Seed: 31})
+	if res, err := migrate.Run(context.Background(), config(s, path, t.TempDir())); err != nil || res.ExitCode() != 0 {
+		t.Fatalf("run: exit %d, %v", res.ExitCode(), err)
+	}
+	target, _ := url.Parse(s.base)
+	var mu sync.Mutex
+	var queries []string
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if !strings.Contains(r.Request.URL.Path, "/reconciliation/") {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		queries = append(queries, r.Request.URL.RawQuery)
+		if len(queries) == 1 {
+			r.Body = &breakingBody{ReadCloser: r.Body, left: 3000}
+		}
+		return nil
+	}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+	res, err := reconcile.Run(context.Background(), reconcile.Config{Cohort: path, BaseURL: front.URL, APIKey: s.key,
+		ReportDir: t.TempDir(), Backoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode() != 0 || res.Matched != 30 || res.Extra != 0 || res.Missing != 0 {
+		t.Errorf("result %+v, want 30 matched", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(queries) != 2 || queries[0] != "" || !strings.HasPrefix(queries[1], "after=S31-") {
+		t.Errorf("requests %q, want a second one after the last summary read", queries)
+	}
 }
