@@ -167,6 +167,7 @@ func New(cfg Config, deps Deps) *Server {
 	v1.POST("/business/", s.createBusiness)
 	v1.POST("/payment-instruction/create/", s.createAccountPaymentInstruction)
 	v1.POST("/business-payment-instruction/create/", s.createBusinessPaymentInstruction)
+	v1.GET("/reconciliation/:supplier/", s.reconciliation)
 	s.router = r
 	return s
 }

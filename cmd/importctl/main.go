@@ -5,8 +5,9 @@
 //
 // It exits 0 on success; otherwise it prints a one-line error to stderr and
 // exits 1. Tables are for people; --json is for scripts. The migration
-// runner (run) and the cohort generator (generate) talk to the service over
-// HTTP, not to the database; run exits 1 when some account failed and 2 on a
+// runner (run), the reconciliation (reconcile) and the cohort generator
+// (generate) talk to the service over HTTP, not to the database; run exits 1
+// when some account failed, reconcile when something differs, and both 2 on a
 // usage or connection error.
 package main
 
@@ -146,7 +147,7 @@ func (c *cli) commands() *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
 	root.AddCommand(c.supplierCmd(), c.teamCmd(), c.productCmd(), c.apikeyCmd(), c.accountCmd(), c.documentCmd(),
-		c.vendorCmd(), c.vendorSimCmd(), c.runCmd(), c.generateCmd())
+		c.vendorCmd(), c.vendorSimCmd(), c.runCmd(), c.generateCmd(), c.reconcileCmd())
 	return root
 }
 

@@ -349,6 +349,15 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			}
 		})
 
+		t.Run("reconciliation", func(t *testing.T) {
+			t.Parallel()
+			path := "/v1/data-import/reconciliation/DEMO/"
+			want(t, "summaries", c.do(t, "GET", path, tok, nil), 200, "")
+			want(t, "summaries after", c.do(t, "GET", path+"?after=A", tok, nil), 200, "")
+			want(t, "unknown supplier", c.do(t, "GET", "/v1/data-import/reconciliation/NOPE/", tok, nil), 404, "import_supplier_not_found")
+			want(t, "without a token", c.do(t, "GET", path, "", nil), 401, "not_authenticated")
+		})
+
 		t.Run("E6 E7 E8", func(t *testing.T) {
 			t.Parallel()
 			notes := map[string]any{"import_supplier": "DEMO", "external_account_number": "PI-1", "notes": []any{

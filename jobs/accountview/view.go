@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -356,17 +357,47 @@ func Load(ctx context.Context, d *sqlx.DB, supplier, externalAccountNumber strin
 	if err != nil || !accountID.Valid {
 		return v, err
 	}
-	var doc []byte
-	if err := tx.GetContext(ctx, &doc, accountSQL, accountID.Int64); err != nil {
-		return nil, fmt.Errorf("account view: read account: %w", err)
+	err = LoadAccounts(ctx, tx, []int64{accountID.Int64}, func(_ int64, a *Account) error {
+		v.Account = a
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	var a Account
-	if err := json.Unmarshal(doc, &a); err != nil {
-		return nil, fmt.Errorf("account view: decode account: %w", err)
-	}
-	a.Ledger.FromTransactions = Money{ledgerSum(a.Transactions)}
-	v.Account = &a
 	return v, nil
+}
+
+// LoadAccounts reads the accounts with the ids in one statement, so one
+// snapshot, and calls each for every account found, in no particular order.
+// It is Load's reading of an account, for callers that read many at once
+// (the reconciliation summaries read a page of accounts in one round trip).
+// Times are in the session's time zone: Load sets UTC. An error from each
+// stops the reading and is returned.
+func LoadAccounts(ctx context.Context, q sqlx.QueryerContext, ids []int64, each func(id int64, a *Account) error) error {
+	rows, err := q.QueryContext(ctx, accountSQL, pq.Array(ids))
+	if err != nil {
+		return fmt.Errorf("account view: read account: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var doc []byte
+		if err := rows.Scan(&id, &doc); err != nil {
+			return fmt.Errorf("account view: read account: %w", err)
+		}
+		a := new(Account)
+		if err := json.Unmarshal(doc, a); err != nil {
+			return fmt.Errorf("account view: decode account: %w", err)
+		}
+		a.Ledger.FromTransactions = Money{ledgerSum(a.Transactions)}
+		if err := each(id, a); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("account view: read account: %w", err)
+	}
+	return nil
 }
 
 // ledgerSum is the balance the transactions make, E7's rule.
@@ -429,7 +460,8 @@ func loadProcess(ctx context.Context, tx *sqlx.Tx, supplier, number string) (*Vi
 	return v, r.AccountID, nil
 }
 
-// accountSQL reads account $1 as one JSON document that decodes into
+// accountSQL reads each account of the ids in $1 (an array) as its id and one
+// JSON document that decodes into
 // Account: one statement, so one snapshot, whatever the account holds.
 // Lists are in payload order (position), notes and payment instructions in
 // the order they were written, transactions by date, statements by period.
@@ -445,8 +477,8 @@ func loadProcess(ctx context.Context, tx *sqlx.Tx, supplier, number string) (*Vi
 const accountSQL = `WITH readings AS MATERIALIZED (
 	SELECT tr.* FROM transfer_readings tr
 	WHERE tr.supply_point_id IN (SELECT sp.id FROM supply_addresses sa JOIN supply_points sp ON sp.supply_address_id = sa.id
-		WHERE sa.account_id = $1))
-SELECT json_build_object(
+		WHERE sa.account_id = ANY($1)))
+SELECT a.id, json_build_object(
 	'service_account_number', a.service_account_number,
 	'created_at', a.created_at,
 	'operations_team', t.name,
@@ -558,4 +590,4 @@ SELECT json_build_object(
 	'ledger', (SELECT json_build_object('currency', l.currency, 'balance', l.balance)
 		FROM ledgers l WHERE l.account_id = a.id))
 FROM accounts a JOIN operations_teams t ON t.id = a.operations_team_id
-WHERE a.id = $1`
+WHERE a.id = ANY($1)`

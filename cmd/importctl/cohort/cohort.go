@@ -165,6 +165,27 @@ func (c *Reader) Next() (Record, error) {
 	}
 }
 
+// NextRaw returns the next non-blank line as it is in the file, without
+// its newline, and its number, for a reader that parses lines later or
+// elsewhere (importctl reconcile sorts them first). A line longer than the
+// limit comes back as a *LineError; io.EOF ends the file.
+func (c *Reader) NextRaw() ([]byte, int, error) {
+	for {
+		b, err := c.readLine()
+		if err != nil && (err != io.EOF || len(b) == 0) {
+			return nil, 0, err
+		}
+		c.line++
+		if len(bytes.TrimSpace(b)) == 0 {
+			continue
+		}
+		if len(b) > maxLine {
+			return nil, 0, &LineError{Number: c.line, Err: fmt.Errorf("longer than %d bytes", maxLine)}
+		}
+		return b, c.line, nil
+	}
+}
+
 // readLine returns the next line without its newline; a line over maxLine
 // is read to its end but only its first maxLine+1 bytes kept.
 func (c *Reader) readLine() ([]byte, error) {
