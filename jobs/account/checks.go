@@ -204,3 +204,24 @@ func normalisePhone(s, region string) (string, phoneResult) {
 	}
 	return phonenumbers.Format(num, phonenumbers.E164), phoneValid
 }
+
+// validReading reports whether s matches the reference's pattern for a
+// reading value, ^-?\d{0,10}(?:\.\d{0,10})?$, with at least one digit: the
+// pattern alone would take "", "-" and "." too, which are no number (the
+// reference reads the value as a decimal). Leading zeros, ".5" and "5."
+// are readings.
+func validReading(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	return len(whole) <= 10 && len(frac) <= 10 && len(whole)+len(frac) > 0 &&
+		allDigits(whole) && allDigits(frac)
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

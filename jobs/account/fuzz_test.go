@@ -29,6 +29,11 @@ func FuzzValidate(f *testing.F) {
 		strings.Replace(s, `"id": 883421`, `"id": 1e999999`, 1),
 		strings.Replace(s, `"ledgers": []`, `"ledgers": [{}]`, 1),
 		strings.Replace(s, `"E-1R-VAR-C"`, `"E-1R-VAR-C\u0000"`, 1),
+		strings.Replace(s, `"value": "23456.7"`, `"value": "00512.5"`, 1),
+		strings.Replace(s, `"value": "23456.7"`, `"value": ".5"`, 1),
+		strings.Replace(s, `"value": "23456.7"`, `"value": "-5."`, 1),
+		strings.Replace(s, `"value": "23456.7"`, `"value": "-."`, 1),
+		strings.Replace(s, `"KW_IMPORT"`, `"KWH_IMPORT"`, 1),
 		`{}`, `[]`, `null`, `{"customers": null}`, `{"import_supplier": "DEMO", "unknown_occupier": true}`,
 		`{"a":1,"a":2}`, "{\"import_supplier\": \"\xff\"}",
 	}

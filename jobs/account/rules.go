@@ -33,7 +33,6 @@ const (
 	CodeCustomerWithUnknown       = "customer_with_unknown_occupier"
 	CodeMetadataDuplicateKeys     = "metadata_has_duplicate_keys"
 	CodeDuplicateMeterSerial      = "duplicate_meter_serial_number"
-	CodeDuplicateRegisterType     = "duplicate_register_type"
 	CodeDuplicateSupplyIdentifier = "duplicate_supply_point_identifier"
 	CodeContractNotFound          = "business_contract_not_found"
 )
@@ -62,8 +61,7 @@ var semanticRules = append([]rule{
 	{CodeTariffNotFound, "`supply_addresses[].supply_points[].agreements[].tariff_code`", "The tariff exists in the product catalogue. All codes of a payload are looked up at once. Source: reference 6.4."},
 	{CodeDuplicateSupplyIdentifier, "`supply_addresses[].supply_points[].identifier`", "An ELECTRICITY identifier appears once in the account (reported at the second occurrence). Source: reference 6.4 (`identifier` is \"the unique identifier for the supply point\")."},
 	{CodeDuplicateMeterSerial, "`supply_addresses[].supply_points[].meters[].serial_number`", "A meter serial number appears once in the account (reported at the second occurrence). Source: storage, which keys a meter by account and serial number (readings and industry flows identify a meter by it)."},
-	{CodeDuplicateRegisterType, "`supply_addresses[].supply_points[].meters[].registers[].register_type`", "A register type appears once per meter (reported at the second occurrence). Source: reference 6.4 (`meter_with_duplicate_register_ids`; the register type identifies a register here)."},
-	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A plain decimal number written as a string (`\"12345.6\"`, `\"-3\"`), at most 40 characters, no exponent. Source: reference 6.4 (`reading_value` is a decimal string)."},
+	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A decimal number written as a string, as the reference's pattern `^-?\\d{0,10}(?:\\.\\d{0,10})?$` has it, with at least one digit: an optional minus sign, at most 10 digits before the point and at most 10 after it. Leading zeros (`\"00512.5\"`), `\".5\"` and `\"5.\"` are readings; an exponent, a plus sign or spaces are not. The value is kept as sent. Source: reference 6.4 (`reading_value` pattern)."},
 	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence). Source: reference 6.1."},
 	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier. Source: spec 2.2."},
 }, noteRules()...)

@@ -18,7 +18,7 @@ const (
 	maxLongText   = 2000 // descriptions, product notes, street addresses
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
-	maxReading    = 32
+	maxReading    = 32  // a bound before the reading rule (at most 22 characters) runs
 	maxAccountRef = 128 // the reference API's maxLength of external_account_number
 )
 
@@ -88,7 +88,7 @@ var agreementSchema = v.NewObject(
 
 var registerSchema = v.NewObject(
 	v.Req("register_type", v.StringValue, func(r *Register) *string { return &r.RegisterType }, v.OpenCode(),
-		v.Codes(CodeDuplicateRegisterType), v.Note("Required: readings are recorded per register type.")),
+		v.Note("Required: readings are recorded per register type. A meter may have several registers of one type (a day/night meter has two KWH_IMPORT), kept in their order: spec 2.2.5 gives registers no id, and the reference's meter_with_duplicate_register_ids is about register ids.")),
 	v.Opt("whole_digits", v.IntegerValue, func(r *Register) **int64 { return &r.WholeDigits }, v.NonNegative()),
 	v.Opt("decimal_digits", v.IntegerValue, func(r *Register) **int64 { return &r.DecimalDigits }, v.NonNegative()),
 	v.Opt("active_from", v.DateValue, func(r *Register) **v.Date { return &r.ActiveFrom }),
@@ -130,7 +130,7 @@ var transferReadingSchema = v.NewObject(
 		v.Note("Required, with read_date and value: a reading without any of them cannot be billed from.")),
 	v.Req("read_date", v.DateValue, func(r *TransferReading) *v.Date { return &r.ReadDate }),
 	v.Req("value", v.StringValue, func(r *TransferReading) *string { return &r.Value }, v.MaxLength(maxReading),
-		v.Note("A decimal number written as a string.")),
+		v.Note("A decimal number written as a string, kept as sent (leading zeros included).")),
 )
 
 // Fields shared by several supply types are declared once, so that every

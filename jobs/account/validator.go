@@ -19,8 +19,10 @@ type Validator struct {
 	// Catalog resolves the supplier, tariffs and business contracts. When it
 	// is a BatchCatalog, one round trip answers all three.
 	Catalog Catalog
-	// Now returns the current time; nil means time.Now. Note unpin times
-	// are judged against it, so tests fix it.
+	// Now returns the current time; nil means time.Now. No rule of the
+	// payload depends on it today (a note's unpin_at is compared with its
+	// created_at, never with now); it is kept so that a rule that needs
+	// the date can be tested with a fixed clock.
 	Now func() time.Time
 }
 
@@ -271,10 +273,6 @@ func (c *checker) checkSupplyAddresses() {
 					}
 					serials = setAdd(serials, mt.SerialNumber)
 				}
-				for _, r := range validate.Repeats(mt.Registers, func(x *Register) string { return x.RegisterType }) {
-					c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "registers", r, "register_type"),
-						CodeDuplicateRegisterType, "Register type %s appears more than once on this meter.", mt.Registers[r].RegisterType)
-				}
 			}
 		}
 	}
@@ -308,9 +306,9 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 		if tr.Value == "" {
 			continue
 		}
-		if _, err := validate.ParsePlainDecimal(tr.Value); err != nil {
+		if !validReading(tr.Value) {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "transfer_readings", r, "value"), validate.CodeInvalid,
-				"A reading is a decimal number in a string, such as \"12345.6\".")
+				"A reading is a decimal number in a string, such as \"12345.6\": at most 10 digits before the point and 10 after it.")
 		}
 	}
 }

@@ -292,10 +292,13 @@ var ruleCases = []ruleCase{
 	{name: "electricity identifier twice", edit: set(elec2+"identifier", "1200023456789"), want: []pair{{elec2 + "identifier", "duplicate_supply_point_identifier"}}},
 	{name: "meter serial number twice in the account", edit: set(elec2+"meters.0.serial_number", "E21Z012345"),
 		want: []pair{{elec2 + "meters.0.serial_number", "duplicate_meter_serial_number"}}},
-	{name: "register type twice on a meter", edit: set(meter+"registers.1.register_type", "KWH_IMPORT"),
-		want: []pair{{meter + "registers.1.register_type", "duplicate_register_type"}}},
 	{name: "transfer reading value not a number", edit: set(elec+"transfer_readings.0.value", "about 23k"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 	{name: "transfer reading value with an exponent", edit: set(elec+"transfer_readings.0.value", "1e5"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value with 11 digits before the point", edit: set(elec+"transfer_readings.0.value", "12345678901"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value with 11 decimals", edit: set(elec+"transfer_readings.0.value", "1.12345678901"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value with a plus sign", edit: set(elec+"transfer_readings.0.value", "+5"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value of a point alone", edit: set(elec+"transfer_readings.0.value", "."), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value of a minus sign alone", edit: set(elec+"transfer_readings.0.value", "-"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 
 	// Metadata, notes, business.
 	{name: "metadata key twice", edit: set("metadata.1.key", "legacy_account_id"), want: []pair{{"metadata.1.key", "metadata_has_duplicate_keys"}}},
@@ -535,6 +538,31 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 			check: func(t *testing.T, a *Account) {
 				if p := a.Notes[1].DocumentPaths[0].DocumentPath; p != "letters/a.pdf" {
 					t.Errorf("document path = %q, want letters/a.pdf", p)
+				}
+			}},
+		{name: "day/night meter with two KWH_IMPORT registers (registers carry no id in spec 2.2.5)",
+			edit: set(meter+"registers.1.register_type", "KWH_IMPORT"),
+			check: func(t *testing.T, a *Account) {
+				r := a.SupplyAddresses[0].SupplyPoints[0].Meters[0].Registers
+				if got := []string{r[0].RegisterType, r[1].RegisterType, r[1].Multiplier.String()}; !slices.Equal(got, []string{"KWH_IMPORT", "KWH_IMPORT", "0.50"}) {
+					t.Errorf("registers = %v", got)
+				}
+			}},
+		{name: "transfer readings in every form of the reference's pattern, kept as sent",
+			edit: set(elec+"transfer_readings", []any{
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-05-31", "value": "00512.5"},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-04-30", "value": ".5"},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-03-31", "value": "5."},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-02-28", "value": "-.5"},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-01-31", "value": "1234567890.1234567890"},
+			}),
+			check: func(t *testing.T, a *Account) {
+				var got []string
+				for _, r := range a.SupplyAddresses[0].SupplyPoints[0].TransferReadings {
+					got = append(got, r.Value)
+				}
+				if diff := cmp.Diff([]string{"00512.5", ".5", "5.", "-.5", "1234567890.1234567890"}, got); diff != "" {
+					t.Errorf("readings (-want +got):\n%s", diff)
 				}
 			}},
 		{name: "GB postcode in any spacing and case", edit: set("supply_addresses.0.supply_postcode", " sw1a1aa "),
