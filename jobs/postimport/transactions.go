@@ -40,7 +40,7 @@ type TransactionsRequest struct {
 type Transaction struct {
 	TransactionID   string     `json:"transaction_id"`
 	TransactionDate v.Date     `json:"transaction_date"`
-	Amount          Money      `json:"amount"`
+	Amount          Amount     `json:"amount"`
 	Type            string     `json:"type"`
 	Reason          *string    `json:"reason,omitzero"`
 	DisplayNote     *string    `json:"display_note,omitzero"`
@@ -120,7 +120,7 @@ var lineItemSchema = v.NewObject(
 	v.Req("start_date", v.DateValue, func(l *LineItem) *v.Date { return &l.StartDate }, v.Codes(CodeStartAfterEnd)),
 	v.Req("end_date", v.DateValue, func(l *LineItem) *v.Date { return &l.EndDate }, v.Note("Inclusive.")),
 	v.Req("number_of_units", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.NumberOfUnits }),
-	moneyField("net_amount", func(l *LineItem) *Money { return &l.NetAmount }),
+	moneyField("net_amount", moneyNote, func(l *LineItem) *Money { return &l.NetAmount }),
 	v.Req("price_per_unit", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.PricePerUnit },
 		v.Note("Any number of decimal places.")),
 	decimalListField("units", func(l *LineItem) *[]v.Decimal { return &l.Units },
@@ -128,10 +128,10 @@ var lineItemSchema = v.NewObject(
 )
 
 var taxItemSchema = v.NewObject(
-	moneyField("amount", func(t *TaxItem) *Money { return &t.Amount }),
+	moneyField("amount", moneyNote, func(t *TaxItem) *Money { return &t.Amount }),
 	v.Req("tax_type", v.StringValue, func(t *TaxItem) *string { return &t.TaxType }, v.OpenCode(),
 		v.Note("VAT is in use; any code is kept as sent.")),
-	moneyField("value_taxed", func(t *TaxItem) *Money { return &t.ValueTaxed }),
+	moneyField("value_taxed", moneyNote, func(t *TaxItem) *Money { return &t.ValueTaxed }),
 	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }, v.NonNegative()),
 	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OpenCode(),
 		v.Note("PROPORTION is in use; any code is kept as sent.")),
@@ -156,7 +156,7 @@ var transactionSchema = v.NewUnion("type",
 			v.Codes(CodeDuplicateTransactionIDs, CodeTransactionAlreadyExists), v.Note("Unique per account.")),
 		v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
 			v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")),
-		moneyField("amount", func(t *Transaction) *Money { return &t.Amount }, CodeAmountNotPositive),
+		moneyField("amount", amountNote, func(t *Transaction) *Money { return &t.Amount.Money }, CodeAmountNotPositive),
 		v.Req("type", v.StringValue, func(t *Transaction) *string { return &t.Type },
 			v.Note("Decides which of the fields below are accepted, and the sign of the amount in the ledger.")),
 		v.Opt("display_note", v.StringValue, func(t *Transaction) **string { return &t.DisplayNote },
@@ -319,10 +319,11 @@ func TransactionsFailure(errs problem.List, raw []json.RawMessage) *problem.Erro
 }
 
 // echoTransaction returns a transaction as sent, with each money field
-// (amount, line_items[].net_amount, tax_items[].amount and value_taxed)
-// that is a valid amount written as a string with two places, as the
-// spec's 400 example shows it ("amount": "71.00"). Everything else, and a
-// money field that is not a valid amount, stays exactly as sent.
+// that is a valid amount written as it is answered on success: amount as a
+// string with two places, as the spec's 400 example shows it ("amount":
+// "71.00"), and line_items[].net_amount, tax_items[].amount and value_taxed
+// as exact strings (Money.String). Everything else, and a money field that
+// is not a valid amount, stays exactly as sent.
 func echoTransaction(raw json.RawMessage) json.RawMessage {
 	val, err := v.Parse(raw)
 	if err != nil || val.Kind != v.KindObject {
@@ -348,9 +349,11 @@ func writeEcho(b *strings.Builder, val *v.Value, money map[string]map[string]boo
 		b.WriteByte(':')
 		_, isList := money[m.Key]
 		switch {
-		case money[level][m.Key] && m.Value.Kind == v.KindNumber:
-			if vd, err := v.ParseDecimal(m.Value.Text); err == nil && vd.Decimal().Equal(vd.Decimal().Round(2)) {
-				b.WriteString(`"` + vd.Decimal().StringFixed(2) + `"`)
+		case money[level][m.Key]:
+			if mv, ok := parseMoney(&v.Walker{}, &m.Value); ok && level == "" {
+				b.WriteString(`"` + Amount{mv}.Answer() + `"`)
+			} else if ok {
+				b.WriteString(`"` + mv.String() + `"`)
 			} else {
 				b.WriteString(m.Value.Raw)
 			}
@@ -727,7 +730,7 @@ func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string
 		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
 		pq.Array(lPrice), pq.Array(lUnits),
 		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
-		delta.String(), pq.Array(prepayMeters), openDay).Scan(&wrote)
+		Money{delta}.String(), pq.Array(prepayMeters), openDay).Scan(&wrote)
 	switch {
 	case err == nil:
 		return wrote, nil
@@ -741,16 +744,18 @@ func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string
 	case isNumericOverflow(err):
 		var errs problem.List
 		errs.Add("transactions", CodeBalanceOutOfRange,
-			"These transactions would take the account's ledger balance beyond what it can hold (±999,999,999,999.99).")
+			"These transactions would take the account's ledger balance beyond what it can hold (below 1,000,000,000,000 in absolute value).")
 		return false, TransactionsFailure(errs, nil)
 	}
 	return false, fmt.Errorf("add transactions: insert: %w", err)
 }
 
-// isNumericOverflow reports a PostgreSQL numeric_value_out_of_range.
+// isNumericOverflow reports a balance beyond what the ledger holds: the
+// check ledgers_balance_range (migration 00022), or a PostgreSQL
+// numeric_value_out_of_range.
 func isNumericOverflow(err error) bool {
 	var pe *pq.Error
-	return errors.As(err, &pe) && pe.Code == "22003"
+	return errors.As(err, &pe) && (pe.Code == "22003" || pe.Code == "23514" && pe.Constraint == "ledgers_balance_range")
 }
 
 // maxListedMoves bounds the transactions a move note names one by one; each

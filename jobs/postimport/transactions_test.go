@@ -92,13 +92,23 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
 	{name: "supply charge without product", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "product_code", nil)},
 		want: []want{{"required", "transactions.0.product_code"}}},
-	{name: "three decimal places", txs: []obj{charge("T1", "2025-06-02", "10.001")},
+	{name: "eleven decimal places", txs: []obj{charge("T1", "2025-06-02", "10.00000000001")},
 		want: []want{{CodeAmountPrecision, "transactions.0.amount"}}},
+	{name: "eleven decimal places in a string", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "10.00000000001")},
+		want: []want{{CodeAmountPrecision, "transactions.0.amount"}}},
+	{name: "amount string of ten billion", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "10000000000")},
+		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
 	{name: "amount of ten billion", txs: []obj{charge("T1", "2025-06-02", "10000000000")},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
 	{name: "negative amount of ten billion", txs: []obj{charge("T1", "2025-06-02", "-10000000000.00")},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
-	{name: "amount as a string", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "71.00")},
+	{name: "amount string with a currency", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "71.00 GBP")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "amount string with an exponent", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "1e2")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "amount string without digits", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "-.")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "amount that is a boolean", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", true)},
 		want: []want{{"invalid", "transactions.0.amount"}}},
 	{name: "amount with an exponent beyond three digits", txs: []obj{charge("T1", "2025-06-02", "7.1e1000")},
 		want: []want{{"invalid", "transactions.0.amount"}}},
@@ -126,7 +136,7 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeStartAfterEnd, "transactions.0.line_items.0.start_date"}}},
 	{name: "line item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
 		[]obj{{"rate_band": "peak", "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
-			"net_amount": num("1.005"), "units": []any{num("1"), "x", num("1e5000")}}})},
+			"net_amount": num("1.00000000005"), "units": []any{num("1"), "x", num("1e5000")}}})},
 		want: []want{{"invalid_choice", "transactions.0.line_items.0.rate_band"}, {"invalid_date", "transactions.0.line_items.0.end_date"},
 			{"invalid", "transactions.0.line_items.0.number_of_units"}, {CodeAmountPrecision, "transactions.0.line_items.0.net_amount"},
 			{"required", "transactions.0.line_items.0.price_per_unit"}, {"invalid", "transactions.0.line_items.0.units.1"},
@@ -139,11 +149,11 @@ var txRuleCases = []txRuleCase{
 		query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-02", "1"), charge("T1", "2025-06-02", "1")},
 		want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
 	{name: "every problem of every transaction at once", query: "force_add_to_current_statement=false",
-		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.001"), with(supplyCharge("T2", "2025-07-01", "1"), "product_code", "NOPE")},
+		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.00000000001"), with(supplyCharge("T2", "2025-07-01", "1"), "product_code", "NOPE")},
 		want: []want{{CodeNotInOpenPeriod, "transactions.1.transaction_date"}, {CodeAmountPrecision, "transactions.1.amount"},
 			{CodeDuplicateTransactionIDs, "transactions.2.transaction_id"}, {CodeTransactionInFuture, "transactions.2.transaction_date"},
 			{CodeProductNotFound, "transactions.2.product_code"}}},
-	{name: "ledger balance beyond numeric(14,2)", txs: func() []obj {
+	{name: "ledger balance beyond what the ledger holds", txs: func() []obj {
 		var txs []obj
 		for i := range 101 {
 			txs = append(txs, charge(fmt.Sprintf("BIG-%d", i), "2025-06-02", "9999999999.99"))
@@ -227,11 +237,11 @@ func TestTransactions_RefusalEchoesTheFirstFailingTransaction(t *testing.T) {
 	ean := b.newAccount(t, billedToMay)
 	req := fmt.Sprintf(`{"import_supplier": "ACME", "external_account_number": %q, "transactions": [
 		{"transaction_id": "OK", "transaction_date": "2025-06-02", "amount": 1.10, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
-		{"transaction_id": "LATE", "transaction_date": "2025-07-01", "amount": 2.50, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
+		{"transaction_id": "LATE", "transaction_date": "2025-07-01", "amount": 2.505, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
 		{"transaction_id": "ALSO", "transaction_date": "2025-08-01", "amount": 3, "type": "CREDIT", "reason": "GENERAL_CREDIT"}]}`, ean)
 	_, err := b.svc.CreateTransactions(context.Background(), []byte(req), nil, visible)
 	p := problemOf(t, err, problem.Invalid)
-	want := `{"transaction_id":"LATE","transaction_date":"2025-07-01","amount":"2.50","type":"CREDIT","reason":"GENERAL_CREDIT"}`
+	want := `{"transaction_id":"LATE","transaction_date":"2025-07-01","amount":"2.51","type":"CREDIT","reason":"GENERAL_CREDIT"}`
 	got, _ := json.Marshal(p.Extra["transaction_data"])
 	if string(got) != want {
 		t.Errorf("transaction_data = %s, want %s", got, want)
@@ -246,19 +256,20 @@ func TestTransactions_RefusalEchoesTheFirstFailingTransaction(t *testing.T) {
 	if v, ok := p.Extra["transaction_data"]; !ok || v != nil || p.Extra["status"] != TransactionImportError {
 		t.Errorf("extra = %v", p.Extra)
 	}
-	// Amounts that are valid are answered with two places, in line and tax
-	// items too; an invalid one stays as sent.
+	// Valid amounts are answered as on success: amount with two places,
+	// line and tax items exactly with at least two, strings read like
+	// numbers; an invalid one stays as sent.
 	req = fmt.Sprintf(`{"import_supplier": "ACME", "external_account_number": %q, "transactions": [
-		{"transaction_id": "S", "transaction_date": "2025-06-02", "amount": 1.005, "type": "SUPPLY_CHARGE", "product_code": "ELEC-STD",
+		{"transaction_id": "S", "transaction_date": "2025-06-02", "amount": 1.00000000005, "type": "SUPPLY_CHARGE", "product_code": "ELEC-STD",
 		 "line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-06-01", "end_date": "2025-06-02", "number_of_units": 4.0,
 		   "net_amount": 44, "price_per_unit": 11.0, "units": [4.0]}],
-		 "tax_items": [{"amount": 9.2, "tax_type": "VAT", "value_taxed": 44.0, "rate": 0.21, "unit_type": "PROPORTION"}]}]}`, ean)
+		 "tax_items": [{"amount": "9.2", "tax_type": "VAT", "value_taxed": 44.125, "rate": 0.21, "unit_type": "PROPORTION"}]}]}`, ean)
 	_, err = b.svc.CreateTransactions(context.Background(), []byte(req), nil, visible)
 	p = problemOf(t, err, problem.Invalid)
-	want = `{"transaction_id":"S","transaction_date":"2025-06-02","amount":1.005,"type":"SUPPLY_CHARGE","product_code":"ELEC-STD",` +
+	want = `{"transaction_id":"S","transaction_date":"2025-06-02","amount":1.00000000005,"type":"SUPPLY_CHARGE","product_code":"ELEC-STD",` +
 		`"line_items":[{"rate_band":"CONSUMPTION_STANDARD","start_date":"2025-06-01","end_date":"2025-06-02","number_of_units":4.0,` +
 		`"net_amount":"44.00","price_per_unit":11.0,"units":[4.0]}],` +
-		`"tax_items":[{"amount":"9.20","tax_type":"VAT","value_taxed":"44.00","rate":0.21,"unit_type":"PROPORTION"}]}`
+		`"tax_items":[{"amount":"9.20","tax_type":"VAT","value_taxed":"44.125","rate":0.21,"unit_type":"PROPORTION"}]}`
 	got, _ = json.Marshal(p.Extra["transaction_data"])
 	if string(got) != want {
 		t.Errorf("transaction_data = %s, want %s", got, want)
@@ -343,6 +354,65 @@ func TestTransactions_AddedWithExactAmountsAndLedgerBalance(t *testing.T) {
 	}
 	if tax != "1.50 VAT 30.00 0.05 PROPORTION" {
 		t.Errorf("tax item stored as %q", tax)
+	}
+}
+
+// Amounts with up to ten decimal places, as numbers or as decimal strings
+// (the reference's own example sends "10.00"), are stored and summed
+// exactly; the answer gives a transaction's amount two places, rounded half
+// away from zero, and the other money fields exactly.
+func TestTransactions_FractionalPenniesAndDecimalStringsAreKeptExactly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	sc := supplyCharge("S1", "2025-06-02", "0.125")
+	sc["line_items"].([]obj)[0]["net_amount"] = "0.1190476190"
+	sc["tax_items"].([]obj)[0]["amount"] = num("0.0059523810")
+	sc["tax_items"].([]obj)[0]["value_taxed"] = "0.1190476190"
+	txs := []obj{
+		charge("C1", "2025-06-01", "0.125"),
+		with(charge("C2", "2025-06-01", "1"), "amount", "10.00"),
+		with(payment("P1", "2025-06-03", "1"), "amount", "00512.5"),
+		with(charge("C3", "2025-06-01", "1"), "amount", ".5"),
+		with(charge("C4", "2025-06-01", "1"), "amount", "-0.125"),
+		with(charge("C5", "2025-06-01", "1"), "amount", "1234567890.1234567891"),
+		sc,
+	}
+	res, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible)
+	if err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused: %v %+v", err, p)
+	}
+	out, _ := json.Marshal(res)
+	var decoded struct {
+		Results []struct {
+			Data map[string]any `json:"transaction_data"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	var answered []any
+	for _, r := range decoded.Results {
+		answered = append(answered, r.Data["amount"])
+	}
+	if diff := cmp.Diff([]any{"0.13", "10.00", "512.50", "0.50", "-0.13", "1234567890.12", "0.13"}, answered); diff != "" {
+		t.Errorf("answered amounts (-want +got):\n%s", diff)
+	}
+	if s := string(out); !strings.Contains(s, `"net_amount":"0.119047619"`) || !strings.Contains(s, `"amount":"0.005952381"`) {
+		t.Errorf("line and tax items not answered exactly: %s", s)
+	}
+	var stored []string
+	if err := b.db.Select(&stored, `SELECT amount::text FROM transactions t JOIN accounts a ON a.id = t.account_id
+		WHERE a.external_account_number = $1 ORDER BY t.id`, ean); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"0.125", "10.00", "512.50", "0.50", "-0.125", "1234567890.1234567891", "0.125"}, stored); diff != "" {
+		t.Errorf("stored amounts (-want +got):\n%s", diff)
+	}
+	// 0.125 + 10 - 512.5 + 0.5 - 0.125 + 1234567890.1234567891 + 0.125
+	if got := b.balance(t, ean); got != "1234567388.2484567891" {
+		t.Errorf("balance = %s, want the exact sum 1234567388.2484567891", got)
 	}
 }
 
@@ -841,8 +911,8 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	ts := []Transaction{
-		{TransactionID: "D1", TransactionDate: "2025-06-02", Amount: Money{decimal.RequireFromString("10.50")}, Type: TypeCharge},
-		{TransactionID: "D2", TransactionDate: "2025-06-03", Amount: Money{decimal.RequireFromString("4")}, Type: TypePayment},
+		{TransactionID: "D1", TransactionDate: "2025-06-02", Amount: Amount{Money{decimal.RequireFromString("10.50")}}, Type: TypeCharge},
+		{TransactionID: "D2", TransactionDate: "2025-06-03", Amount: Amount{Money{decimal.RequireFromString("4")}}, Type: TypePayment},
 	}
 	cases := []struct {
 		name         string
