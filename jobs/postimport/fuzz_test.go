@@ -39,6 +39,7 @@ var fuzzSeeds = []string{
 		"line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-05-01", "end_date": "2025-05-31", "number_of_units": 1.5, "net_amount": 3, "price_per_unit": 2, "units": [1, 0.5]}],
 		"tax_items": [{"amount": 0.15, "tax_type": "VAT", "value_taxed": 3, "rate": 0.05}]}]}`,
 	`{"import_supplier": "ACME", "external_account_number": "E1", "transactions": [{"transaction_id": "T", "transaction_date": "2025-06-01", "amount": "00512.5", "type": "PAYMENT"}, {"transaction_id": "U", "transaction_date": "2025-06-01", "amount": 0.1234567891, "type": "CHARGE", "tax_items": [{"amount": ".5", "tax_type": "VAT", "value_taxed": "5.", "rate": -1}]}]}`,
+	`{"import_supplier": "ACME", "external_account_number": "E1", "transactions": [{"transaction_id": "T", "transaction_date": "2025-06-01", "amount": 2, "type": "REPAYMENT", "product_code": "P", "line_items": [], "tax_items": [{"amount": 1, "tax_type": "VAT", "value_taxed": 2, "rate": 0.5}]}]}`,
 	`{"transactions": [{"amount": "-.", "type": "CHARGE"}, {"amount": "1e2", "type": "CREDIT"}, {"amount": "0.12345678901", "type": "CREDIT"}]}`,
 	`{"transactions": [1, "x", {"amount": 1e400, "type": "PAYMENT"}, {"amount": -0.001, "type": "CREDIT", "line_items": [{"units": [null]}]}]}`,
 	`{"import_supplier": "ACME", "external_account_number": "E1", "statements": [{"statement_id": "S", "number": "1", "bill_period_from_date": "2025-01-01", "bill_period_to_date": "2025-01-31", "issued_date": "2025-02-01", "gross_amount": 10.5, "statement_path": "s/1.pdf"}]}`,

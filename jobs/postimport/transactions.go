@@ -137,18 +137,24 @@ var taxItemSchema = v.NewObject(
 		v.Note("PROPORTION is in use; any code is kept as sent.")),
 )
 
-// reason is required on every type but SUPPLY_CHARGE, where the spec shows
-// none in use but nothing forbids one; both fields bind to the same place.
+// The spec shows reason, product_code, line_items and tax_items with some
+// types "in the usage shown" (2.7): an example, not a rule. Every type
+// accepts them; reason is required on none. product_code is required on a
+// SUPPLY_CHARGE only, which the reference says needs one (3.5); elsewhere
+// it is optional and, when given, names a product of the catalogue. Both
+// product_code fields bind to the same place.
 var (
-	reasonRequired = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.Required(),
-		v.OpenCode(), v.Note(reasonNote))
-	reasonOptional = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason },
-		v.OpenCode(), v.Note(reasonNote))
-	lineItemsField = v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems })
-	taxItemsField  = v.List("tax_items", taxItemSchema, func(t *Transaction) *[]TaxItem { return &t.TaxItems })
+	productCodeOptional = v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode },
+		v.MaxLength(maxCode), v.Codes(CodeProductNotFound), v.Note("A product of the catalogue (importctl product create). "+usageNote))
+	productCodeRequired = v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode }, v.Required(),
+		v.MaxLength(maxCode), v.Codes(CodeProductNotFound),
+		v.Note("A product of the catalogue (importctl product create). Required: the reference says a SUPPLY_CHARGE needs one (3.5)."))
 )
 
-const reasonNote = "IMPORTED_CHARGE, IMPORTED_CREDIT, ACCOUNT_CHARGE_PAYMENT, FULL_CREDIT_REFUND, GENERAL_CREDIT and PREPAY_DEBT_ADJUSTMENT are in use, with any type; any code is kept as sent."
+const reasonNote = "IMPORTED_CHARGE, IMPORTED_CREDIT, ACCOUNT_CHARGE_PAYMENT, FULL_CREDIT_REFUND, GENERAL_CREDIT and PREPAY_DEBT_ADJUSTMENT are in use, with any type; any code is kept as sent. Optional on every type: spec 2.7 lists reasons \"in use\" and makes none required."
+
+// usageNote is the note of the fields the spec shows with some types only.
+const usageNote = "Accepted on every type: spec 2.7 shows it with some types \"in the usage shown\", an example, not a rule."
 
 var transactionSchema = v.NewUnion("type",
 	[]v.Field[Transaction]{
@@ -158,7 +164,8 @@ var transactionSchema = v.NewUnion("type",
 			v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")),
 		moneyField("amount", amountNote, func(t *Transaction) *Money { return &t.Amount.Money }, CodeAmountNotPositive),
 		v.Req("type", v.StringValue, func(t *Transaction) *string { return &t.Type },
-			v.Note("Decides which of the fields below are accepted, and the sign of the amount in the ledger.")),
+			v.Note("Decides the sign of the amount in the ledger, and whether product_code is required.")),
+		v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.OpenCode(), v.Note(reasonNote)),
 		v.Opt("display_note", v.StringValue, func(t *Transaction) **string { return &t.DisplayNote },
 			v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Shown to the customer.")),
 		v.Opt("note", v.StringValue, func(t *Transaction) **string { return &t.Note },
@@ -168,18 +175,14 @@ var transactionSchema = v.NewUnion("type",
 			v.Note("DD_REGULAR_COLLECTION, DIRECT_CREDIT and DEBIT_CARD are in use; any code is kept as sent. \"\" (in the reference's account example) is kept too.")),
 		v.Opt("to_prepay_meter_serial_number", v.StringValue, func(t *Transaction) **string { return &t.ToPrepayMeterSerialNumber },
 			v.MaxLength(maxCode), v.Note("In the reference's example of a prepay debt adjustment; kept as sent.")),
+		v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems }, v.Note(usageNote)),
+		v.List("tax_items", taxItemSchema, func(t *Transaction) *[]TaxItem { return &t.TaxItems }, v.Note(usageNote)),
 	},
-	v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit}, Fields: []v.Field[Transaction]{
-		reasonRequired, lineItemsField, taxItemsField,
-	}},
-	v.Variant[Transaction]{Values: []string{TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
-		reasonRequired,
+	v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit, TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
+		productCodeOptional,
 	}},
 	v.Variant[Transaction]{Values: []string{TypeSupplyCharge}, Fields: []v.Field[Transaction]{
-		reasonOptional,
-		v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode }, v.Required(),
-			v.MaxLength(maxCode), v.Codes(CodeProductNotFound), v.Note("A product of the catalogue (importctl product create).")),
-		lineItemsField, taxItemsField,
+		productCodeRequired,
 	}},
 )
 

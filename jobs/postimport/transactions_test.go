@@ -118,16 +118,12 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
 	{name: "reason that is not a code", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "imported charge")},
 		want: []want{{"invalid_choice", "transactions.0.reason"}}},
-	{name: "charge without reason", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", nil)},
-		want: []want{{"required", "transactions.0.reason"}}},
 	{name: "unknown type", txs: []obj{with(charge("T1", "2025-06-02", "1"), "type", "GIFT")},
 		want: []want{{"invalid_choice", "transactions.0.type"}}},
 	{name: "payment type that is not a code", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", "Direct-Debit")},
 		want: []want{{"invalid_choice", "transactions.0.payment_type"}}},
-	{name: "line items on a payment", txs: []obj{with(payment("T1", "2025-06-02", "1"), "line_items", []obj{})},
-		want: []want{{"unknown_field", "transactions.0.line_items"}}},
-	{name: "product code on a payment", txs: []obj{with(payment("T1", "2025-06-02", "1"), "product_code", productCode)},
-		want: []want{{"unknown_field", "transactions.0.product_code"}}},
+	{name: "product code on a payment names a product of the catalogue", txs: []obj{with(payment("T1", "2025-06-02", "1"), "product_code", "NOPE")},
+		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
 	{name: "description is set by the import, not sent", txs: []obj{with(charge("T1", "2025-06-02", "1"), "description", "x")},
 		want: []want{{"unknown_field", "transactions.0.description"}}},
 	{name: "line item ends before it starts", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
@@ -899,6 +895,38 @@ func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
 	}
 	if items != "PEAK_HOURS GST CURRENCY_PER_KWH" {
 		t.Errorf("items stored as %q", items)
+	}
+}
+
+// reason is required on no type, and product_code, line_items and
+// tax_items are accepted on every type: spec 2.7 shows them with some types
+// "in the usage shown", which is an example, not a rule.
+func TestTransactions_FieldsShownWithSomeTypesAreAcceptedOnEveryType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	items := supplyCharge("X", "2025-06-02", "1")
+	txs := []obj{
+		with(charge("C1", "2025-06-02", "1"), "reason", nil),
+		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", nil),
+		with(payment("P1", "2025-06-02", "30"), "reason", nil, "product_code", productCode, "line_items", items["line_items"], "tax_items", items["tax_items"]),
+		with(payment("R1", "2025-06-02", "2"), "type", "REPAYMENT", "reason", nil, "line_items", []obj{}),
+		with(charge("C2", "2025-06-02", "3"), "product_code", productCode),
+	}
+	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible); err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused: %v %+v", err, p)
+	}
+	var rows []string
+	if err := b.db.Select(&rows, `SELECT concat_ws(' | ', t.transaction_id, COALESCE(t.reason, '-'), COALESCE(p.code, '-'),
+			(SELECT count(*) FROM transaction_line_items l WHERE l.transaction_row_id = t.id),
+			(SELECT count(*) FROM transaction_tax_items x WHERE x.transaction_row_id = t.id))
+		FROM transactions t LEFT JOIN products p ON p.id = t.product_id ORDER BY t.id`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"C1 | - | - | 0 | 0", "CR1 | - | - | 0 | 0", "P1 | - | " + productCode + " | 1 | 1", "R1 | - | - | 0 | 0", "C2 | IMPORTED_CHARGE | " + productCode + " | 0 | 0"}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
 	}
 }
 
