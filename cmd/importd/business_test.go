@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -118,7 +119,7 @@ func TestBusiness_CreateOverHTTP(t *testing.T) {
 			m := businessRequest()
 			m["external_business_identifier"] = ""
 			b := m["business"].(map[string]any)
-			b["business_type"] = "GmbH"
+			b["business_type"] = strings.Repeat("G", 65)
 			b["unknown"] = true
 			b["company_name"] = 5
 			return m

@@ -87,7 +87,8 @@ func Reference() string {
 
 **The principle.** The service refuses only what the interface spec or the reference API it mirrors refuses.
 Where both are silent, it accepts the value and stores it as given. A value the spec lists "in use" is an example,
-not the whole set: such fields take any code of the form ` + "`^[A-Z][A-Z0-9_]{0,63}$`" + `. Every rule below that refuses
+not the whole set: such fields take any code of at most 64 characters (lower case and a leading digit, as in ` + "`3PH`" + `,
+included). Numbers have no lower bound where no source gives one. Every rule below that refuses
 data names its source (a spec section or a reference rule); a limit that only protects storage says so.
 
 These rules apply to the account import payload (spec section 2.2) in E3 (validate), E4 (stage) and when the

@@ -185,8 +185,6 @@ var ruleCases = []ruleCase{
 	{name: "exponent beyond three digits for a decimal", edit: set(meter+"meter_type.amps_low", json.Number("1e1000")), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
 	{name: "exponent that leaves a fraction for an integer", edit: set(elec+"call_number", json.Number("45e-1")), want: []pair{{elec + "call_number", "invalid"}}},
 	{name: "string for a decimal", edit: set(meter+"meter_type.amps_low", "5"), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
-	{name: "negative count", edit: set(meter+"meter_type.wire_ports", -1), want: []pair{{meter + "meter_type.wire_ports", "min_value"}}},
-	{name: "negative multiplier", edit: set(meter+"registers.0.multiplier", json.Number("-1.5")), want: []pair{{meter + "registers.0.multiplier", "min_value"}}},
 	{name: "null optional string", edit: set("billing_address.locality", nil), want: []pair{{"billing_address.locality", "invalid"}}},
 	{name: "null customers list", edit: set("customers", nil), want: []pair{{"customers", "invalid"}}},
 	{name: "object where an array is expected", edit: set("supply_addresses", map[string]any{}), want: []pair{{"supply_addresses", "invalid"}}},
@@ -205,15 +203,8 @@ var ruleCases = []ruleCase{
 	{name: "duplicate key in billing address", body: "dup-country", want: []pair{{"billing_address.country", "duplicate_key"}}},
 
 	// Codes: any upper-case code is accepted (see TestValidate_AcceptsAnyCodeInCodedFields); anything else is not.
-	{name: "supply type not a code", edit: set(elec+"supply_type", "gas"), want: []pair{{elec + "supply_type", "invalid_choice"}}},
-	{name: "energization status not a code", edit: set(elec+"energization_status", "on"), want: []pair{{elec + "energization_status", "invalid_choice"}}},
-	{name: "meter status not a code", edit: set(meter+"status", "Broken"), want: []pair{{meter + "status", "invalid_choice"}}},
-	{name: "phase not a code", edit: set(meter+"meter_type.phase", "2"), want: []pair{{meter + "meter_type.phase", "invalid_choice"}}},
-	{name: "register type not a code", edit: set(meter+"registers.0.register_type", "kwh_import"), want: []pair{{meter + "registers.0.register_type", "invalid_choice"}}},
-	{name: "transfer reading register type not a code", edit: set(elec+"transfer_readings.0.register_type", "KWH IMPORT"), want: []pair{{elec + "transfer_readings.0.register_type", "invalid_choice"}}},
-	{name: "cover material not a code", edit: set(meter+"meter_type.cover_material", "wood"), want: []pair{{meter + "meter_type.cover_material", "invalid_choice"}}},
-	{name: "base not a code", edit: set(meter+"meter_type.base", "DIN-RAIL"), want: []pair{{meter + "meter_type.base", "invalid_choice"}}},
-	{name: "tank size not a code", edit: set("supply_addresses.0.supply_points.1.tank_size", "_HUGE"), want: []pair{{"supply_addresses.0.supply_points.1.tank_size", "invalid_choice"}}},
+	{name: "supply type of 65 characters", edit: set(elec+"supply_type", strings.Repeat("G", 65)), want: []pair{{elec + "supply_type", "invalid_choice"}}},
+	{name: "register type of 65 characters", edit: set(meter+"registers.0.register_type", strings.Repeat("k", 65)), want: []pair{{meter + "registers.0.register_type", "invalid_choice"}}},
 	{name: "tank type of 65 characters", edit: set("supply_addresses.0.supply_points.1.tank_type", strings.Repeat("R", 65)), want: []pair{{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"}}},
 	{name: "field of an other supply type not storable", edit: set("supply_addresses.0.supply_points.1", map[string]any{
 		"supply_type": "TREATED", "supply_start_date": "2021-09-01", "identifier": "WATER:1\u0000"}),
@@ -596,7 +587,7 @@ func TestValidate_ReportsEveryProblemAtOnce(t *testing.T) {
 	d.set(t, "customers.1.email", "test@brightmail.co.uk")
 	d.set(t, "billing_address.fax", "0161")
 	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")
-	d.set(t, meter+"status", "lost")
+	d.set(t, meter+"status", strings.Repeat("L", 65))
 	d.del(t, "supply_addresses.1.supply_postcode")
 	d.set(t, "metadata.1.key", "legacy_account_id")
 	d.set(t, "notes.1.document_paths.0.document_path", "../abs.pdf")
@@ -628,13 +619,13 @@ func TestValidate_UnknownSupplierStillReportsEverythingItCanCheck(t *testing.T) 
 	b := setup(t)
 	d := fixtureDoc(t)
 	d.set(t, "import_supplier", "NOPE")
-	d.set(t, "customers.0.landline", "12345")                          // national: needs the country, skipped
-	d.set(t, "customers.0.mobile", "+44 161 496")                      // international: checked
-	d.set(t, "supply_addresses.1.supply_postcode", "not a postcode")   // needs the country, skipped
-	d.set(t, "billing_address.postal_code", "not a postcode")          // billing country is known
-	d.set(t, "business.business_contract_identifier", "BC-NOPE")       // needs the supplier, skipped
-	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")                // independent of the supplier
-	d.set(t, "supply_addresses.0.supply_points.1.tank_type", "purple") // structural
+	d.set(t, "customers.0.landline", "12345")                                         // national: needs the country, skipped
+	d.set(t, "customers.0.mobile", "+44 161 496")                                     // international: checked
+	d.set(t, "supply_addresses.1.supply_postcode", "not a postcode")                  // needs the country, skipped
+	d.set(t, "billing_address.postal_code", "not a postcode")                         // billing country is known
+	d.set(t, "business.business_contract_identifier", "BC-NOPE")                      // needs the supplier, skipped
+	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")                               // independent of the supplier
+	d.set(t, "supply_addresses.0.supply_points.1.tank_type", strings.Repeat("P", 65)) // structural
 	_, err := b.v.Validate(context.Background(), d.bytes(t))
 	want := []pair{
 		{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"},
@@ -720,6 +711,45 @@ func TestValidate_AcceptsAnyCodeInCodedFields(t *testing.T) {
 	hp := a.SupplyAddresses[1].SupplyPoints[1]
 	if hp.SupplyType != "GAS" || string(hp.Other["make_model"]) != `"Vaillant aroTHERM plus"` || hp.MakeModel != nil {
 		t.Errorf("GAS supply point = %+v, other %s", hp, hp.Other)
+	}
+}
+
+// TestValidate_AcceptsCodesOfAnyFormAndNumbersWithoutASourcedBound: open
+// codes keep only a length limit (lower case, digits first, spaces and
+// hyphens are codes too: no source fixes their form), and numbers without
+// a sourced lower bound may be negative.
+func TestValidate_AcceptsCodesOfAnyFormAndNumbersWithoutASourcedBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const wh = "supply_addresses.0.supply_points.1."
+	values := map[string]any{
+		elec + "energization_status": "on", meter + "status": "Broken", meter + "meter_type.phase": "3PH",
+		meter + "registers.0.register_type": "kwh_import", elec + "transfer_readings.0.register_type": "KWH IMPORT",
+		meter + "meter_type.cover_material": "wood", meter + "meter_type.base": "DIN-RAIL", wh + "tank_size": "_HUGE",
+		meter + "meter_type.wire_ports": -1, meter + "registers.0.multiplier": json.Number("-1.5"),
+		meter + "meter_type.amps_low": json.Number("-5"), meter + "subgroup": -2, elec + "call_number": -3,
+		meter + "registers.0.whole_digits": -6,
+	}
+	d := fixtureDoc(t)
+	for path, val := range values {
+		d.set(t, path, val)
+	}
+	d.set(t, "supply_addresses.1.supply_points.1.supply_type", "gas")
+	a, err := b.v.Validate(context.Background(), d.bytes(t))
+	if err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused: %v %+v", err, p)
+	}
+	sp := a.SupplyAddresses[0].SupplyPoints[0]
+	m := sp.Meters[0]
+	got := []string{*sp.EnergizationStatus, *m.Status, *m.MeterType.Phase, m.Registers[0].RegisterType, sp.TransferReadings[0].RegisterType,
+		*m.MeterType.CoverMaterial, *m.MeterType.Base, *a.SupplyAddresses[0].SupplyPoints[1].TankSize,
+		strconv.FormatInt(*m.MeterType.WirePorts, 10), m.Registers[0].Multiplier.String(), m.MeterType.AmpsLow.String(),
+		strconv.FormatInt(*m.Subgroup, 10), strconv.FormatInt(*sp.CallNumber, 10), strconv.FormatInt(*m.Registers[0].WholeDigits, 10),
+		a.SupplyAddresses[1].SupplyPoints[1].SupplyType}
+	want := []string{"on", "Broken", "3PH", "kwh_import", "KWH IMPORT", "wood", "DIN-RAIL", "_HUGE", "-1", "-1.5", "-5", "-2", "-3", "-6", "gas"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("values kept (-want +got):\n%s", diff)
 	}
 }
 

@@ -222,8 +222,8 @@ ledger change, no pinned note. The reference documents no other answer for a dry
 
 ` + "`reason`" + `, ` + "`payment_type`" + `, ` + "`line_items[].rate_band`" + `, ` + "`tax_items[].tax_type`" + ` and ` + "`tax_items[].unit_type`" + ` are
 open codes: the spec lists values "in use", an example and not the whole set, and the reference's own example sends
-` + "`PREPAY_DEBT_ADJUSTMENT`" + ` and a PAYMENT with ` + "`GENERAL_CREDIT`" + `. Any code of capital letters, digits and underscores
-(starting with a letter, at most 64) is kept as sent; anything else gets ` + "`invalid_choice`" + `.
+` + "`PREPAY_DEBT_ADJUSTMENT`" + ` and a PAYMENT with ` + "`GENERAL_CREDIT`" + `. Any code of at most 64 characters is kept as sent
+(no source fixes their form); a longer one gets ` + "`invalid_choice`" + `.
 
 A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 

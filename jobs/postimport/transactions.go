@@ -132,7 +132,7 @@ var taxItemSchema = v.NewObject(
 	v.Req("tax_type", v.StringValue, func(t *TaxItem) *string { return &t.TaxType }, v.OpenCode(),
 		v.Note("VAT is in use; any code is kept as sent.")),
 	moneyField("value_taxed", moneyNote, func(t *TaxItem) *Money { return &t.ValueTaxed }),
-	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }, v.NonNegative()),
+	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }),
 	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OpenCode(),
 		v.Note("PROPORTION is in use; any code is kept as sent.")),
 )

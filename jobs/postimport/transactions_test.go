@@ -116,11 +116,11 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
 	{name: "negative repayment", txs: []obj{with(payment("T1", "2025-06-02", "-5"), "type", "REPAYMENT", "reason", "FULL_CREDIT_REFUND")},
 		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
-	{name: "reason that is not a code", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "imported charge")},
+	{name: "reason of 65 characters", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", strings.Repeat("R", 65))},
 		want: []want{{"invalid_choice", "transactions.0.reason"}}},
 	{name: "unknown type", txs: []obj{with(charge("T1", "2025-06-02", "1"), "type", "GIFT")},
 		want: []want{{"invalid_choice", "transactions.0.type"}}},
-	{name: "payment type that is not a code", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", "Direct-Debit")},
+	{name: "payment type of 65 characters", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", strings.Repeat("P", 65))},
 		want: []want{{"invalid_choice", "transactions.0.payment_type"}}},
 	{name: "product code on a payment names a product of the catalogue", txs: []obj{with(payment("T1", "2025-06-02", "1"), "product_code", "NOPE")},
 		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
@@ -131,16 +131,16 @@ var txRuleCases = []txRuleCase{
 			"net_amount": num("1"), "price_per_unit": num("1")}})},
 		want: []want{{CodeStartAfterEnd, "transactions.0.line_items.0.start_date"}}},
 	{name: "line item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
-		[]obj{{"rate_band": "peak", "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
+		[]obj{{"rate_band": strings.Repeat("p", 65), "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
 			"net_amount": num("1.00000000005"), "units": []any{num("1"), "x", num("1e5000")}}})},
 		want: []want{{"invalid_choice", "transactions.0.line_items.0.rate_band"}, {"invalid_date", "transactions.0.line_items.0.end_date"},
 			{"invalid", "transactions.0.line_items.0.number_of_units"}, {CodeAmountPrecision, "transactions.0.line_items.0.net_amount"},
 			{"required", "transactions.0.line_items.0.price_per_unit"}, {"invalid", "transactions.0.line_items.0.units.1"},
 			{"invalid", "transactions.0.line_items.0.units.2"}}},
 	{name: "tax item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "tax_items",
-		[]obj{{"amount": num("99999999999"), "tax_type": "G.S.T.", "value_taxed": num("1"), "rate": num("-0.2"), "unit_type": "basis points"}})},
+		[]obj{{"amount": num("99999999999"), "tax_type": strings.Repeat("G", 65), "value_taxed": num("1"), "rate": "0.2", "unit_type": strings.Repeat("u", 65)}})},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.tax_items.0.amount"}, {"invalid_choice", "transactions.0.tax_items.0.tax_type"},
-			{"min_value", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
+			{"invalid", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
 	{name: "transaction id the account has, without the previously-added check", before: []obj{charge("T1", "2025-06-02", "1")},
 		query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-02", "1"), charge("T1", "2025-06-02", "1")},
 		want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
@@ -861,14 +861,14 @@ func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
 	ean := b.newAccount(t, billedToMay)
 	sc := with(supplyCharge("S1", "2025-06-02", "30"), "reason", "SUPPLY_ADJUSTMENT", "note", "internal", "payment_type", "DIRECT_CREDIT",
 		"reference", "SC-1")
-	sc["line_items"] = []obj{{"rate_band": "PEAK_HOURS", "start_date": "2025-06-01", "end_date": "2025-06-02",
+	sc["line_items"] = []obj{{"rate_band": "peak", "start_date": "2025-06-01", "end_date": "2025-06-02",
 		"number_of_units": num("1"), "net_amount": num("30"), "price_per_unit": num("30")}}
-	sc["tax_items"] = []obj{{"amount": num("0"), "tax_type": "GST", "value_taxed": num("30"), "rate": num("0"), "unit_type": "CURRENCY_PER_KWH"}}
+	sc["tax_items"] = []obj{{"amount": num("0"), "tax_type": "G.S.T.", "value_taxed": num("30"), "rate": num("-0.2"), "unit_type": "basis points"}}
 	txs := []obj{
-		with(payment("P1", "2025-06-02", "71"), "reason", "GENERAL_CREDIT", "payment_type", "", "display_note", "Thank you", "note", "n"),
+		with(payment("P1", "2025-06-02", "71"), "reason", "general credit", "payment_type", "", "display_note", "Thank you", "note", "n"),
 		with(charge("C1", "2025-06-02", "1"), "reason", "PREPAY_DEBT_ADJUSTMENT", "reference", "C-1", "payment_type", "CASH",
 			"to_prepay_meter_serial_number", "Z16N389556"),
-		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", "GOODWILL", "reference", "CR-1"),
+		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", "GOODWILL", "reference", "CR-1", "payment_type", "Direct-Debit"),
 		sc,
 	}
 	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible); err != nil {
@@ -881,19 +881,19 @@ func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"P1 | PAYMENT | GENERAL_CREDIT | PAY-P1 |  | Thank you | n | -",
+		"P1 | PAYMENT | general credit | PAY-P1 |  | Thank you | n | -",
 		"C1 | CHARGE | PREPAY_DEBT_ADJUSTMENT | C-1 | CASH | Imported charge | from the old system | Z16N389556",
-		"CR1 | CREDIT | GOODWILL | CR-1 | - | Imported charge | from the old system | -",
+		"CR1 | CREDIT | GOODWILL | CR-1 | Direct-Debit | Imported charge | from the old system | -",
 		"S1 | SUPPLY_CHARGE | SUPPLY_ADJUSTMENT | SC-1 | DIRECT_CREDIT | Electricity | internal | -",
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("stored (-want +got):\n%s", diff)
 	}
 	var items string
-	if err := b.db.Get(&items, `SELECT (SELECT rate_band FROM transaction_line_items) || ' ' || (SELECT tax_type || ' ' || unit_type FROM transaction_tax_items)`); err != nil {
+	if err := b.db.Get(&items, `SELECT (SELECT rate_band FROM transaction_line_items) || ' ' || (SELECT tax_type || ' ' || unit_type || ' ' || rate FROM transaction_tax_items)`); err != nil {
 		t.Fatal(err)
 	}
-	if items != "PEAK_HOURS GST CURRENCY_PER_KWH" {
+	if items != "peak G.S.T. basis points -0.2" {
 		t.Errorf("items stored as %q", items)
 	}
 }
