@@ -34,6 +34,9 @@ func FuzzValidate(f *testing.F) {
 		strings.Replace(s, `"value": "23456.7"`, `"value": "-5."`, 1),
 		strings.Replace(s, `"value": "23456.7"`, `"value": "-."`, 1),
 		strings.Replace(s, `"KW_IMPORT"`, `"KWH_IMPORT"`, 1),
+		strings.Replace(s, `"mobile": "+44 7911 123456"`, `"mobile": "+44 7911 123456 ext. 1234567890"`, 1),
+		strings.Replace(s, `"mobile": "+44 7911 123456"`, `"mobile": "01614960123x123456789012345678"`, 1),
+		strings.Replace(s, `"email": "Amelia.Hughes@BrightMail.co.uk"`, `"email": "\"amelia \\\" hughes\"@Müller.DE"`, 1),
 		`{}`, `[]`, `null`, `{"customers": null}`, `{"import_supplier": "DEMO", "unknown_occupier": true}`,
 		`{"a":1,"a":2}`, "{\"import_supplier\": \"\xff\"}",
 	}

@@ -250,7 +250,6 @@ var ruleCases = []ruleCase{
 	// Customers.
 	{name: "customers with unknown occupier", edit: set("unknown_occupier", true), want: []pair{{"customers", "customer_with_unknown_occupier"}}},
 	{name: "invalid landline", edit: set("customers.0.landline", "12345"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
-	{name: "landline with extension", edit: set("customers.0.landline", "0161 496 0123 ext. 12"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
 	{name: "invalid mobile", edit: set("customers.0.mobile", "07911"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
 	{name: "mobile not a number", edit: set("customers.0.mobile", "abcde"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
 	{name: "invalid alternative phone number", edit: set("customers.0.alternative_phone_numbers.0.phone_number", "0800"),
@@ -258,6 +257,8 @@ var ruleCases = []ruleCase{
 	{name: "e-mail without domain", edit: set("customers.0.email", "amelia.hughes"), want: []pair{{"customers.0.email", "invalid_email"}}},
 	{name: "e-mail with two dots", edit: set("customers.0.email", "amelia..hughes@brightmail.co.uk"), want: []pair{{"customers.0.email", "invalid_email"}}},
 	{name: "e-mail with a bare host", edit: set("customers.1.email", "tom@localhost"), want: []pair{{"customers.1.email", "invalid_email"}}},
+	{name: "e-mail with an unclosed quoted local part", edit: set("customers.1.email", `"tom@brightmail.co.uk`), want: []pair{{"customers.1.email", "invalid_email"}}},
+	{name: "e-mail with a domain IDNA refuses", edit: set("customers.1.email", "tom@bad\u00a0space.de"), want: []pair{{"customers.1.email", "invalid_email"}}},
 	{name: "e-mail starting with test@", edit: set("customers.0.email", "test@brightmail.co.uk"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
 	{name: "e-mail starting with TEST@", edit: set("customers.0.email", "TEST@brightmail.co.uk"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
 	{name: "e-mail starting with xxx@", edit: set("customers.0.email", "xxx@brightmail.co.uk"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
@@ -446,6 +447,23 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 				}
 			}},
 		{name: "mobile that is a landline number", edit: set("customers.0.mobile", "+441614960123")},
+		{name: "phone numbers with an extension, normalised to E.164 with the extension in RFC 3966 form",
+			edit: edits(set("customers.0.landline", "0161 496 0123 ext. 12"), set("customers.0.alternative_phone_numbers.0.phone_number", "+44 20 7946 0018 x7")),
+			check: func(t *testing.T, a *Account) {
+				got := []string{*a.Customers[0].Landline, a.Customers[0].AlternativePhoneNumbers[0].PhoneNumber}
+				if diff := cmp.Diff([]string{"+441614960123;ext=12", "+442079460018;ext=7"}, got); diff != "" {
+					t.Errorf("numbers (-want +got):\n%s", diff)
+				}
+			}},
+		{name: "e-mail with a quoted local part", edit: set("customers.0.email", `"amelia hughes"@brightmail.co.uk`)},
+		{name: "e-mail with an escaped quote in a quoted local part", edit: set("customers.0.email", `"a\"b"@brightmail.co.uk`)},
+		{name: "e-mail at an international domain, lower-cased", edit: set("customers.0.email", "joerg@Müller-Bäckerei.DE"),
+			check: func(t *testing.T, a *Account) {
+				if got := *a.Customers[0].Email; got != "joerg@müller-bäckerei.de" {
+					t.Errorf("e-mail = %q", got)
+				}
+			}},
+
 		{name: "e-mail at example.com, as in the reference's own example", edit: set("customers.0.email", "some.email@example.com")},
 		{name: "e-mail at a subdomain of test.com", edit: set("customers.1.email", "tom@mx.test.com")},
 		{name: "e-mail with test@ inside", edit: set("customers.1.email", "contest@brightmail.co.uk")},
