@@ -28,21 +28,20 @@ const (
 
 // The codes of individual problems. Each is stable: callers branch on them.
 const (
-	CodeTooManyItems             = validate.CodeTooManyItems
-	CodeInvalidDocumentPath      = documents.CodeInvalidPath
-	CodeDocumentNotFound         = documents.CodeNotFound
-	CodeAmountPrecision          = "invalid_amount_precision"
-	CodeAmountOutOfRange         = "amount_out_of_range"
-	CodeAmountNotPositive        = "amount_must_be_positive"
-	CodeDuplicateTransactionIDs  = "duplicate_transaction_ids"
-	CodeTransactionAlreadyExists = "transaction_already_exists"
-	CodeTransactionInFuture      = "transaction_in_future"
-	CodeNotInOpenPeriod          = "transaction_not_in_open_statement_period"
-	CodeProductNotFound          = "product_code_does_not_exist"
-	CodeStartAfterEnd            = "start_date_later_than_end_date"
-	CodeBalanceOutOfRange        = "ledger_balance_out_of_range"
-	CodeDuplicateStatementIDs    = "duplicate_statement_ids"
-	CodeStatementExists          = "historical_statement_already_exists"
+	CodeTooManyItems            = validate.CodeTooManyItems
+	CodeInvalidDocumentPath     = documents.CodeInvalidPath
+	CodeDocumentNotFound        = documents.CodeNotFound
+	CodeAmountPrecision         = "invalid_amount_precision"
+	CodeAmountOutOfRange        = "amount_out_of_range"
+	CodeAmountNotPositive       = "amount_must_be_positive"
+	CodeDuplicateTransactionIDs = "duplicate_transaction_ids"
+	CodeTransactionInFuture     = "transaction_in_future"
+	CodeNotInOpenPeriod         = "transaction_not_in_open_statement_period"
+	CodeProductNotFound         = "product_code_does_not_exist"
+	CodeStartAfterEnd           = "start_date_later_than_end_date"
+	CodeBalanceOutOfRange       = "ledger_balance_out_of_range"
+	CodeDuplicateStatementIDs   = "duplicate_statement_ids"
+	CodeStatementExists         = "historical_statement_already_exists"
 	// CodeStatementInFuture is the reference's code for a statement whose
 	// period ends after today.
 	CodeStatementInFuture = "historical_statement_period_end_in_future"
@@ -65,7 +64,6 @@ var (
 	transactionRules = []rule{
 		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: reference section 3 (transactions/create answers 404 when the account was not imported)."},
 		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`duplicate_transaction_ids`)."},
-		{CodeTransactionAlreadyExists, "`transactions.N.transaction_id`", "With `check_previously_added=false`, a transaction id the account already has is refused: ids are unique per account. (With the default `true` it is skipped as `TRANSACTION_ALREADY_EXISTS`.) Source: reference 3.5 (transaction ids are unique)."},
 		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today (UTC), with or without force. Source: reference 3.5 (`transaction_in_future`)."},
 		{CodeNotInOpenPeriod, "`transactions.N.transaction_date`", "With `force_add_to_current_statement=false`, the date is in the open statement period (above). With the default `true`, an earlier date is moved to the period's first day instead, unless that day is after today. Source: spec 2.7 and E7, reference 3.5 (the 400 example)."},
 		{CodeProductNotFound, "`transactions.N.product_code`", "A SUPPLY_CHARGE names a product of the catalogue. Source: reference 3.5 (`product_code_does_not_exist`)."},
@@ -207,8 +205,10 @@ request. ` + "`created_at`" + ` defaults to now, to the second.
 Query parameters, both optional, default ` + "`true`" + `:
 
 - ` + "`check_previously_added`" + `: a transaction whose ` + "`transaction_id`" + ` the account already has is skipped, with status
-  ` + "`TRANSACTION_ALREADY_EXISTS`" + `. With ` + "`false`" + ` it is refused (` + "`transaction_already_exists`" + `), because ids are
-  unique per account either way. Re-sending a request after a timeout therefore never adds anything twice.
+  ` + "`TRANSACTION_ALREADY_EXISTS`" + `, so that re-sending a request after a timeout never adds anything twice. With
+  ` + "`false`" + ` the service does not look, as the caller asked: the transaction is added, and the account then holds two
+  transactions with that id. The reference refuses a repeated id only within one request (3.5,
+  ` + "`duplicate_transaction_ids`" + `), and so does the service.
 - ` + "`force_add_to_current_statement`" + `: see the open statement period above.
 
 Every added transaction has status ` + "`TRANSACTION_ADDED_TO_ACCOUNT`" + `; ` + "`transaction_data`" + ` echoes it as stored, with

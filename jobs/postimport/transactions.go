@@ -16,7 +16,6 @@ import (
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
-	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
@@ -84,8 +83,8 @@ type TaxItem struct {
 // TransactionOptions are E7's query parameters. Both default to true.
 type TransactionOptions struct {
 	// CheckPreviouslyAdded skips a transaction whose transaction_id the
-	// account has already (TRANSACTION_ALREADY_EXISTS). When false, such a
-	// transaction is refused: ids are unique per account either way.
+	// account has already (TRANSACTION_ALREADY_EXISTS). When false, the
+	// service does not look, and such a transaction is added again.
 	CheckPreviouslyAdded bool
 	// ForceAddToCurrentStatement moves a transaction dated before the open
 	// statement period to the period's first day instead of refusing it.
@@ -159,7 +158,7 @@ const usageNote = "Accepted on every type: spec 2.7 shows it with some types \"i
 var transactionSchema = v.NewUnion("type",
 	[]v.Field[Transaction]{
 		v.Req("transaction_id", v.StringValue, func(t *Transaction) *string { return &t.TransactionID }, v.MaxLength(maxCode),
-			v.Codes(CodeDuplicateTransactionIDs, CodeTransactionAlreadyExists), v.Note("Unique per account.")),
+			v.Codes(CodeDuplicateTransactionIDs), v.Note("Unique within a request; a known one is skipped, unless check_previously_added=false.")),
 		v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
 			v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")),
 		moneyField("amount", amountNote, func(t *Transaction) *Money { return &t.Amount.Money }, CodeAmountNotPositive),
@@ -496,7 +495,7 @@ func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequ
 	if len(d.errs) > 0 || len(d.add) == 0 || len(d.moved) > 0 {
 		return nil, false, nil
 	}
-	wrote, err := insertTransactions(ctx, s.stmts, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "")
+	wrote, err := insertTransactions(ctx, s.stmts, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "", opts.CheckPreviouslyAdded)
 	if err != nil || !wrote {
 		return nil, err != nil, err
 	}
@@ -529,7 +528,8 @@ func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest,
 		d := decideTransactions(r, opts, l, now, errs)
 		inserted := false
 		if len(d.errs) == 0 && !dryRun && len(d.add) > 0 {
-			inserted, err = insertTransactions(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, l.FirstOpenDay)
+			inserted, err = insertTransactions(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, l.FirstOpenDay,
+				opts.CheckPreviouslyAdded)
 			if err != nil {
 				return nil, err
 			}
@@ -592,14 +592,10 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 	for i := range d.ts {
 		t := &d.ts[i]
 		at := func(field string) string { return v.Attr("transactions", i, field) }
-		if existing[t.TransactionID] {
-			if opts.CheckPreviouslyAdded {
-				d.res.Results[i] = TransactionResult{Status: TransactionAlreadyExists,
-					TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
-				continue
-			}
-			d.errs.Add(at("transaction_id"), CodeTransactionAlreadyExists,
-				"The account already has transaction %q; transaction ids are unique per account.", t.TransactionID)
+		if existing[t.TransactionID] && opts.CheckPreviouslyAdded {
+			d.res.Results[i] = TransactionResult{Status: TransactionAlreadyExists,
+				TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
+			continue
 		}
 		if t.ProductCode != nil && slices.Contains(l.MissingProducts, *t.ProductCode) {
 			d.errs.Add(at("product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
@@ -632,7 +628,7 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 	return d
 }
 
-// insertTransactionsSQL calls post_transactions (migration 00017), which
+// insertTransactionsSQL calls post_transactions (migration 00025), which
 // locks the account, checks what the request was decided on (see
 // insertTransactions), and then writes the
 // transactions, their line and tax items and the ledger balance in one
@@ -642,7 +638,7 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 // lock already it writes under that lock. It answers false, having written
 // nothing, when one of its checks failed, and the caller decides again.
 const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-	$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
+	$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34)`
 
 // rowQuerier runs a query that answers one row: a preparedTx, or the pool's
 // prepared statements.
@@ -651,12 +647,13 @@ type rowQuerier interface {
 }
 
 // insertTransactions writes ts[add...] onto the account ean of supplier and
-// moves the ledger balance by their signed sum, when none of them exists,
-// their products exist, and the account's open period still starts on
+// moves the ledger balance by their signed sum, when none of them exists
+// (not checked when checkPreviouslyAdded is false), their products exist,
+// and the account's open period still starts on
 // firstOpenDay, or, when firstOpenDay is "", starts on or before all their
 // dates; it reports whether it wrote.
 func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string, ts []Transaction, add []int,
-	firstOpenDay string) (bool, error) {
+	firstOpenDay string, checkPreviouslyAdded bool) (bool, error) {
 	var openDay *string
 	if firstOpenDay != "" {
 		openDay = &firstOpenDay
@@ -733,17 +730,10 @@ func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string
 		pq.Array(lTid), pq.Array(lPos), pq.Array(lBand), pq.Array(lStart), pq.Array(lEnd), pq.Array(lCount), pq.Array(lNet),
 		pq.Array(lPrice), pq.Array(lUnits),
 		pq.Array(xTid), pq.Array(xPos), pq.Array(xAmount), pq.Array(xType), pq.Array(xValue), pq.Array(xRate), pq.Array(xUnitType),
-		Money{delta}.String(), pq.Array(prepayMeters), openDay).Scan(&wrote)
+		Money{delta}.String(), pq.Array(prepayMeters), openDay, checkPreviouslyAdded).Scan(&wrote)
 	switch {
 	case err == nil:
 		return wrote, nil
-	case db.IsUniqueViolation(err, "transactions_account_id_transaction_id_key"):
-		// The account lock makes this unreachable for requests of this
-		// service; it stays as the last word of the unique constraint.
-		var errs problem.List
-		errs.Add("transactions", CodeTransactionAlreadyExists,
-			"A transaction of this request was added to the account at the same time; re-send the request.")
-		return false, TransactionsFailure(errs, nil)
 	case isNumericOverflow(err):
 		var errs problem.List
 		errs.Add("transactions", CodeBalanceOutOfRange,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -141,9 +142,6 @@ var txRuleCases = []txRuleCase{
 		[]obj{{"amount": num("99999999999"), "tax_type": strings.Repeat("G", 65), "value_taxed": num("1"), "rate": "0.2", "unit_type": strings.Repeat("u", 65)}})},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.tax_items.0.amount"}, {"invalid_choice", "transactions.0.tax_items.0.tax_type"},
 			{"invalid", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
-	{name: "transaction id the account has, without the previously-added check", before: []obj{charge("T1", "2025-06-02", "1")},
-		query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-02", "1"), charge("T1", "2025-06-02", "1")},
-		want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
 	{name: "every problem of every transaction at once", query: "force_add_to_current_statement=false",
 		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.00000000001"), with(supplyCharge("T2", "2025-07-01", "1"), "product_code", "NOPE")},
 		want: []want{{CodeNotInOpenPeriod, "transactions.1.transaction_date"}, {CodeAmountPrecision, "transactions.1.amount"},
@@ -602,6 +600,39 @@ func TestTransactions_CheckPreviouslyAddedSkipsKnownIDs(t *testing.T) {
 	}
 }
 
+// With check_previously_added=false the service does not look for known
+// ids, as the caller asked: a transaction whose id the account has is added
+// again. The reference refuses a repeated id only within one request.
+func TestTransactions_WithoutThePreviouslyAddedCheckKnownIDsAreAdded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	ctx := context.Background()
+	if _, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("T1", "2025-06-02", "10")), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	// Both rounds send T1, which the account has, and T2, which the second
+	// round finds added by the first.
+	for _, q := range []string{"check_previously_added=false", "check_previously_added=false&force_add_to_current_statement=false"} {
+		res, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("T2", "2025-06-02", "1"), charge("T1", "2025-06-03", "5")), query(q), visible)
+		if err != nil {
+			p, _ := problem.As(err)
+			t.Fatalf("%s: refused: %v %+v", q, err, p)
+		}
+		if got := []string{res.Results[0].Status, res.Results[1].Status}; !slices.Equal(got, []string{TransactionAdded, TransactionAdded}) {
+			t.Errorf("%s: statuses = %v", q, got)
+		}
+	}
+	if n := b.count(t, `SELECT count(*) FROM transactions t JOIN accounts a ON a.id = t.account_id
+		WHERE a.external_account_number = $1 AND t.transaction_id = 'T1'`, ean); n != 3 {
+		t.Errorf("%d transactions T1, want 3", n)
+	}
+	// 10 + 2 × (1 + 5)
+	if bal := b.balance(t, ean); bal != "22.00" {
+		t.Errorf("balance = %s, want 22.00", bal)
+	}
+}
+
 // A request that timed out (rolled back while waiting) or whose answer was
 // lost (committed) can be sent again: nothing is added twice.
 func TestTransactions_ResendAfterTimeoutAddsNothingTwice(t *testing.T) {
@@ -806,9 +837,8 @@ func TestTransactions_RequestDecidesOnWhatTheImportItWaitedForWrote(t *testing.T
 		stored []stored // the transactions T2 and T3 as stored, in id order
 		notes  int      // pinned notes
 	}{
-		{name: "a transaction it added is refused without check_previously_added", write: insertT1,
-			query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-03", "1"), charge("T1", "2025-06-02", "5")},
-			want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
+		{name: "a transaction it added is skipped", write: insertT1,
+			txs: []obj{charge("T2", "2025-06-03", "1"), charge("T1", "2025-06-02", "5")}, stored: []stored{{"2025-06-03", ""}}},
 		{name: "a moved open period moves the transactions before it", write: insertStatement,
 			txs:    []obj{charge("T2", "2025-06-03", "1"), charge("T3", "2025-06-06", "1")},
 			stored: []stored{{"2025-06-05", "2025-06-03"}, {"2025-06-06", ""}}, notes: 1},
@@ -975,7 +1005,7 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			wrote, err := insertTransactions(ctx, b.svc.stmts, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay)
+			wrote, err := insertTransactions(ctx, b.svc.stmts, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay, true)
 			if err != nil {
 				t.Fatal(err)
 			}
