@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -76,4 +78,56 @@ func TestConform_CodesOfAnyFormAreCreated(t *testing.T) {
 	if diff := cmp.Diff([]string{"3PH", "heat pump (air)"}, got); diff != "" {
 		t.Errorf("stored codes (-want +got):\n%s", diff)
 	}
+}
+
+// noData reports whether a GraphQL answer has data null, or only null
+// fields (a resolver's failure).
+func noData(r response) bool {
+	data, ok := r.Body["data"]
+	if !ok {
+		return false
+	}
+	m, isMap := data.(map[string]any)
+	for _, v := range m {
+		if v != nil {
+			return false
+		}
+	}
+	return data == nil || isMap
+}
+
+// wantGraphQLError checks that r is a GraphQL failure: status 200, no
+// data, one error with its code in extensions.code and extensions.errorCode.
+func wantGraphQLError(t testing.TB, what string, r response, code string) {
+	t.Helper()
+	errs, _ := r.Body["errors"].([]any)
+	if r.Status != 200 || !noData(r) || len(errs) != 1 {
+		t.Errorf("%s: %d %.500s, want 200 with data null and one error", what, r.Status, r.Raw)
+		return
+	}
+	ext, _ := errs[0].(map[string]any)["extensions"].(map[string]any)
+	if ext["code"] != code || ext["errorCode"] != code || ext["errorType"] == "" || errs[0].(map[string]any)["message"] == "" {
+		t.Errorf("%s: error %v, want code %s", what, errs[0], code)
+	}
+}
+
+// TestConform_GraphQLFailuresAreAnsweredWith200AndTheCodeInErrors: a
+// GraphQL client reads failures from errors[] of a 200 (reference 2.2);
+// any other status it raises as a transport error without reading the
+// code. So every failure of the token endpoint, the body's included, is a
+// 200 with data null and the code in extensions.code.
+func TestConform_GraphQLFailuresAreAnsweredWith200AndTheCodeInErrors(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"MAX_BODY_BYTES": "1024"})
+	post := func(ctype, body string) response {
+		req, _ := http.NewRequest("POST", s.base+"/v1/graphql/", strings.NewReader(body))
+		req.Header.Set("Content-Type", ctype)
+		return doReq(t, req)
+	}
+	wantGraphQLError(t, "body over the limit", post("application/json", `{"query": "`+strings.Repeat("x", 2048)+`"}`), "request_too_large")
+	wantGraphQLError(t, "body not JSON", post("text/plain", "hello"), "unsupported_media_type")
+	wantGraphQLError(t, "malformed request", post("application/json", "{"), "parse_error")
+	wantGraphQLError(t, "variables not an object", post("application/json", `{"query": "{ ping }", "variables": [1]}`), "parse_error")
+	wantGraphQLError(t, "unknown key", s.do(t, "POST", "/v1/graphql/", "", map[string]any{
+		"query": `mutation { obtainServiceToken(input: {APIKey: "bik_nope"}) { token } }`}), "invalid_api_key")
 }
