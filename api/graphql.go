@@ -28,6 +28,7 @@ const tokenSchema = `
 	input ObtainJSONWebTokenInput {
 		APIKey: String
 		refreshToken: String
+		organizationSecretKey: String
 	}
 	type ObtainServiceJSONWebToken {
 		token: String!
@@ -87,10 +88,20 @@ type tokenResolver struct {
 
 func (*tokenResolver) Ping() string { return "pong" }
 
+// tokenInput is the reference's ObtainJSONWebTokenInput, with the fields
+// this service has credentials for. organizationSecretKey is accepted so
+// that a client written against the reference gets an answer rather than a
+// schema error; the service has no third-party organisations with secret
+// keys, so it is always refused (codeOrganisationsNotSupported).
 type tokenInput struct {
-	APIKey       *string
-	RefreshToken *string
+	APIKey                *string
+	RefreshToken          *string
+	OrganizationSecretKey *string
 }
+
+// codeOrganisationsNotSupported refuses organizationSecretKey: the service
+// issues no organisation secret keys, only the API keys of spec 5.2.
+const codeOrganisationsNotSupported = "organisations_not_supported"
 
 type tokenOutput struct{ pair auth.TokenPair }
 
@@ -102,7 +113,12 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 	in := args.Input
 	hasKey := in.APIKey != nil && *in.APIKey != ""
 	hasRefresh := in.RefreshToken != nil && *in.RefreshToken != ""
-	if hasKey == hasRefresh {
+	hasOrg := in.OrganizationSecretKey != nil && *in.OrganizationSecretKey != ""
+	switch {
+	case hasOrg && !hasKey && !hasRefresh:
+		return nil, gqlError{codeOrganisationsNotSupported, "VALIDATION",
+			"This service has no organisations with secret keys, so organizationSecretKey cannot be used; send the API key the service operator gave you as APIKey.", 0}
+	case hasOrg || hasKey == hasRefresh:
 		return nil, gqlError{auth.CodeInvalidTokenInput, "VALIDATION", "Provide exactly one of APIKey or refreshToken.", 0}
 	}
 	var pair auth.TokenPair

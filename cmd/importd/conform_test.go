@@ -131,3 +131,35 @@ func TestConform_GraphQLFailuresAreAnsweredWith200AndTheCodeInErrors(t *testing.
 	wantGraphQLError(t, "unknown key", s.do(t, "POST", "/v1/graphql/", "", map[string]any{
 		"query": `mutation { obtainServiceToken(input: {APIKey: "bik_nope"}) { token } }`}), "invalid_api_key")
 }
+
+// TestConform_OrganizationSecretKeyIsAnsweredNeverWithAToken: the
+// reference's ObtainJSONWebTokenInput has organizationSecretKey; a client
+// that sends it gets a GraphQL error saying the service has no
+// organisations, not a schema validation error, and never a token.
+func TestConform_OrganizationSecretKeyIsAnsweredNeverWithAToken(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	key := s.newKey(t, "org")
+	mutation := `mutation ObtainKrakenToken($input: ObtainJSONWebTokenInput!) { obtainServiceToken(input: $input) { token refreshToken refreshExpiresIn } }`
+	for _, tc := range []struct {
+		name  string
+		input map[string]any
+		code  string
+	}{
+		{"the reference's own example", map[string]any{"organizationSecretKey": "sk_live_52634d602c63dc3e1"}, "organisations_not_supported"},
+		{"the service's API key sent as the organisation's", map[string]any{"organizationSecretKey": key}, "organisations_not_supported"},
+		{"with an API key too", map[string]any{"organizationSecretKey": "sk_live_x", "APIKey": key}, "invalid_token_input"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := s.do(t, "POST", "/v1/graphql/", "", map[string]any{"query": mutation, "variables": map[string]any{"input": tc.input}})
+			wantGraphQLError(t, tc.name, r, tc.code)
+			if strings.Contains(string(r.Raw), `"token":"`) {
+				t.Errorf("answered a token: %s", r.Raw)
+			}
+			if tc.code == "organisations_not_supported" && !strings.Contains(string(r.Raw), "no organisations") {
+				t.Errorf("the error does not say the service has no organisations: %s", r.Raw)
+			}
+		})
+	}
+}
