@@ -18,7 +18,7 @@ const (
 	maxLongText   = 2000 // descriptions, product notes, street addresses
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
-	maxReading    = 32  // a bound before the reading rule (at most 22 characters) runs
+	maxReading    = 22  // the longest value of the reference's reading pattern: "-", 10 digits, ".", 10 digits
 	maxAccountRef = 128 // the reference API's maxLength of external_account_number
 )
 
