@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,8 +53,9 @@ func TestConform_DayNightMeterAndReadingsWithLeadingZerosAreCreated(t *testing.T
 }
 
 // TestConform_CodesOfAnyFormAreCreated: open codes keep only a length
-// limit, so an account with a lower-case supply type and a phase that
-// starts with a digit goes through E4 and E5 and is stored as sent.
+// limit, so an account with a phase that starts with a digit, and a
+// lower-case supply type the operator added, goes through E4 and E5 and is
+// stored as sent.
 func TestConform_CodesOfAnyFormAreCreated(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "serve", nil)
@@ -63,6 +65,9 @@ func TestConform_CodesOfAnyFormAreCreated(t *testing.T) {
 	delete(body, "notes") // their document needs a store; not the subject here
 	edit(t, body, "supply_addresses.0.supply_points.0.meters.0.meter_type.phase", "3PH")
 	edit(t, body, "supply_addresses.1.supply_points.1.supply_type", "heat pump (air)")
+	if _, err := admin.AddSupplyType(context.Background(), s.db, "heat pump (air)"); err != nil { // a catalogue (supply_type_not_recognised)
+		t.Fatal(err)
+	}
 	s.stage(t, tok, body)
 	r := s.do(t, "POST", processPath, tok, processBody("ACC-CODES", false))
 	if r.Status != 201 {
@@ -161,5 +166,35 @@ func TestConform_OrganizationSecretKeyIsAnsweredNeverWithAToken(t *testing.T) {
 				t.Errorf("the error does not say the service has no organisations: %s", r.Raw)
 			}
 		})
+	}
+}
+
+// TestConform_UnknownSupplyTypeIsRefusedUntilTheOperatorAddsIt: a typo
+// (ELECTRICTY) is refused at its attr with the reference's
+// supply_type_not_recognised; a type the operator added is accepted.
+func TestConform_UnknownSupplyTypeIsRefusedUntilTheOperatorAddsIt(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	typo := fixture(t, "ACC-TYPO")
+	edit(t, typo, "supply_addresses.1.supply_points.0.supply_type", "ELECTRICTY")
+	r := s.do(t, "POST", pathValidateAccount, tok, typo)
+	if r.Status != 400 || r.Body["code"] != "account_failed_validation" {
+		t.Fatalf("E3 of a typo: %d %s", r.Status, r.Raw)
+	}
+	if diff := cmp.Diff([]string{"supply_type_not_recognised@supply_addresses.1.supply_points.0.supply_type"}, codesAt(t, r)); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+	added := fixture(t, "ACC-GAS")
+	edit(t, added, "supply_addresses.1.supply_points.1.supply_type", "GAS")
+	if r := s.do(t, "POST", pathValidateAccount, tok, added); r.Status != 400 {
+		t.Fatalf("E3 of GAS before the operator added it: %d %s", r.Status, r.Raw)
+	}
+	if _, err := admin.AddSupplyType(context.Background(), s.db, "GAS"); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.do(t, "POST", pathValidateAccount, tok, added); r.Status != 200 {
+		t.Errorf("E3 of GAS once added: %d %s", r.Status, r.Raw)
 	}
 }

@@ -6,8 +6,10 @@ package account
 // the schema accepts any code of at most 64 characters (validate.OpenCode):
 // no source fixes their form.
 
-// The supply types with fields of their own (spec 2.2.4). Any other code is
-// accepted too; such a supply point keeps its other fields as given.
+// The supply types with fields of their own (spec 2.2.4), which the
+// catalogue of supply types holds from the start (migration 00026). The
+// operator adds others (importctl supply-type add); a supply point of such
+// a type keeps its other fields as given.
 const (
 	SupplyElectricity = "ELECTRICITY"
 	SupplyHeatPump    = "HEAT_PUMP"

@@ -35,6 +35,7 @@ const (
 	CodeDuplicateMeterSerial      = "duplicate_meter_serial_number"
 	CodeDuplicateSupplyIdentifier = "duplicate_supply_point_identifier"
 	CodeContractNotFound          = "business_contract_not_found"
+	CodeSupplyTypeNotRecognised   = "supply_type_not_recognised"
 )
 
 // rule is one row of the semantic part of RULES.md.
@@ -58,6 +59,7 @@ var semanticRules = append([]rule{
 	{CodeInvalidPostcode, "`billing_address.postal_code`, `supply_addresses[].supply_postcode`", "Checked against the postcode format of the country: the billing address's own country for `postal_code`, the supplier's country for `supply_postcode`. Countries with a format: " + postcodeCountryList() + "; for them the postcode is normalised (UK: upper case, one space before the inward code, `SW1A 1AA`). Other countries accept any text. An empty `postal_code` is accepted. Source: reference 6.2 (\"Validate and normalize postcode\")."},
 	{CodeAgreementBeforeSupply, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Not before the supply point's `supply_start_date`. Source: reference 6.4."},
 	{CodeAgreementOverlap, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Agreements of one supply point follow each other: each starts on a different date (reported at the second agreement with a date already used). An agreement runs until the next one starts, so distinct dates leave neither gaps nor overlaps. Agreements are sorted by `effective_from` in the normalised payload. Source: reference 6.1 and 6.4."},
+	{CodeSupplyTypeNotRecognised, "`supply_addresses[].supply_points[].supply_type`", "The supply type is in the catalogue: the five of spec 2.2.4 (ELECTRICITY, HEAT_PUMP, LIGHT, POLE, WATER_HEATER) from the start, and those the operator adds with `importctl supply-type add`. E3 and E4 check it; E5 does not look again, as types are never removed. Source: reference 6.4 and 9 (`supply_type_not_recognised`) and spec 1 rule 6 (only documented fields, which an unknown type cannot have)."},
 	{CodeTariffNotFound, "`supply_addresses[].supply_points[].agreements[].tariff_code`", "The tariff exists in the product catalogue. All codes of a payload are looked up at once. Source: reference 6.4."},
 	{CodeDuplicateSupplyIdentifier, "`supply_addresses[].supply_points[].identifier`", "An ELECTRICITY identifier appears once in the account (reported at the second occurrence). Source: reference 6.4 (`identifier` is \"the unique identifier for the supply point\")."},
 	{CodeDuplicateMeterSerial, "`supply_addresses[].supply_points[].meters[].serial_number`", "A meter serial number appears once in the account (reported at the second occurrence). Source: storage, which keys a meter by account and serial number (readings and industry flows identify a meter by it)."},
@@ -88,7 +90,8 @@ func Reference() string {
 **The principle.** The service refuses only what the interface spec or the reference API it mirrors refuses.
 Where both are silent, it accepts the value and stores it as given. A value the spec lists "in use" is an example,
 not the whole set: such fields take any code of at most 64 characters (lower case and a leading digit, as in ` + "`3PH`" + `,
-included). Numbers have no lower bound where no source gives one. Every rule below that refuses
+included). Only where the reference refuses unknown values (a ` + "`*_not_recognised`" + ` code) are the values a catalogue, which
+the operator extends: ` + "`supply_type`" + ` (` + "`importctl supply-type add`" + `). Numbers have no lower bound where no source gives one. Every rule below that refuses
 data names its source (a spec section or a reference rule); a limit that only protects storage says so.
 
 These rules apply to the account import payload (spec section 2.2) in E3 (validate), E4 (stage) and when the

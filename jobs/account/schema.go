@@ -146,8 +146,8 @@ var (
 
 var supplyPointSchema = v.NewUnion("supply_type",
 	[]v.Field[SupplyPoint]{
-		v.Req("supply_type", v.StringValue, func(p *SupplyPoint) *string { return &p.SupplyType },
-			v.Note("Decides which of the fields below are accepted. The spec lists the values in use; any other code is accepted too, with any fields, kept as given.")),
+		v.Req("supply_type", v.StringValue, func(p *SupplyPoint) *string { return &p.SupplyType }, v.Codes(CodeSupplyTypeNotRecognised),
+			v.Note("A supply type of the catalogue: the five of spec 2.2.4, and those the operator adds (importctl supply-type add). Decides which of the fields below are accepted; a type other than the five keeps its other fields as given.")),
 		v.Req("supply_start_date", v.DateValue, func(p *SupplyPoint) *v.Date { return &p.SupplyStartDate }),
 		v.Opt("last_billed_to_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.LastBilledToDate }),
 		v.List("agreements", agreementSchema, func(p *SupplyPoint) *[]Agreement { return &p.Agreements }),

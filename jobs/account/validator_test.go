@@ -203,6 +203,8 @@ var ruleCases = []ruleCase{
 	{name: "duplicate key in billing address", body: "dup-country", want: []pair{{"billing_address.country", "duplicate_key"}}},
 
 	// Codes: any upper-case code is accepted (see TestValidate_AcceptsAnyCodeInCodedFields); anything else is not.
+	{name: "supply type not in the catalogue (a typo)", edit: set(elec2+"supply_type", "ELECTRICTY"),
+		want: []pair{{elec2 + "supply_type", "supply_type_not_recognised"}}},
 	{name: "supply type of 65 characters", edit: set(elec+"supply_type", strings.Repeat("G", 65)), want: []pair{{elec + "supply_type", "invalid_choice"}}},
 	{name: "register type of 65 characters", edit: set(meter+"registers.0.register_type", strings.Repeat("k", 65)), want: []pair{{meter + "registers.0.register_type", "invalid_choice"}}},
 	{name: "tank type of 65 characters", edit: set("supply_addresses.0.supply_points.1.tank_type", strings.Repeat("R", 65)), want: []pair{{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"}}},
@@ -768,6 +770,36 @@ func TestValidate_AcceptsCodesOfAnyFormAndNumbersWithoutASourcedBound(t *testing
 	want := []string{"on", "Broken", "3PH", "kwh_import", "KWH IMPORT", "wood", "DIN-RAIL", "_HUGE", "-1", "-1.5", "-5", "-2", "-3", "-6", "gas"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("values kept (-want +got):\n%s", diff)
+	}
+}
+
+// TestValidate_SupplyTypesAreACatalogueTheOperatorExtends: the reference
+// refuses an unknown supply type (supply_type_not_recognised), so supply
+// types are a catalogue: the spec's five from the start, others once the
+// operator adds them, accepted at once. A Validator without the catalogue
+// (E5's, over a payload E4 checked) does not look.
+func TestValidate_SupplyTypesAreACatalogueTheOperatorExtends(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	body := fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1.supply_type", "UNMETERED_ELECTRICITY").bytes(t)
+	_, err := b.v.Validate(ctx, body)
+	if diff := cmp.Diff([]pair{{"supply_addresses.1.supply_points.1.supply_type", CodeSupplyTypeNotRecognised}}, pairsOf(fieldErrors(t, err))); diff != "" {
+		t.Fatalf("unknown supply type (-want +got):\n%s", diff)
+	}
+	if _, err := (Validator{Catalog: b.v.Catalog, Now: b.v.Now}).Validate(ctx, body); err != nil {
+		t.Errorf("a validator without the catalogue refused it: %v", err)
+	}
+	if _, err := b.db.Exec(`INSERT INTO supply_types (code) VALUES ('UNMETERED_ELECTRICITY')`); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.v.Validate(ctx, body)
+	if err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused once the operator added the type: %v %+v", err, p)
+	}
+	if sp := a.SupplyAddresses[1].SupplyPoints[1]; sp.SupplyType != "UNMETERED_ELECTRICITY" || string(sp.Other["make_model"]) != `"Vaillant aroTHERM plus"` {
+		t.Errorf("supply point = %+v, other %s", sp, sp.Other)
 	}
 }
 
