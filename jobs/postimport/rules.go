@@ -239,8 +239,9 @@ A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 ` + "```" + `
 
 `)
-	b.WriteString("`transaction_data` is the first failing transaction as sent, except that each valid money field (`amount`,\n" +
-		"`line_items[].net_amount`, `tax_items[].amount`, `value_taxed`) is a string with two places, as in the spec's 400 example.\n\n")
+	b.WriteString("`transaction_data` is the first failing transaction as sent, except that each valid money field is written as\n" +
+		"on success: `amount` a string with two places, as in the spec's 400 example, and `line_items[].net_amount`,\n" +
+		"`tax_items[].amount` and `value_taxed` exact strings with at least two places.\n\n")
 	writeFields(&b, transactionsSchema.Spec())
 	writeRules(&b, transactionRules)
 	b.WriteString(`
