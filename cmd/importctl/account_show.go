@@ -338,11 +338,13 @@ func (p *printer) ledger(l view.Ledger) {
 	}
 }
 
+// signedMoney writes d exactly, as view.Money does, with its sign.
 func signedMoney(d decimal.Decimal) string {
+	s := view.Money{Decimal: d}.String()
 	if d.IsNegative() {
-		return d.StringFixed(2)
+		return s
 	}
-	return "+" + d.StringFixed(2)
+	return "+" + s
 }
 
 func str(s *string) string {
