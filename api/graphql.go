@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -27,6 +28,7 @@ const tokenSchema = `
 	input ObtainJSONWebTokenInput {
 		APIKey: String
 		refreshToken: String
+		organizationSecretKey: String
 	}
 	type ObtainServiceJSONWebToken {
 		token: String!
@@ -53,9 +55,11 @@ func (g *genericScalar) UnmarshalGraphQL(input any) error {
 }
 func (g genericScalar) MarshalJSON() ([]byte, error) { return json.Marshal(g.v) }
 
-// gqlError is a GraphQL error with the extensions clients branch on.
-// retryAfter is set on a refusal for too many failed attempts, which the
-// handler answers as a 429 (throttled).
+// gqlError is a GraphQL error with the extensions clients branch on: code
+// (the convention of GraphQL servers and clients) and, as the reference
+// writes them, errorCode, errorType and errorDescription; both codes are
+// the same stable code. retryAfter is set on a refusal for too many failed
+// attempts; the handler sends it as the Retry-After header.
 type gqlError struct {
 	code, typ, desc string
 	retryAfter      time.Duration
@@ -63,7 +67,18 @@ type gqlError struct {
 
 func (e gqlError) Error() string { return e.desc }
 func (e gqlError) Extensions() map[string]any {
-	return map[string]any{"errorCode": e.code, "errorType": e.typ, "errorDescription": e.desc}
+	return map[string]any{"code": e.code, "errorCode": e.code, "errorType": e.typ, "errorDescription": e.desc}
+}
+
+// gqlTypeOf is the errorType of a refusal the handler makes itself, by
+// the kind of its problem.
+var gqlTypeOf = map[problem.Kind]string{
+	problem.Invalid:          "VALIDATION",
+	problem.TooLarge:         "VALIDATION",
+	problem.UnsupportedMedia: "VALIDATION",
+	problem.MethodNotAllowed: "VALIDATION",
+	problem.Unauthenticated:  "AUTHORIZATION",
+	problem.TooManyRequests:  "THROTTLED",
 }
 
 type tokenResolver struct {
@@ -73,10 +88,20 @@ type tokenResolver struct {
 
 func (*tokenResolver) Ping() string { return "pong" }
 
+// tokenInput is the reference's ObtainJSONWebTokenInput, with the fields
+// this service has credentials for. organizationSecretKey is accepted so
+// that a client written against the reference gets an answer rather than a
+// schema error; the service has no third-party organisations with secret
+// keys, so it is always refused (codeOrganisationsNotSupported).
 type tokenInput struct {
-	APIKey       *string
-	RefreshToken *string
+	APIKey                *string
+	RefreshToken          *string
+	OrganizationSecretKey *string
 }
+
+// codeOrganisationsNotSupported refuses organizationSecretKey: the service
+// issues no organisation secret keys, only the API keys of spec 5.2.
+const codeOrganisationsNotSupported = "organisations_not_supported"
 
 type tokenOutput struct{ pair auth.TokenPair }
 
@@ -88,7 +113,12 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 	in := args.Input
 	hasKey := in.APIKey != nil && *in.APIKey != ""
 	hasRefresh := in.RefreshToken != nil && *in.RefreshToken != ""
-	if hasKey == hasRefresh {
+	hasOrg := in.OrganizationSecretKey != nil && *in.OrganizationSecretKey != ""
+	switch {
+	case hasOrg && !hasKey && !hasRefresh:
+		return nil, gqlError{codeOrganisationsNotSupported, "VALIDATION",
+			"This service has no organisations with secret keys, so organizationSecretKey cannot be used; send the API key the service operator gave you as APIKey.", 0}
+	case hasOrg || hasKey == hasRefresh:
 		return nil, gqlError{auth.CodeInvalidTokenInput, "VALIDATION", "Provide exactly one of APIKey or refreshToken.", 0}
 	}
 	var pair auth.TokenPair
@@ -129,9 +159,12 @@ func (s *Server) graphql() gin.HandlerFunc {
 		limit = min(limit, s.cfg.MaxBodyBytes)
 	}
 	return func(c *gin.Context) {
+		// GraphQL answers 200 even for failures, in errors[] with
+		// extensions.code (reference 2.2): a GraphQL client raises any
+		// other status as a transport error, without reading the code.
 		body, err := s.readJSONLimit(c, limit)
 		if err != nil {
-			writeError(c, err)
+			s.writeGraphQLError(c, err)
 			return
 		}
 		var req struct {
@@ -142,51 +175,65 @@ func (s *Server) graphql() gin.HandlerFunc {
 		// Malformed JSON gets the answer every REST body gets; the typed
 		// decoding below only has wrong field types left to report.
 		if _, perr := validate.ParseBody(body); perr != nil {
-			writeError(c, perr)
+			s.writeGraphQLError(c, perr)
 			return
 		}
 		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(c, problem.New(problem.Invalid, validate.CodeParseError, "The body must be a GraphQL request object: "+err.Error()))
+			s.writeGraphQLError(c, problem.New(problem.Invalid, validate.CodeParseError, "The body must be a GraphQL request object: "+err.Error()))
 			return
 		}
-		// GraphQL answers 200 even for failures; they go in errors[].
 		if topLevelFields(req.Query) > 1 {
-			c.JSON(http.StatusOK, gin.H{"data": nil, "errors": []map[string]any{{
-				"message":    "A request may carry one operation with one top-level field.",
-				"extensions": gqlError{codeTooManyOperations, "VALIDATION", "A request may carry one operation with one top-level field.", 0}.Extensions(),
-			}}})
+			s.writeGraphQLError(c, problem.New(problem.Invalid, codeTooManyOperations, "A request may carry one operation with one top-level field."))
 			return
 		}
 		var vars map[string]any
 		if len(req.Variables) > 0 {
 			if err := json.Unmarshal(req.Variables, &vars); err != nil {
-				writeError(c, problem.New(problem.Invalid, "parse_error", "The variables must be a JSON object: "+err.Error()))
+				s.writeGraphQLError(c, problem.New(problem.Invalid, validate.CodeParseError, "The variables must be a JSON object: "+err.Error()))
 				return
 			}
 		}
 		res := schema.Exec(c.Request.Context(), req.Query, req.OperationName, vars)
-		if p := throttled(res); p != nil {
-			writeError(c, p)
-			return
+		for _, e := range res.Errors {
+			// A refusal for too many failed attempts keeps its Retry-After
+			// as a header, which clients and proxies back off on.
+			var g gqlError
+			if errors.As(e.ResolverError, &g) {
+				c.Set(errorCodeKey, g.code)
+				if g.retryAfter > 0 {
+					c.Header("Retry-After", strconv.Itoa(max(1, int(g.retryAfter.Seconds()))))
+				}
+			}
 		}
 		c.JSON(http.StatusOK, res)
 	}
 }
 
-// throttled returns the 429 to answer when the request was refused for too
-// many failed attempts, or nil. Unlike the other refusals, which GraphQL
-// answers with 200 and errors[], this one is the HTTP 429 with Retry-After
-// (section 7) that clients and proxies already back off on.
-func throttled(res *graphql.Response) *problem.Error {
-	for _, e := range res.Errors {
-		var g gqlError
-		if errors.As(e.ResolverError, &g) && g.code == auth.CodeTooManyFailedAttempts {
-			p := problem.New(problem.TooManyRequests, g.code, g.desc)
-			p.RetryAfter = g.retryAfter
-			return p
-		}
+// writeGraphQLError answers err as GraphQL answers a failure: HTTP 200,
+// "data": null and one error in errors[] with its code in extensions, and
+// Retry-After as a header when the problem has one. Errors that are not
+// *problem.Error, and Internal ones, are logged and shown only as a generic
+// message, as writeError does.
+func (s *Server) writeGraphQLError(c *gin.Context, err error) {
+	p, ok := problem.As(err)
+	if !ok || p.Kind == problem.Internal {
+		logger(c).ErrorContext(c.Request.Context(), "internal error",
+			"request_id", requestID(c), "route", c.FullPath(), "error", err.Error())
+		p = problem.New(problem.Internal, problem.CodeInternal,
+			"An unexpected error occurred. Quote request id "+requestID(c)+" when reporting it.")
 	}
-	return nil
+	typ, found := gqlTypeOf[p.Kind]
+	if !found {
+		typ = "INTERNAL"
+	}
+	if p.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(max(1, int(p.RetryAfter.Seconds()))))
+	}
+	c.Set(errorCodeKey, p.Code)
+	c.Abort()
+	c.JSON(http.StatusOK, gin.H{"data": nil, "errors": []map[string]any{{
+		"message": p.Detail, "extensions": gqlError{p.Code, typ, p.Detail, p.RetryAfter}.Extensions(),
+	}}})
 }
 
 // topLevelFields counts the top-level fields of all operations in query,

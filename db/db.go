@@ -136,6 +136,13 @@ func IsNumericOverflow(err error) bool {
 	return pq.As(err, pqerror.NumericValueOutOfRange) != nil
 }
 
+// IsCheckViolation reports whether err is, or wraps, PostgreSQL's refusal
+// of a row by the named CHECK constraint.
+func IsCheckViolation(err error, constraint string) bool {
+	pe := pq.As(err, pqerror.CheckViolation)
+	return pe != nil && pe.Constraint == constraint
+}
+
 // IsUnavailable reports whether err is, or wraps, PostgreSQL being out of
 // reach rather than refusing the statement: a connection refused or broken,
 // or the server shutting down or starting up (SQLSTATE class 08 and 57P01

@@ -53,7 +53,7 @@ BEGIN
 END $function$
 ;
 
-CREATE OR REPLACE FUNCTION public.post_transactions(p_supplier text, p_ean text, p_doc jsonb, p_first_open_day date)
+CREATE OR REPLACE FUNCTION public.post_transactions(p_supplier text, p_ean text, p_doc jsonb, p_first_open_day date, p_check_previously_added boolean)
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
@@ -74,8 +74,8 @@ BEGIN
         OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_doc->'transactions') AS t
             WHERE t->>'product_code' IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM products p WHERE p.code = t->>'product_code'))
-        OR EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = v_account
-            AND t.transaction_id IN (SELECT x->>'id' FROM jsonb_array_elements(p_doc->'transactions') AS x)) THEN
+        OR (p_check_previously_added AND EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = v_account
+            AND t.transaction_id IN (SELECT x->>'id' FROM jsonb_array_elements(p_doc->'transactions') AS x))) THEN
         RETURN false;
     END IF;
     WITH t AS (

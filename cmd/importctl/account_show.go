@@ -338,11 +338,13 @@ func (p *printer) ledger(l accountview.Ledger) {
 	}
 }
 
+// signedMoney writes d exactly, as accountview.Money does, with its sign.
 func signedMoney(d decimal.Decimal) string {
+	s := accountview.Money{Decimal: d}.String()
 	if d.IsNegative() {
-		return d.StringFixed(2)
+		return s
 	}
-	return "+" + d.StringFixed(2)
+	return "+" + s
 }
 
 func str(s *string) string {

@@ -371,6 +371,7 @@ func referenceAccount(t *testing.T, c *ctl, d *sqlx.DB) (stage func(number strin
 	c.ok("supplier", "create", "TENTACLE_ENERGY", "--country", "US")
 	c.ok("team", "create", "Ops")
 	c.ok("product", "create", "P", "--tariff", "ELEC-1234-J", "--tariff", "WATER_PRODUCT")
+	c.ok("supply-type", "add", "TREATED") // the reference's water supply point
 	raw, err := os.ReadFile("../../jobs/account/testdata/reference_account.json")
 	if err != nil {
 		t.Fatal(err)

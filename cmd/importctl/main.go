@@ -146,7 +146,7 @@ func (c *cli) commands() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
-	root.AddCommand(c.supplierCmd(), c.teamCmd(), c.productCmd(), c.apikeyCmd(), c.accountCmd(), c.documentCmd(),
+	root.AddCommand(c.supplierCmd(), c.teamCmd(), c.productCmd(), c.supplyTypeCmd(), c.apikeyCmd(), c.accountCmd(), c.documentCmd(),
 		c.vendorCmd(), c.vendorSimCmd(), c.runCmd(), c.generateCmd(), c.reconcileCmd())
 	return root
 }

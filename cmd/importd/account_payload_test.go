@@ -29,7 +29,8 @@ func referenceAccount(t testing.TB) (map[string]any, []byte) {
 }
 
 // seedReference creates what the reference account refers to: supplier
-// TENTACLE_ENERGY in the US, team Ops and the two tariffs.
+// TENTACLE_ENERGY in the US, team Ops, the two tariffs and supply type
+// TREATED.
 func seedReference(t testing.TB, s *service) {
 	t.Helper()
 	ctx := context.Background()
@@ -40,6 +41,10 @@ func seedReference(t testing.TB, s *service) {
 		t.Fatal(err)
 	}
 	if _, err := admin.CreateProduct(ctx, s.db, "REFERENCE", []string{"ELEC-1234-J", "WATER_PRODUCT"}); err != nil {
+		t.Fatal(err)
+	}
+	// The reference's water supply point has a type beyond the spec's five.
+	if _, err := admin.AddSupplyType(ctx, s.db, "TREATED"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -25,7 +25,7 @@ func TestArrayLimits_OneElementTooManyIsRefusedAndWritesNothing(t *testing.T) {
 	tooManyCustomers := accountDoc(t, "DEMO", "A-LIMIT-1")
 	tooManyCustomers["customers"] = times(1001, tooManyCustomers["customers"].([]any)[0])
 	tooManyPoints := accountDoc(t, "DEMO", "A-LIMIT-2")
-	edit(t, tooManyPoints, "supply_addresses.0.supply_points", times(1001, map[string]any{"supply_type": "NEW_KIND", "supply_start_date": "2024-01-01"}))
+	edit(t, tooManyPoints, "supply_addresses.0.supply_points", times(1001, map[string]any{"supply_type": "HEAT_PUMP", "supply_start_date": "2024-01-01"}))
 	e2 := strings.Replace(e2Body(10_001, false), `"PAY"`, `"DEMO"`, 1)
 	tests := []struct {
 		name, path string

@@ -75,8 +75,8 @@ func TestAuthLimit_WrongMonitoringPasswordsAreThrottled(t *testing.T) {
 			}
 			if tc.sharedWithKeys {
 				good := s.newKey(t, "good")
-				if a, _ := s.tokenFrom(t, attacker, keyInput(good)); a != throttled {
-					t.Errorf("API key from the throttled address: %+v, want %+v", a, throttled)
+				if a, _ := s.tokenFrom(t, attacker, keyInput(good)); a != tokenThrottled {
+					t.Errorf("API key from the throttled address: %+v, want %+v", a, tokenThrottled)
 				}
 			}
 		})

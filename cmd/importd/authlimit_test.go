@@ -64,19 +64,43 @@ func badKey(n int) string { return fmt.Sprintf("bik_%08dxxxxxxxxxxxxxxxxxxxxxxxx
 
 var (
 	refusedKey = attempt{200, auth.CodeInvalidAPIKey}
-	throttled  = attempt{429, auth.CodeTooManyFailedAttempts}
+	// throttled is a REST endpoint's refusal: the section 7 429.
+	throttled = attempt{429, auth.CodeTooManyFailedAttempts}
+	// tokenThrottled is obtainServiceToken's: GraphQL answers 200 with the
+	// code in errors[] (reference 2.2).
+	tokenThrottled = attempt{200, auth.CodeTooManyFailedAttempts}
 )
 
 // checkThrottled checks that r is the section 7 429 with a Retry-After
 // within the limit's window.
 func checkThrottled(t testing.TB, r response, window time.Duration) {
 	t.Helper()
+	checkRetryAfter(t, r, window)
+	if _, ok := r.Body["errors"].([]any); !ok || r.Body["detail"] == "" {
+		t.Errorf("429 body is not the section 7 shape: %s", r.Raw)
+	}
+}
+
+// checkTokenThrottled checks that r is GraphQL's refusal, 200 with
+// data null and the code in errors[0].extensions.code, with a Retry-After
+// header within the limit's window.
+func checkTokenThrottled(t testing.TB, r response, window time.Duration) {
+	t.Helper()
+	checkRetryAfter(t, r, window)
+	errs, _ := r.Body["errors"].([]any)
+	if r.Status != 200 || !noData(r) || len(errs) != 1 {
+		t.Fatalf("refusal is not a GraphQL answer: %d %s", r.Status, r.Raw)
+	}
+	if ext, _ := errs[0].(map[string]any)["extensions"].(map[string]any); ext["code"] != auth.CodeTooManyFailedAttempts {
+		t.Errorf("extensions = %v, want code %s", ext, auth.CodeTooManyFailedAttempts)
+	}
+}
+
+func checkRetryAfter(t testing.TB, r response, window time.Duration) {
+	t.Helper()
 	secs, err := strconv.Atoi(r.Header.Get("Retry-After"))
 	if err != nil || secs < 1 || time.Duration(secs)*time.Second > window {
 		t.Errorf("Retry-After %q, want 1 to %v seconds", r.Header.Get("Retry-After"), window.Seconds())
-	}
-	if _, ok := r.Body["errors"].([]any); !ok || r.Body["detail"] == "" {
-		t.Errorf("429 body is not the section 7 shape: %s", r.Raw)
 	}
 }
 
@@ -97,18 +121,18 @@ func TestAuthLimit_FailedAttemptsFromOneAddressAreThrottled(t *testing.T) {
 	for i := range 300 {
 		a, r := s.tokenFrom(t, attacker, keyInput(badKey(i)))
 		counts[a]++
-		if a == throttled {
+		if a == tokenThrottled {
 			last = r
 		}
 	}
-	if diff := cmp.Diff(map[attempt]int{refusedKey: limit, throttled: 300 - limit}, counts); diff != "" {
+	if diff := cmp.Diff(map[attempt]int{refusedKey: limit, tokenThrottled: 300 - limit}, counts); diff != "" {
 		t.Fatalf("300 failed attempts (-want +got):\n%s", diff)
 	}
-	checkThrottled(t, last, 10*time.Minute)
+	checkTokenThrottled(t, last, 10*time.Minute)
 
 	// While throttled, the right key is refused too, so that a guess tells nothing.
-	if a, _ := s.tokenFrom(t, attacker, keyInput(good)); a != throttled {
-		t.Errorf("good key from the throttled address: %+v, want %+v", a, throttled)
+	if a, _ := s.tokenFrom(t, attacker, keyInput(good)); a != tokenThrottled {
+		t.Errorf("good key from the throttled address: %+v, want %+v", a, tokenThrottled)
 	}
 	// The same key from another address is not slowed.
 	if a, r := s.tokenFrom(t, other, keyInput(good)); a != (attempt{200, ""}) {
@@ -162,7 +186,7 @@ func TestAuthLimit_BadTokensAndRefreshTokensCount(t *testing.T) {
 		got = append(got, a)
 	}
 	bad := attempt{200, auth.CodeInvalidRefreshToken}
-	want = []attempt{bad, bad, bad, bad, bad, throttled, throttled}
+	want = []attempt{bad, bad, bad, bad, bad, tokenThrottled, tokenThrottled}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("bad refresh tokens (-want +got):\n%s", diff)
 	}
@@ -184,12 +208,12 @@ func TestAuthLimit_FailedAttemptsAtOneKeyAreThrottledFromAnyAddress(t *testing.T
 		a, _ := s.tokenFrom(t, fmt.Sprintf("192.0.2.%d", i+1), keyInput(wrong))
 		got = append(got, a)
 	}
-	want := []attempt{refusedKey, refusedKey, refusedKey, refusedKey, refusedKey, throttled}
+	want := []attempt{refusedKey, refusedKey, refusedKey, refusedKey, refusedKey, tokenThrottled}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("guesses at one key from many addresses (-want +got):\n%s", diff)
 	}
-	if a, _ := s.tokenFrom(t, "192.0.2.200", keyInput(target)); a != throttled {
-		t.Errorf("the guessed-at key: %+v, want %+v", a, throttled)
+	if a, _ := s.tokenFrom(t, "192.0.2.200", keyInput(target)); a != tokenThrottled {
+		t.Errorf("the guessed-at key: %+v, want %+v", a, tokenThrottled)
 	}
 	if a, r := s.tokenFrom(t, "192.0.2.200", keyInput(bystander)); a != (attempt{200, ""}) {
 		t.Errorf("another key from the same address: %+v %s", a, r.Raw)
@@ -211,7 +235,7 @@ func TestAuthLimit_CountRecoversAfterTheWindow(t *testing.T) {
 		}
 		return got
 	}
-	want := []attempt{refusedKey, refusedKey, refusedKey, throttled}
+	want := []attempt{refusedKey, refusedKey, refusedKey, tokenThrottled}
 	if diff := cmp.Diff(want, round()); diff != "" {
 		t.Fatalf("first round (-want +got):\n%s", diff)
 	}
@@ -235,7 +259,7 @@ func TestAuthLimit_ForwardedForIsIgnoredWithoutTrustedProxies(t *testing.T) {
 		a, _ := s.tokenFrom(t, fmt.Sprintf("198.51.100.%d", i+1), keyInput(badKey(i)))
 		got = append(got, a)
 	}
-	if diff := cmp.Diff([]attempt{refusedKey, refusedKey, refusedKey, throttled}, got); diff != "" {
+	if diff := cmp.Diff([]attempt{refusedKey, refusedKey, refusedKey, tokenThrottled}, got); diff != "" {
 		t.Errorf("attempts with a new X-Forwarded-For each (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -118,14 +119,14 @@ func TestBusiness_CreateOverHTTP(t *testing.T) {
 			m := businessRequest()
 			m["external_business_identifier"] = ""
 			b := m["business"].(map[string]any)
-			b["business_type"] = "GmbH"
+			b["business_type"] = strings.Repeat("G", 65)
 			b["unknown"] = true
-			delete(b, "company_name")
+			b["company_name"] = 5
 			return m
 		}(), 400, "business_failed_validation", []string{
 			"blank@external_business_identifier", "business_contract_already_exists@business.business_contracts.0.identifier",
-			"invalid_choice@business.business_type",
-			"required@business.company_name", "unknown_field@business.unknown",
+			"invalid@business.company_name", "invalid_choice@business.business_type",
+			"unknown_field@business.unknown",
 		}},
 		{"a supplier the key may not use", otherTok, businessRequest(), 400, "business_failed_validation",
 			[]string{"import_supplier_not_found@import_supplier_code"}},

@@ -327,7 +327,7 @@ type problemCase struct {
 var accountProblems = []problemCase{
 	{"wrong JSON type", "customers.0.given_name", json.Number("42"), fieldProblem{"customers.0.given_name", "invalid"}},
 	{"bad date", "supply_addresses.0.supply_points.1.supply_start_date", "2021-02-30", fieldProblem{"supply_addresses.0.supply_points.1.supply_start_date", "invalid_date"}},
-	{"enum value that is not a code", "supply_addresses.0.supply_points.0.meters.0.status", "broken", fieldProblem{"supply_addresses.0.supply_points.0.meters.0.status", "invalid_choice"}},
+	{"code of 65 characters", "supply_addresses.0.supply_points.0.meters.0.status", strings.Repeat("B", 65), fieldProblem{"supply_addresses.0.supply_points.0.meters.0.status", "invalid_choice"}},
 	{"missing required field", "billing_address.country", deleteField, fieldProblem{"billing_address.country", "required"}},
 	{"unknown field", "customers.1.nickname", "Tommy", fieldProblem{"customers.1.nickname", "unknown_field"}},
 	{"invalid phone number", "customers.0.landline", "12", fieldProblem{"customers.0.landline", "invalid_phone_number"}},

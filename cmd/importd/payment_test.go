@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,7 +142,7 @@ func paymentAccountCases(t *testing.T, e *paymentEnv) {
 		{name: "hangs past the timeout", vendor: "SLOW", ref: "CARD-4", typ: "CARD", status: 500, code: "payment_vendor_unavailable", errors: []string{}, requests: 3},
 		{name: "unknown vendor", vendor: "NOBODY", ref: "CARD-5", typ: "CARD", status: 400,
 			code: "payment_instruction_failed_validation", errors: []string{"payment_vendor_not_found@vendor"}},
-		{name: "a type that is not a code", vendor: "OK", ref: "CARD-6", typ: "card", status: 400,
+		{name: "a type of 65 characters", vendor: "OK", ref: "CARD-6", typ: strings.Repeat("C", 65), status: 400,
 			code: "payment_instruction_failed_validation", errors: []string{"invalid_choice@type"}},
 		{name: "type the vendor does not store", vendor: "OK", ref: "CARD-7", typ: "DIRECT_DEBIT", status: 400,
 			code: "payment_instruction_type_mismatch", errors: []string{"payment_instruction_type_mismatch@type"}, requests: 1},

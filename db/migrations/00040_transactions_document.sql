@@ -1,6 +1,6 @@
 -- +goose Up
--- Redefines post_transactions (first defined in 00017; today's bodies of
--- every function are in db/functions.sql): it now takes E7's
+-- Redefines post_transactions (defined in 00017, redefined in 00025; today's
+-- bodies of every function are in db/functions.sql): it now takes E7's
 -- transactions as one jsonb document, as E5's creation statement does,
 -- instead of 33 positional parallel arrays.
 --
@@ -31,7 +31,7 @@ $$;
 
 DROP FUNCTION post_transactions(text, text, text[], date[], date[], numeric[], text[], text[], text[], text[], text[], text[],
     text[], text[], text[], int[], text[], date[], date[], numeric[], numeric[], numeric[], text[], text[], int[],
-    numeric[], text[], numeric[], numeric[], text[], numeric, text[], text);
+    numeric[], text[], numeric[], numeric[], text[], numeric, text[], text, boolean);
 
 -- post_transactions is E7's write in one round trip
 -- (jobs/postimport, insertTransactions). Called on its own, the call is one
@@ -40,7 +40,9 @@ DROP FUNCTION post_transactions(text, text, text[], date[], date[], numeric[], t
 -- PL/pgSQL function takes a new snapshot, so the checks after the lock see
 -- every import that held the lock before; a single statement could not (its
 -- snapshot is taken before the wait). It returns false, and writes nothing,
--- when the account does not exist, one of the transaction ids exists, one
+-- when the account does not exist, one of the transaction ids exists (when
+-- p_check_previously_added, E7's check_previously_added, is true: false
+-- adds a transaction whose id the account has, as the caller asked), one
 -- of the product codes does not, or the open statement period does not
 -- start on p_first_open_day; when p_first_open_day is NULL (a request
 -- decided without a lookup), when a transaction is dated before the open
@@ -55,7 +57,8 @@ DROP FUNCTION post_transactions(text, text, text[], date[], date[], numeric[], t
 -- "value_taxed", "rate", "unit_type"}]}]}, every number a decimal string so
 -- that no value passes through a float.
 -- +goose StatementBegin
-CREATE FUNCTION post_transactions(p_supplier text, p_ean text, p_doc jsonb, p_first_open_day date)
+CREATE FUNCTION post_transactions(p_supplier text, p_ean text, p_doc jsonb, p_first_open_day date,
+    p_check_previously_added boolean)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -75,8 +78,8 @@ BEGIN
         OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_doc->'transactions') AS t
             WHERE t->>'product_code' IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM products p WHERE p.code = t->>'product_code'))
-        OR EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = v_account
-            AND t.transaction_id IN (SELECT x->>'id' FROM jsonb_array_elements(p_doc->'transactions') AS x)) THEN
+        OR (p_check_previously_added AND EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = v_account
+            AND t.transaction_id IN (SELECT x->>'id' FROM jsonb_array_elements(p_doc->'transactions') AS x))) THEN
         RETURN false;
     END IF;
     WITH t AS (
@@ -117,7 +120,7 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
-DROP FUNCTION post_transactions(text, text, jsonb, date);
+DROP FUNCTION post_transactions(text, text, jsonb, date, boolean);
 DROP FUNCTION account_first_open_day(bigint);
 -- +goose StatementBegin
 CREATE FUNCTION post_transactions(
@@ -129,7 +132,7 @@ CREATE FUNCTION post_transactions(
     l_nets numeric[], l_prices numeric[], l_units text[],
     x_tids text[], x_positions int[], x_amounts numeric[], x_types text[], x_values numeric[], x_rates numeric[],
     x_unit_types text[],
-    p_delta numeric, p_prepay_meters text[], p_first_open_day text
+    p_delta numeric, p_prepay_meters text[], p_first_open_day text, p_check_previously_added boolean
 ) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
@@ -151,7 +154,8 @@ BEGIN
         OR EXISTS (SELECT 1 FROM unnest(p_dates) AS d WHERE d < v_first_open_day::date)
         OR EXISTS (SELECT 1 FROM unnest(p_products) AS c
             WHERE c IS NOT NULL AND NOT EXISTS (SELECT 1 FROM products p WHERE p.code = c))
-        OR EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = v_account AND t.transaction_id = ANY (p_tids)) THEN
+        OR (p_check_previously_added
+            AND EXISTS (SELECT 1 FROM transactions t WHERE t.account_id = v_account AND t.transaction_id = ANY (p_tids))) THEN
         RETURN false;
     END IF;
     WITH ins AS (

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
+	"golang.org/x/net/idna"
 )
 
 //go:embed iso3166.txt
@@ -103,7 +104,10 @@ func isTestEmail(addr string) bool {
 }
 
 // normaliseEmail checks the address and lower-cases its domain. It returns
-// the code of the problem, or "" when the address is acceptable.
+// the code of the problem, or "" when the address is acceptable. The
+// reference asks only for "format email" (6.3), so every form of RFC 5321
+// is a mailbox: a dot-atom or quoted local part, and a domain whose labels
+// may be international (IDNA, checked in their ASCII form).
 func normaliseEmail(s string) (string, string) {
 	at := strings.LastIndexByte(s, '@')
 	if at <= 0 || at == len(s)-1 {
@@ -119,10 +123,30 @@ func normaliseEmail(s string) (string, string) {
 	return local + "@" + domain, ""
 }
 
-// validLocalPart accepts an RFC 5322 dot-atom. Quoted local parts are legal
-// but in practice only appear by mistake, and many mail systems refuse them.
+// validLocalPart accepts an RFC 5321 local part of at most 64 octets: a
+// dot-atom (atext runs joined by single dots) or a quoted string, whose
+// characters are printable ASCII and spaces, with " and \ escaped by a
+// backslash ("john smith", "a\"b").
 func validLocalPart(s string) bool {
-	if len(s) > 64 || s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
+	if len(s) > 64 {
+		return false
+	}
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		q := s[1 : len(s)-1]
+		for i := 0; i < len(q); i++ {
+			c := q[i]
+			switch {
+			case c == '\\':
+				if i++; i == len(q) || q[i] < 32 || q[i] > 126 {
+					return false
+				}
+			case c == '"' || c < 32 || c > 126:
+				return false
+			}
+		}
+		return true
+	}
+	if s[0] == '.' || s[len(s)-1] == '.' || strings.Contains(s, "..") {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -135,8 +159,17 @@ func validLocalPart(s string) bool {
 }
 
 // validDomain accepts a lower-case host name of at least two labels whose
-// last label is alphabetic (or an IDNA xn-- label): no IP literals.
+// last label is alphabetic (or an IDNA xn-- label): no IP literals. An
+// international domain (münchen.de) is checked in its ASCII form
+// (xn--mnchen-3ya.de), as IDNA's lookup profile converts it.
 func validDomain(s string) bool {
+	if !isASCII(s) {
+		a, err := idna.Lookup.ToASCII(s)
+		if err != nil {
+			return false
+		}
+		s = a
+	}
 	if len(s) > 253 {
 		return false
 	}
@@ -169,6 +202,15 @@ func validDomain(s string) bool {
 	return true
 }
 
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 type phoneResult uint8
 
 const (
@@ -188,19 +230,54 @@ func normalisePhone(s, region string) (string, phoneResult) {
 		return s, phoneUnchecked
 	}
 	num, err := phonenumbers.Parse(s, region)
-	if err != nil || num.GetExtension() != "" {
+	if err != nil {
 		return s, phoneInvalid
 	}
 	// For a number of the supplier's own country, IsValidNumberForRegion
 	// decides with one pass over the region's patterns, where IsValidNumber
 	// makes two (one to find the region among those sharing the calling
 	// code, such as GB, GG, IM and JE for +44, one for the type).
-	if region != "" && int(num.GetCountryCode()) == phonenumbers.GetCountryCodeForRegion(region) &&
-		phonenumbers.IsValidNumberForRegion(num, region) {
-		return phonenumbers.Format(num, phonenumbers.E164), phoneValid
-	}
-	if !phonenumbers.IsValidNumber(num) {
+	valid := region != "" && int(num.GetCountryCode()) == phonenumbers.GetCountryCodeForRegion(region) &&
+		phonenumbers.IsValidNumberForRegion(num, region)
+	if !valid && !phonenumbers.IsValidNumber(num) {
 		return s, phoneInvalid
 	}
-	return phonenumbers.Format(num, phonenumbers.E164), phoneValid
+	return withExtension(s, num), phoneValid
+}
+
+// withExtension returns num in E.164 followed, when it has an extension,
+// by the extension in RFC 3966 form: "+441614960123;ext=12". E.164 alone
+// cannot carry an extension, and an office number often has one. Should
+// that form exceed the reference's 32 characters, the number is kept as
+// sent (which fits), so that the normalised payload validates again.
+func withExtension(s string, num *phonenumbers.PhoneNumber) string {
+	n := phonenumbers.Format(num, phonenumbers.E164)
+	if ext := num.GetExtension(); ext != "" {
+		n += ";ext=" + ext
+	}
+	if len(n) > maxPhone {
+		return s
+	}
+	return n
+}
+
+// validReading reports whether s matches the reference's pattern for a
+// reading value, ^-?\d{0,10}(?:\.\d{0,10})?$, with at least one digit: the
+// pattern alone would take "", "-" and "." too, which are no number (the
+// reference reads the value as a decimal). Leading zeros, ".5" and "5."
+// are readings.
+func validReading(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	return len(whole) <= 10 && len(frac) <= 10 && len(whole)+len(frac) > 0 &&
+		allDigits(whole) && allDigits(frac)
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

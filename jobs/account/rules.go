@@ -33,9 +33,9 @@ const (
 	CodeCustomerWithUnknown       = "customer_with_unknown_occupier"
 	CodeMetadataDuplicateKeys     = "metadata_has_duplicate_keys"
 	CodeDuplicateMeterSerial      = "duplicate_meter_serial_number"
-	CodeDuplicateRegisterType     = "duplicate_register_type"
 	CodeDuplicateSupplyIdentifier = "duplicate_supply_point_identifier"
 	CodeContractNotFound          = "business_contract_not_found"
+	CodeSupplyTypeNotRecognised   = "supply_type_not_recognised"
 )
 
 // rule is one row of the semantic part of RULES.md.
@@ -52,18 +52,18 @@ type rule struct {
 var semanticRules = append([]rule{
 	{CodeCustomerWithUnknown, "`customers`", "`unknown_occupier: true` means nobody is known at the account, so `customers` must be omitted or empty. Source: reference 6.1 (`customer_with_unknown_occupier`)."},
 	{CodeSupplierNotFound, "`import_supplier`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one. While the supplier is unknown, rules that need its country are skipped for national-format phone numbers and supply postcodes (international numbers are still checked), and the business contract is not looked up: an error there could be wrong, and the caller will hear about it once the supplier code is fixed. Source: spec 2.1 and reference 6.1 (`import_supplier` is one of the tenant's supplier codes)."},
-	{CodeInvalidPhoneNumber, "`customers[].mobile`, `customers[].landline`, `customers[].alternative_phone_numbers[].phone_number`", "A valid phone number, of any type (a landline number is accepted as `mobile`): national numbers are read in the supplier's country, numbers with a leading + may be of any country. An empty string is accepted, and null for `mobile` and `landline`. Numbers with an extension are refused, since E.164 cannot carry one. Valid numbers are normalised to E.164 (`+447700900123`). Source: spec 2.2.2 and reference 6.3 (\"conforms to the norms of the region from which the migration is taking place\"; detail `<value> is not a valid phone number`)."},
-	{CodeInvalidEmail, "`customers[].email`", "A well-formed address: one @, a dot-atom local part of at most 64 characters, a domain of letter/digit/hyphen labels with a top-level domain of letters, 254 characters in all. An empty string is accepted. The domain is lower-cased. Source: reference 6.3 (`email` has format email)."},
+	{CodeInvalidPhoneNumber, "`customers[].mobile`, `customers[].landline`, `customers[].alternative_phone_numbers[].phone_number`", "A valid phone number, of any type (a landline number is accepted as `mobile`): national numbers are read in the supplier's country, numbers with a leading + may be of any country. An empty string is accepted, and null for `mobile` and `landline`. Valid numbers are normalised to E.164 (`+447700900123`); a number with an extension (`0161 496 0123 ext. 12`) keeps it in RFC 3966 form, `+441614960123;ext=12`, unless that form would exceed 32 characters, when the number is kept as sent. Source: spec 2.2.2 and reference 6.3 (\"conforms to the norms of the region from which the migration is taking place\"; detail `<value> is not a valid phone number`)."},
+	{CodeInvalidEmail, "`customers[].email`", "A mailbox in any form of RFC 5321: a local part of at most 64 characters, either a dot-atom or a quoted string (`\"amelia hughes\"@example.com`); a domain of at least two labels with a top-level domain of letters, which may be international (`müller-bäckerei.de`, checked in its IDNA ASCII form); 254 characters in all. An empty string is accepted. The domain is lower-cased. Source: reference 6.3 (`email` has format email)."},
 	{CodeTestEmail, "`customers[].email`", "Refused when the address " + testEmailRule() + ". Source: reference 6.3."},
 	{CodeInvalidCountry, "`billing_address.country`", "An ISO 3166-1 alpha-2 code (officially assigned). Lower case is accepted and upper-cased. Source: spec 2.2.1 and reference 6.2."},
 	{CodeInvalidPostcode, "`billing_address.postal_code`, `supply_addresses[].supply_postcode`", "Checked against the postcode format of the country: the billing address's own country for `postal_code`, the supplier's country for `supply_postcode`. Countries with a format: " + postcodeCountryList() + "; for them the postcode is normalised (UK: upper case, one space before the inward code, `SW1A 1AA`). Other countries accept any text. An empty `postal_code` is accepted. Source: reference 6.2 (\"Validate and normalize postcode\")."},
 	{CodeAgreementBeforeSupply, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Not before the supply point's `supply_start_date`. Source: reference 6.4."},
 	{CodeAgreementOverlap, "`supply_addresses[].supply_points[].agreements[].effective_from`", "Agreements of one supply point follow each other: each starts on a different date (reported at the second agreement with a date already used). An agreement runs until the next one starts, so distinct dates leave neither gaps nor overlaps. Agreements are sorted by `effective_from` in the normalised payload. Source: reference 6.1 and 6.4."},
+	{CodeSupplyTypeNotRecognised, "`supply_addresses[].supply_points[].supply_type`", "The supply type is in the catalogue: the five of spec 2.2.4 (ELECTRICITY, HEAT_PUMP, LIGHT, POLE, WATER_HEATER) from the start, and those the operator adds with `importctl supply-type add`. E3 and E4 check it; E5 does not look again, as types are never removed. Source: reference 6.4 and 9 (`supply_type_not_recognised`) and spec 1 rule 6 (only documented fields, which an unknown type cannot have)."},
 	{CodeTariffNotFound, "`supply_addresses[].supply_points[].agreements[].tariff_code`", "The tariff exists in the product catalogue. All codes of a payload are looked up at once. Source: reference 6.4."},
 	{CodeDuplicateSupplyIdentifier, "`supply_addresses[].supply_points[].identifier`", "An ELECTRICITY identifier appears once in the account (reported at the second occurrence). Source: reference 6.4 (`identifier` is \"the unique identifier for the supply point\")."},
 	{CodeDuplicateMeterSerial, "`supply_addresses[].supply_points[].meters[].serial_number`", "A meter serial number appears once in the account (reported at the second occurrence). Source: storage, which keys a meter by account and serial number (readings and industry flows identify a meter by it)."},
-	{CodeDuplicateRegisterType, "`supply_addresses[].supply_points[].meters[].registers[].register_type`", "A register type appears once per meter (reported at the second occurrence). Source: reference 6.4 (`meter_with_duplicate_register_ids`; the register type identifies a register here)."},
-	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A plain decimal number written as a string (`\"12345.6\"`, `\"-3\"`), at most 40 characters, no exponent. Source: reference 6.4 (`reading_value` is a decimal string)."},
+	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A decimal number written as a string, as the reference's pattern `^-?\\d{0,10}(?:\\.\\d{0,10})?$` has it, with at least one digit: an optional minus sign, at most 10 digits before the point and at most 10 after it (so at most 22 characters, the field's `max_length`). Leading zeros (`\"00512.5\"`), `\".5\"` and `\"5.\"` are readings; an exponent, a plus sign or spaces are not. The value is kept as sent. Source: reference 6.4 (`reading_value` pattern)."},
 	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence). Source: reference 6.1."},
 	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier. Source: spec 2.2."},
 }, noteRules()...)
@@ -89,7 +89,9 @@ func Reference() string {
 
 **The principle.** The service refuses only what the interface spec or the reference API it mirrors refuses.
 Where both are silent, it accepts the value and stores it as given. A value the spec lists "in use" is an example,
-not the whole set: such fields take any code of the form ` + "`^[A-Z][A-Z0-9_]{0,63}$`" + `. Every rule below that refuses
+not the whole set: such fields take any code of at most 64 characters (lower case and a leading digit, as in ` + "`3PH`" + `,
+included). Only where the reference refuses unknown values (a ` + "`*_not_recognised`" + ` code) are the values a catalogue, which
+the operator extends: ` + "`supply_type`" + ` (` + "`importctl supply-type add`" + `). Numbers have no lower bound where no source gives one. Every rule below that refuses
 data names its source (a spec section or a reference rule); a limit that only protects storage says so.
 
 These rules apply to the account import payload (spec section 2.2) in E3 (validate), E4 (stage) and when the

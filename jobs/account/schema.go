@@ -18,7 +18,7 @@ const (
 	maxLongText   = 2000 // descriptions, product notes, street addresses
 	maxPhone      = 32
 	maxEmail      = 254 // RFC 5321 path limit
-	maxReading    = 32
+	maxReading    = 22  // the longest value of the reference's reading pattern: "-", 10 digits, ".", 10 digits
 	maxAccountRef = 128 // the reference API's maxLength of external_account_number
 )
 
@@ -88,27 +88,27 @@ var agreementSchema = v.NewObject(
 
 var registerSchema = v.NewObject(
 	v.Req("register_type", v.StringValue, func(r *Register) *string { return &r.RegisterType }, v.OpenCode(),
-		v.Codes(CodeDuplicateRegisterType), v.Note("Required: readings are recorded per register type.")),
-	v.Opt("whole_digits", v.IntegerValue, func(r *Register) **int64 { return &r.WholeDigits }, v.NonNegative()),
-	v.Opt("decimal_digits", v.IntegerValue, func(r *Register) **int64 { return &r.DecimalDigits }, v.NonNegative()),
+		v.Note("Required: readings are recorded per register type. A meter may have several registers of one type (a day/night meter has two KWH_IMPORT), kept in their order: spec 2.2.5 gives registers no id, and the reference's meter_with_duplicate_register_ids is about register ids.")),
+	v.Opt("whole_digits", v.IntegerValue, func(r *Register) **int64 { return &r.WholeDigits }),
+	v.Opt("decimal_digits", v.IntegerValue, func(r *Register) **int64 { return &r.DecimalDigits }),
 	v.Opt("active_from", v.DateValue, func(r *Register) **v.Date { return &r.ActiveFrom }),
-	v.Opt("multiplier", v.DecimalValue, func(r *Register) **v.Decimal { return &r.Multiplier }, v.NonNegative()),
+	v.Opt("multiplier", v.DecimalValue, func(r *Register) **v.Decimal { return &r.Multiplier }),
 )
 
 var meterTypeSchema = v.NewObject(
 	v.Opt("manufacturer", v.StringValue, func(m *MeterType) **string { return &m.Manufacturer }, v.MaxLength(maxShortText), v.AllowBlank()),
 	v.Opt("model", v.StringValue, func(m *MeterType) **string { return &m.Model }, v.MaxLength(maxShortText), v.AllowBlank()),
-	v.Opt("amps_low", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.AmpsLow }, v.NonNegative()),
-	v.Opt("amps_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.AmpsHigh }, v.NonNegative()),
-	v.Opt("volts_low", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsLow }, v.NonNegative()),
-	v.Opt("volts_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsHigh }, v.NonNegative()),
+	v.Opt("amps_low", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.AmpsLow }),
+	v.Opt("amps_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.AmpsHigh }),
+	v.Opt("volts_low", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsLow }),
+	v.Opt("volts_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsHigh }),
 	v.Opt("phase", v.StringValue, func(m *MeterType) **string { return &m.Phase }, v.OpenCode()),
-	v.Opt("elements", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.Elements }, v.NonNegative()),
+	v.Opt("elements", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.Elements }),
 	v.Opt("stock_code", v.StringValue, func(m *MeterType) **string { return &m.StockCode }, v.MaxLength(maxCode)),
 	v.Opt("is_bidirectional", v.BooleanValue, func(m *MeterType) **bool { return &m.IsBidirectional }),
 	v.Opt("is_analog", v.BooleanValue, func(m *MeterType) **bool { return &m.IsAnalog }),
 	v.Opt("cover_material", v.StringValue, func(m *MeterType) **string { return &m.CoverMaterial }, v.OpenCode()),
-	v.Opt("wire_ports", v.IntegerValue, func(m *MeterType) **int64 { return &m.WirePorts }, v.NonNegative()),
+	v.Opt("wire_ports", v.IntegerValue, func(m *MeterType) **int64 { return &m.WirePorts }),
 	v.Opt("network_connectivity", v.BooleanValue, func(m *MeterType) **bool { return &m.NetworkConnectivity }),
 	v.Opt("base", v.StringValue, func(m *MeterType) **string { return &m.Base }, v.OpenCode()),
 )
@@ -116,9 +116,9 @@ var meterTypeSchema = v.NewObject(
 var meterSchema = v.NewObject(
 	v.Req("serial_number", v.StringValue, func(m *Meter) *string { return &m.SerialNumber }, v.MaxLength(maxCode),
 		v.Codes(CodeDuplicateMeterSerial), v.Note("Required: readings and industry flows identify a meter by its serial number.")),
-	v.Opt("subgroup", v.IntegerValue, func(m *Meter) **int64 { return &m.Subgroup }, v.NonNegative()),
+	v.Opt("subgroup", v.IntegerValue, func(m *Meter) **int64 { return &m.Subgroup }),
 	v.Opt("seal_date", v.DateValue, func(m *Meter) **v.Date { return &m.SealDate }),
-	v.Opt("meter_number", v.IntegerValue, func(m *Meter) **int64 { return &m.MeterNumber }, v.NonNegative()),
+	v.Opt("meter_number", v.IntegerValue, func(m *Meter) **int64 { return &m.MeterNumber }),
 	v.Opt("status", v.StringValue, func(m *Meter) **string { return &m.Status }, v.OpenCode()),
 	v.Opt("active_from", v.DateValue, func(m *Meter) **v.Date { return &m.ActiveFrom }),
 	v.Obj("meter_type", meterTypeSchema, func(m *Meter) **MeterType { return &m.MeterType }),
@@ -130,7 +130,7 @@ var transferReadingSchema = v.NewObject(
 		v.Note("Required, with read_date and value: a reading without any of them cannot be billed from.")),
 	v.Req("read_date", v.DateValue, func(r *TransferReading) *v.Date { return &r.ReadDate }),
 	v.Req("value", v.StringValue, func(r *TransferReading) *string { return &r.Value }, v.MaxLength(maxReading),
-		v.Note("A decimal number written as a string.")),
+		v.Note("A decimal number written as a string, kept as sent (leading zeros included).")),
 )
 
 // Fields shared by several supply types are declared once, so that every
@@ -146,8 +146,8 @@ var (
 
 var supplyPointSchema = v.NewUnion("supply_type",
 	[]v.Field[SupplyPoint]{
-		v.Req("supply_type", v.StringValue, func(p *SupplyPoint) *string { return &p.SupplyType },
-			v.Note("Decides which of the fields below are accepted. The spec lists the values in use; any other code is accepted too, with any fields, kept as given.")),
+		v.Req("supply_type", v.StringValue, func(p *SupplyPoint) *string { return &p.SupplyType }, v.Codes(CodeSupplyTypeNotRecognised),
+			v.Note("A supply type of the catalogue: the five of spec 2.2.4, and those the operator adds (importctl supply-type add). Decides which of the fields below are accepted; a type other than the five keeps its other fields as given.")),
 		v.Req("supply_start_date", v.DateValue, func(p *SupplyPoint) *v.Date { return &p.SupplyStartDate }),
 		v.Opt("last_billed_to_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.LastBilledToDate }),
 		v.List("agreements", agreementSchema, func(p *SupplyPoint) *[]Agreement { return &p.Agreements }),
@@ -158,7 +158,7 @@ var supplyPointSchema = v.NewUnion("supply_type",
 		v.Opt("initial_connection_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.InitialConnectionDate }),
 		locationDescriptionField,
 		v.Opt("book_number", v.StringValue, func(p *SupplyPoint) **string { return &p.BookNumber }, v.MaxLength(maxCode)),
-		v.Opt("call_number", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.CallNumber }, v.NonNegative()),
+		v.Opt("call_number", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.CallNumber }),
 		v.Opt("energization_status", v.StringValue, func(p *SupplyPoint) **string { return &p.EnergizationStatus }, v.OpenCode()),
 		v.List("meters", meterSchema, func(p *SupplyPoint) *[]Meter { return &p.Meters }),
 		v.List("transfer_readings", transferReadingSchema, func(p *SupplyPoint) *[]TransferReading { return &p.TransferReadings }),
@@ -167,7 +167,7 @@ var supplyPointSchema = v.NewUnion("supply_type",
 		v.Opt("serial_number_internal", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberInternal }, v.MaxLength(maxCode)),
 		v.Opt("serial_number_external", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberExternal }, v.MaxLength(maxCode)),
 		v.Opt("make_model", v.StringValue, func(p *SupplyPoint) **string { return &p.MakeModel }, v.MaxLength(maxShortText), v.AllowBlank()),
-		v.Opt("size", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.Size }, v.NonNegative()),
+		v.Opt("size", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.Size }),
 		locationDescriptionField,
 		productNoteField,
 	}},

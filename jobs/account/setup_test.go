@@ -65,8 +65,11 @@ func setup(t testing.TB) bundle {
 	if err := db.GetContext(ctx, &n, `SELECT count(*) FROM tariffs`); err != nil || n != len(fixtureTariffs) {
 		t.Fatalf("setup: %d tariffs inserted, want %d (%v)", n, len(fixtureTariffs), err)
 	}
+	// Supply types beyond the spec's five that the tests use, as the
+	// operator would add them.
+	mustExec(`INSERT INTO supply_types (code) VALUES ('TREATED'), ('GAS'), ('gas')`)
 	cat := NewCatalog(db, func(code string) bool { return code != hiddenSupplier })
-	return bundle{db: db, catalog: cat, v: Validator{Catalog: cat, Now: func() time.Time { return testToday }}}
+	return bundle{db: db, catalog: cat, v: Validator{Catalog: cat, SupplyTypes: NewSupplyTypeCatalog(db), Now: func() time.Time { return testToday }}}
 }
 
 func fixture(t testing.TB) []byte {

@@ -19,8 +19,15 @@ type Validator struct {
 	// Catalog resolves the supplier, tariffs and business contracts. When it
 	// is a BatchCatalog, one round trip answers all three.
 	Catalog Catalog
-	// Now returns the current time; nil means time.Now. Note unpin times
-	// are judged against it, so tests fix it.
+	// SupplyTypes, when set, refuses a supply_type that is not in the
+	// catalogue (supply_type_not_recognised). E3 and E4 set it; E5 checks
+	// the staged payload again without it: supply types are never removed
+	// from the catalogue, so one known at staging is known at creation.
+	SupplyTypes SupplyTypeCatalog
+	// Now returns the current time; nil means time.Now. No rule of the
+	// payload depends on it today (a note's unpin_at is compared with its
+	// created_at, never with now); it is kept so that a rule that needs
+	// the date can be tested with a fixed clock.
 	Now func() time.Time
 }
 
@@ -64,6 +71,11 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 
 	if err := c.lookup(ctx, v.Catalog); err != nil {
 		return nil, fmt.Errorf("validate account: %w", err)
+	}
+	if v.SupplyTypes != nil {
+		if err := c.checkSupplyTypes(ctx, v.SupplyTypes); err != nil {
+			return nil, fmt.Errorf("validate account: %w", err)
+		}
 	}
 	c.checkCustomers()
 	c.checkBillingAddress()
@@ -271,13 +283,38 @@ func (c *checker) checkSupplyAddresses() {
 					}
 					serials = setAdd(serials, mt.SerialNumber)
 				}
-				for _, r := range validate.Repeats(mt.Registers, func(x *Register) string { return x.RegisterType }) {
-					c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "registers", r, "register_type"),
-						CodeDuplicateRegisterType, "Register type %s appears more than once on this meter.", mt.Registers[r].RegisterType)
-				}
 			}
 		}
 	}
+}
+
+// checkSupplyTypes refuses every supply point whose supply_type is not in
+// the catalogue, asking about all of the payload's types at once.
+func (c *checker) checkSupplyTypes(ctx context.Context, cat SupplyTypeCatalog) error {
+	var types []string
+	for _, sa := range c.a.SupplyAddresses {
+		for _, sp := range sa.SupplyPoints {
+			if sp.SupplyType != "" && !slices.Contains(types, sp.SupplyType) {
+				types = append(types, sp.SupplyType)
+			}
+		}
+	}
+	if len(types) == 0 {
+		return nil
+	}
+	unknown, err := cat.UnknownSupplyTypes(ctx, types)
+	if err != nil || len(unknown) == 0 {
+		return err
+	}
+	for i, sa := range c.a.SupplyAddresses {
+		for j, sp := range sa.SupplyPoints {
+			if slices.Contains(unknown, sp.SupplyType) {
+				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "supply_type"), CodeSupplyTypeNotRecognised,
+					"Supply type %q is not recognised; the service operator adds supply types with importctl supply-type add.", sp.SupplyType)
+			}
+		}
+	}
+	return nil
 }
 
 func setAdd(m map[string]bool, k string) map[string]bool {
@@ -308,9 +345,9 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 		if tr.Value == "" {
 			continue
 		}
-		if _, err := validate.ParsePlainDecimal(tr.Value); err != nil {
+		if !validReading(tr.Value) {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "transfer_readings", r, "value"), validate.CodeInvalid,
-				"A reading is a decimal number in a string, such as \"12345.6\".")
+				"A reading is a decimal number in a string, such as \"12345.6\": at most 10 digits before the point and 10 after it.")
 		}
 	}
 }

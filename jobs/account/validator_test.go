@@ -185,8 +185,6 @@ var ruleCases = []ruleCase{
 	{name: "exponent beyond three digits for a decimal", edit: set(meter+"meter_type.amps_low", json.Number("1e1000")), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
 	{name: "exponent that leaves a fraction for an integer", edit: set(elec+"call_number", json.Number("45e-1")), want: []pair{{elec + "call_number", "invalid"}}},
 	{name: "string for a decimal", edit: set(meter+"meter_type.amps_low", "5"), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
-	{name: "negative count", edit: set(meter+"meter_type.wire_ports", -1), want: []pair{{meter + "meter_type.wire_ports", "min_value"}}},
-	{name: "negative multiplier", edit: set(meter+"registers.0.multiplier", json.Number("-1.5")), want: []pair{{meter + "registers.0.multiplier", "min_value"}}},
 	{name: "null optional string", edit: set("billing_address.locality", nil), want: []pair{{"billing_address.locality", "invalid"}}},
 	{name: "null customers list", edit: set("customers", nil), want: []pair{{"customers", "invalid"}}},
 	{name: "object where an array is expected", edit: set("supply_addresses", map[string]any{}), want: []pair{{"supply_addresses", "invalid"}}},
@@ -205,15 +203,10 @@ var ruleCases = []ruleCase{
 	{name: "duplicate key in billing address", body: "dup-country", want: []pair{{"billing_address.country", "duplicate_key"}}},
 
 	// Codes: any upper-case code is accepted (see TestValidate_AcceptsAnyCodeInCodedFields); anything else is not.
-	{name: "supply type not a code", edit: set(elec+"supply_type", "gas"), want: []pair{{elec + "supply_type", "invalid_choice"}}},
-	{name: "energization status not a code", edit: set(elec+"energization_status", "on"), want: []pair{{elec + "energization_status", "invalid_choice"}}},
-	{name: "meter status not a code", edit: set(meter+"status", "Broken"), want: []pair{{meter + "status", "invalid_choice"}}},
-	{name: "phase not a code", edit: set(meter+"meter_type.phase", "2"), want: []pair{{meter + "meter_type.phase", "invalid_choice"}}},
-	{name: "register type not a code", edit: set(meter+"registers.0.register_type", "kwh_import"), want: []pair{{meter + "registers.0.register_type", "invalid_choice"}}},
-	{name: "transfer reading register type not a code", edit: set(elec+"transfer_readings.0.register_type", "KWH IMPORT"), want: []pair{{elec + "transfer_readings.0.register_type", "invalid_choice"}}},
-	{name: "cover material not a code", edit: set(meter+"meter_type.cover_material", "wood"), want: []pair{{meter + "meter_type.cover_material", "invalid_choice"}}},
-	{name: "base not a code", edit: set(meter+"meter_type.base", "DIN-RAIL"), want: []pair{{meter + "meter_type.base", "invalid_choice"}}},
-	{name: "tank size not a code", edit: set("supply_addresses.0.supply_points.1.tank_size", "_HUGE"), want: []pair{{"supply_addresses.0.supply_points.1.tank_size", "invalid_choice"}}},
+	{name: "supply type not in the catalogue (a typo)", edit: set(elec2+"supply_type", "ELECTRICTY"),
+		want: []pair{{elec2 + "supply_type", "supply_type_not_recognised"}}},
+	{name: "supply type of 65 characters", edit: set(elec+"supply_type", strings.Repeat("G", 65)), want: []pair{{elec + "supply_type", "invalid_choice"}}},
+	{name: "register type of 65 characters", edit: set(meter+"registers.0.register_type", strings.Repeat("k", 65)), want: []pair{{meter + "registers.0.register_type", "invalid_choice"}}},
 	{name: "tank type of 65 characters", edit: set("supply_addresses.0.supply_points.1.tank_type", strings.Repeat("R", 65)), want: []pair{{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"}}},
 	{name: "field of an other supply type not storable", edit: set("supply_addresses.0.supply_points.1", map[string]any{
 		"supply_type": "TREATED", "supply_start_date": "2021-09-01", "identifier": "WATER:1\u0000"}),
@@ -259,7 +252,6 @@ var ruleCases = []ruleCase{
 	// Customers.
 	{name: "customers with unknown occupier", edit: set("unknown_occupier", true), want: []pair{{"customers", "customer_with_unknown_occupier"}}},
 	{name: "invalid landline", edit: set("customers.0.landline", "12345"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
-	{name: "landline with extension", edit: set("customers.0.landline", "0161 496 0123 ext. 12"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
 	{name: "invalid mobile", edit: set("customers.0.mobile", "07911"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
 	{name: "mobile not a number", edit: set("customers.0.mobile", "abcde"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
 	{name: "invalid alternative phone number", edit: set("customers.0.alternative_phone_numbers.0.phone_number", "0800"),
@@ -267,6 +259,8 @@ var ruleCases = []ruleCase{
 	{name: "e-mail without domain", edit: set("customers.0.email", "amelia.hughes"), want: []pair{{"customers.0.email", "invalid_email"}}},
 	{name: "e-mail with two dots", edit: set("customers.0.email", "amelia..hughes@brightmail.co.uk"), want: []pair{{"customers.0.email", "invalid_email"}}},
 	{name: "e-mail with a bare host", edit: set("customers.1.email", "tom@localhost"), want: []pair{{"customers.1.email", "invalid_email"}}},
+	{name: "e-mail with an unclosed quoted local part", edit: set("customers.1.email", `"tom@brightmail.co.uk`), want: []pair{{"customers.1.email", "invalid_email"}}},
+	{name: "e-mail with a domain IDNA refuses", edit: set("customers.1.email", "tom@bad\u00a0space.de"), want: []pair{{"customers.1.email", "invalid_email"}}},
 	{name: "e-mail starting with test@", edit: set("customers.0.email", "test@brightmail.co.uk"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
 	{name: "e-mail starting with TEST@", edit: set("customers.0.email", "TEST@brightmail.co.uk"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
 	{name: "e-mail starting with xxx@", edit: set("customers.0.email", "xxx@brightmail.co.uk"), want: []pair{{"customers.0.email", "possible_test_email_address"}}},
@@ -292,10 +286,13 @@ var ruleCases = []ruleCase{
 	{name: "electricity identifier twice", edit: set(elec2+"identifier", "1200023456789"), want: []pair{{elec2 + "identifier", "duplicate_supply_point_identifier"}}},
 	{name: "meter serial number twice in the account", edit: set(elec2+"meters.0.serial_number", "E21Z012345"),
 		want: []pair{{elec2 + "meters.0.serial_number", "duplicate_meter_serial_number"}}},
-	{name: "register type twice on a meter", edit: set(meter+"registers.1.register_type", "KWH_IMPORT"),
-		want: []pair{{meter + "registers.1.register_type", "duplicate_register_type"}}},
 	{name: "transfer reading value not a number", edit: set(elec+"transfer_readings.0.value", "about 23k"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 	{name: "transfer reading value with an exponent", edit: set(elec+"transfer_readings.0.value", "1e5"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value with 11 digits before the point", edit: set(elec+"transfer_readings.0.value", "12345678901"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value with 11 decimals", edit: set(elec+"transfer_readings.0.value", "1.12345678901"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value with a plus sign", edit: set(elec+"transfer_readings.0.value", "+5"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value of a point alone", edit: set(elec+"transfer_readings.0.value", "."), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
+	{name: "transfer reading value of a minus sign alone", edit: set(elec+"transfer_readings.0.value", "-"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 
 	// Metadata, notes, business.
 	{name: "metadata key twice", edit: set("metadata.1.key", "legacy_account_id"), want: []pair{{"metadata.1.key", "metadata_has_duplicate_keys"}}},
@@ -452,6 +449,23 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 				}
 			}},
 		{name: "mobile that is a landline number", edit: set("customers.0.mobile", "+441614960123")},
+		{name: "phone numbers with an extension, normalised to E.164 with the extension in RFC 3966 form",
+			edit: edits(set("customers.0.landline", "0161 496 0123 ext. 12"), set("customers.0.alternative_phone_numbers.0.phone_number", "+44 20 7946 0018 x7")),
+			check: func(t *testing.T, a *Account) {
+				got := []string{*a.Customers[0].Landline, a.Customers[0].AlternativePhoneNumbers[0].PhoneNumber}
+				if diff := cmp.Diff([]string{"+441614960123;ext=12", "+442079460018;ext=7"}, got); diff != "" {
+					t.Errorf("numbers (-want +got):\n%s", diff)
+				}
+			}},
+		{name: "e-mail with a quoted local part", edit: set("customers.0.email", `"amelia hughes"@brightmail.co.uk`)},
+		{name: "e-mail with an escaped quote in a quoted local part", edit: set("customers.0.email", `"a\"b"@brightmail.co.uk`)},
+		{name: "e-mail at an international domain, lower-cased", edit: set("customers.0.email", "joerg@Müller-Bäckerei.DE"),
+			check: func(t *testing.T, a *Account) {
+				if got := *a.Customers[0].Email; got != "joerg@müller-bäckerei.de" {
+					t.Errorf("e-mail = %q", got)
+				}
+			}},
+
 		{name: "e-mail at example.com, as in the reference's own example", edit: set("customers.0.email", "some.email@example.com")},
 		{name: "e-mail at a subdomain of test.com", edit: set("customers.1.email", "tom@mx.test.com")},
 		{name: "e-mail with test@ inside", edit: set("customers.1.email", "contest@brightmail.co.uk")},
@@ -537,6 +551,31 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 					t.Errorf("document path = %q, want letters/a.pdf", p)
 				}
 			}},
+		{name: "day/night meter with two KWH_IMPORT registers (registers carry no id in spec 2.2.5)",
+			edit: set(meter+"registers.1.register_type", "KWH_IMPORT"),
+			check: func(t *testing.T, a *Account) {
+				r := a.SupplyAddresses[0].SupplyPoints[0].Meters[0].Registers
+				if got := []string{r[0].RegisterType, r[1].RegisterType, r[1].Multiplier.String()}; !slices.Equal(got, []string{"KWH_IMPORT", "KWH_IMPORT", "0.50"}) {
+					t.Errorf("registers = %v", got)
+				}
+			}},
+		{name: "transfer readings in every form of the reference's pattern, kept as sent",
+			edit: set(elec+"transfer_readings", []any{
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-05-31", "value": "00512.5"},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-04-30", "value": ".5"},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-03-31", "value": "5."},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-02-28", "value": "-.5"},
+				map[string]any{"register_type": "KWH_IMPORT", "read_date": "2025-01-31", "value": "1234567890.1234567890"},
+			}),
+			check: func(t *testing.T, a *Account) {
+				var got []string
+				for _, r := range a.SupplyAddresses[0].SupplyPoints[0].TransferReadings {
+					got = append(got, r.Value)
+				}
+				if diff := cmp.Diff([]string{"00512.5", ".5", "5.", "-.5", "1234567890.1234567890"}, got); diff != "" {
+					t.Errorf("readings (-want +got):\n%s", diff)
+				}
+			}},
 		{name: "GB postcode in any spacing and case", edit: set("supply_addresses.0.supply_postcode", " sw1a1aa "),
 			check: func(t *testing.T, a *Account) {
 				if a.SupplyAddresses[0].SupplyPostcode != "SW1A 1AA" {
@@ -568,7 +607,7 @@ func TestValidate_ReportsEveryProblemAtOnce(t *testing.T) {
 	d.set(t, "customers.1.email", "test@brightmail.co.uk")
 	d.set(t, "billing_address.fax", "0161")
 	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")
-	d.set(t, meter+"status", "lost")
+	d.set(t, meter+"status", strings.Repeat("L", 65))
 	d.del(t, "supply_addresses.1.supply_postcode")
 	d.set(t, "metadata.1.key", "legacy_account_id")
 	d.set(t, "notes.1.document_paths.0.document_path", "../abs.pdf")
@@ -600,13 +639,13 @@ func TestValidate_UnknownSupplierStillReportsEverythingItCanCheck(t *testing.T) 
 	b := setup(t)
 	d := fixtureDoc(t)
 	d.set(t, "import_supplier", "NOPE")
-	d.set(t, "customers.0.landline", "12345")                          // national: needs the country, skipped
-	d.set(t, "customers.0.mobile", "+44 161 496")                      // international: checked
-	d.set(t, "supply_addresses.1.supply_postcode", "not a postcode")   // needs the country, skipped
-	d.set(t, "billing_address.postal_code", "not a postcode")          // billing country is known
-	d.set(t, "business.business_contract_identifier", "BC-NOPE")       // needs the supplier, skipped
-	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")                // independent of the supplier
-	d.set(t, "supply_addresses.0.supply_points.1.tank_type", "purple") // structural
+	d.set(t, "customers.0.landline", "12345")                                         // national: needs the country, skipped
+	d.set(t, "customers.0.mobile", "+44 161 496")                                     // international: checked
+	d.set(t, "supply_addresses.1.supply_postcode", "not a postcode")                  // needs the country, skipped
+	d.set(t, "billing_address.postal_code", "not a postcode")                         // billing country is known
+	d.set(t, "business.business_contract_identifier", "BC-NOPE")                      // needs the supplier, skipped
+	d.set(t, elec+"agreements.0.tariff_code", "E-GONE")                               // independent of the supplier
+	d.set(t, "supply_addresses.0.supply_points.1.tank_type", strings.Repeat("P", 65)) // structural
 	_, err := b.v.Validate(context.Background(), d.bytes(t))
 	want := []pair{
 		{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"},
@@ -692,6 +731,75 @@ func TestValidate_AcceptsAnyCodeInCodedFields(t *testing.T) {
 	hp := a.SupplyAddresses[1].SupplyPoints[1]
 	if hp.SupplyType != "GAS" || string(hp.Other["make_model"]) != `"Vaillant aroTHERM plus"` || hp.MakeModel != nil {
 		t.Errorf("GAS supply point = %+v, other %s", hp, hp.Other)
+	}
+}
+
+// TestValidate_AcceptsCodesOfAnyFormAndNumbersWithoutASourcedBound: open
+// codes keep only a length limit (lower case, digits first, spaces and
+// hyphens are codes too: no source fixes their form), and numbers without
+// a sourced lower bound may be negative.
+func TestValidate_AcceptsCodesOfAnyFormAndNumbersWithoutASourcedBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const wh = "supply_addresses.0.supply_points.1."
+	values := map[string]any{
+		elec + "energization_status": "on", meter + "status": "Broken", meter + "meter_type.phase": "3PH",
+		meter + "registers.0.register_type": "kwh_import", elec + "transfer_readings.0.register_type": "KWH IMPORT",
+		meter + "meter_type.cover_material": "wood", meter + "meter_type.base": "DIN-RAIL", wh + "tank_size": "_HUGE",
+		meter + "meter_type.wire_ports": -1, meter + "registers.0.multiplier": json.Number("-1.5"),
+		meter + "meter_type.amps_low": json.Number("-5"), meter + "subgroup": -2, elec + "call_number": -3,
+		meter + "registers.0.whole_digits": -6,
+	}
+	d := fixtureDoc(t)
+	for path, val := range values {
+		d.set(t, path, val)
+	}
+	d.set(t, "supply_addresses.1.supply_points.1.supply_type", "gas")
+	a, err := b.v.Validate(context.Background(), d.bytes(t))
+	if err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused: %v %+v", err, p)
+	}
+	sp := a.SupplyAddresses[0].SupplyPoints[0]
+	m := sp.Meters[0]
+	got := []string{*sp.EnergizationStatus, *m.Status, *m.MeterType.Phase, m.Registers[0].RegisterType, sp.TransferReadings[0].RegisterType,
+		*m.MeterType.CoverMaterial, *m.MeterType.Base, *a.SupplyAddresses[0].SupplyPoints[1].TankSize,
+		strconv.FormatInt(*m.MeterType.WirePorts, 10), m.Registers[0].Multiplier.String(), m.MeterType.AmpsLow.String(),
+		strconv.FormatInt(*m.Subgroup, 10), strconv.FormatInt(*sp.CallNumber, 10), strconv.FormatInt(*m.Registers[0].WholeDigits, 10),
+		a.SupplyAddresses[1].SupplyPoints[1].SupplyType}
+	want := []string{"on", "Broken", "3PH", "kwh_import", "KWH IMPORT", "wood", "DIN-RAIL", "_HUGE", "-1", "-1.5", "-5", "-2", "-3", "-6", "gas"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("values kept (-want +got):\n%s", diff)
+	}
+}
+
+// TestValidate_SupplyTypesAreACatalogueTheOperatorExtends: the reference
+// refuses an unknown supply type (supply_type_not_recognised), so supply
+// types are a catalogue: the spec's five from the start, others once the
+// operator adds them, accepted at once. A Validator without the catalogue
+// (E5's, over a payload E4 checked) does not look.
+func TestValidate_SupplyTypesAreACatalogueTheOperatorExtends(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	body := fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1.supply_type", "UNMETERED_ELECTRICITY").bytes(t)
+	_, err := b.v.Validate(ctx, body)
+	if diff := cmp.Diff([]pair{{"supply_addresses.1.supply_points.1.supply_type", CodeSupplyTypeNotRecognised}}, pairsOf(fieldErrors(t, err))); diff != "" {
+		t.Fatalf("unknown supply type (-want +got):\n%s", diff)
+	}
+	if _, err := (Validator{Catalog: b.v.Catalog, Now: b.v.Now}).Validate(ctx, body); err != nil {
+		t.Errorf("a validator without the catalogue refused it: %v", err)
+	}
+	if _, err := b.db.Exec(`INSERT INTO supply_types (code) VALUES ('UNMETERED_ELECTRICITY')`); err != nil {
+		t.Fatal(err)
+	}
+	a, err := b.v.Validate(ctx, body)
+	if err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused once the operator added the type: %v %+v", err, p)
+	}
+	if sp := a.SupplyAddresses[1].SupplyPoints[1]; sp.SupplyType != "UNMETERED_ELECTRICITY" || string(sp.Other["make_model"]) != `"Vaillant aroTHERM plus"` {
+		t.Errorf("supply point = %+v, other %s", sp, sp.Other)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/shopspring/decimal"
 )
 
 func TestFieldsList_KeepsOrderAndValuesAsWritten(t *testing.T) {
@@ -86,4 +87,17 @@ func FuzzFieldsList(f *testing.F) {
 			t.Errorf("List(%q) named %d members, the object has %d", b, len(seen), len(obj))
 		}
 	})
+}
+
+// Money shows an amount exactly, with at least two places: E7 keeps
+// fractional pennies, and the operator's view must not round them away.
+func TestMoney_IsWrittenExactlyWithAtLeastTwoPlaces(t *testing.T) {
+	t.Parallel()
+	var got []string
+	for _, s := range []string{"71", "71.1", "71.000", "0.125", "-0.1250000000", "1234567890.1234567891"} {
+		got = append(got, Money{decimal.RequireFromString(s)}.String())
+	}
+	if diff := cmp.Diff([]string{"71.00", "71.10", "71.00", "0.125", "-0.125", "1234567890.1234567891"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -271,15 +272,23 @@ type Ledger struct {
 func (l Ledger) Consistent() bool { return l.Balance.Equal(l.FromTransactions.Decimal) }
 
 // Money is an amount in the currency's major unit, read from a numeric
-// column without a float, and written as a string with two decimal places
-// ("71.00").
+// column without a float, and written as a string: exactly, with at least
+// two decimal places ("71.00", "0.125"), as stored. E7 keeps fractional
+// pennies, and an operator comparing a balance with its transactions must
+// see them.
 type Money struct{ decimal.Decimal }
 
-// MarshalJSON writes the amount as a string with two decimal places.
+// MarshalJSON writes the amount as a string (String).
 func (m Money) MarshalJSON() ([]byte, error) { return []byte(`"` + m.String() + `"`), nil }
 
-// String returns the amount with two decimal places.
-func (m Money) String() string { return m.StringFixed(2) }
+// String returns the exact amount with at least two decimal places.
+func (m Money) String() string {
+	places := 0
+	if _, frac, ok := strings.Cut(m.Decimal.String(), "."); ok { // String drops trailing zeros
+		places = len(frac)
+	}
+	return m.StringFixed(int32(max(2, places)))
+}
 
 // Fields is a JSON object kept as read, its members in their order.
 type Fields json.RawMessage

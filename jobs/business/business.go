@@ -14,21 +14,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// Business types: a closed set. The spec shows LTD in use; the others are the
-// legal forms a UK energy supplier bills.
-const (
-	TypeLTD         = "LTD"         // private limited company
-	TypePLC         = "PLC"         // public limited company
-	TypeLLP         = "LLP"         // limited liability partnership
-	TypeSoleTrader  = "SOLE_TRADER" // one person trading in their own name
-	TypePartnership = "PARTNERSHIP" // ordinary partnership
-	TypeCharity     = "CHARITY"     // charity or charitable incorporated organisation
-)
-
-// registeredTypes are the types registered at Companies House, which have a
-// company number; company_number is required for them.
-var registeredTypes = []string{TypeLTD, TypePLC, TypeLLP}
-
 // Codes of E1 answers. Each is stable: callers branch on them.
 const (
 	// CodeFailedValidation is the top-level code of a refused request; the
@@ -40,13 +25,10 @@ const (
 	// CodeAlreadyExists refuses a business that was created before. The
 	// answer carries service_business_id, so that a client that lost its 201
 	// can recover the id.
-	CodeAlreadyExists          = "business_already_exists"
-	CodeContractAlreadyExists  = "business_contract_already_exists"
-	CodeSupplierNotFound       = "import_supplier_not_found"
-	CodeDetailsDuplicateKeys   = "details_have_duplicate_keys"
-	CodeVersionDateNotUnique   = "duplicate_applicable_at_date"
-	CodeVersionBeforeValidFrom = "applicable_at_date_before_valid_from_date"
-	CodeSignedInFuture         = "signed_at_date_in_future"
+	CodeAlreadyExists         = "business_already_exists"
+	CodeContractAlreadyExists = "business_contract_already_exists"
+	CodeSupplierNotFound      = "import_supplier_not_found"
+	CodeDetailsDuplicateKeys  = "details_have_duplicate_keys"
 )
 
 // Request is the body of E1, as far as the schema could bind it.
@@ -58,10 +40,11 @@ type Request struct {
 
 // Business is the business of an E1 request (spec 2.6).
 type Business struct {
-	BusinessType string `json:"business_type"`
-	// CompanyNumber is nil when omitted; it is stored as "" then.
+	// BusinessType, CompanyNumber and CompanyName are nil when omitted;
+	// each is stored as "" then.
+	BusinessType      *string    `json:"business_type,omitzero"`
 	CompanyNumber     *string    `json:"company_number,omitzero"`
-	CompanyName       string     `json:"company_name"`
+	CompanyName       *string    `json:"company_name,omitzero"`
 	Details           []Detail   `json:"details,omitzero"`
 	BusinessContracts []Contract `json:"business_contracts"`
 }

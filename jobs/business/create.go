@@ -21,23 +21,20 @@ const detailFailed = "Could not validate business data."
 // Service creates businesses (E1).
 type Service struct {
 	db *sqlx.DB
-	// now returns the current time; "today" is its date in UTC.
-	now func() time.Time
 }
 
-// New returns the E1 service. now may be nil for time.Now.
+// New returns the E1 service. now is not read: no rule of E1 depends on
+// the date since signed_at_date may be any date (no source refuses a
+// future one); the parameter stays so that callers need not change.
 func New(d *sqlx.DB, now func() time.Time) *Service {
-	if now == nil {
-		now = time.Now
-	}
-	return &Service{db: d, now: now}
+	return &Service{db: d}
 }
 
 // Parse decodes body and checks every rule that needs nothing outside the
 // request. It returns the bound request (as far as it could be bound) and
 // every problem found; it never fails for any other reason. A body that is
 // not JSON or not an object gives a parse_error.
-func Parse(body []byte, today validate.Date) (Request, problem.List, *problem.Error) {
+func Parse(body []byte) (Request, problem.List, *problem.Error) {
 	var r Request
 	root, perr := requestSchema.ParseBody(body)
 	if perr != nil {
@@ -45,61 +42,26 @@ func Parse(body []byte, today validate.Date) (Request, problem.List, *problem.Er
 	}
 	var w validate.Walker
 	requestSchema.Bind(&w, root, &r)
-	checkRequest(&w, &r, today)
+	checkRequest(&w, &r)
 	return r, w.Errors, nil
 }
 
 // checkRequest runs the rules the schema cannot express. A field that had a
 // problem of its own is at its zero value, so every rule skips zero values.
-func checkRequest(w *validate.Walker, r *Request, today validate.Date) {
+func checkRequest(w *validate.Walker, r *Request) {
 	b := r.Business
 	if b == nil {
 		return
-	}
-	if b.CompanyNumber == nil && slices.Contains(registeredTypes, b.BusinessType) && !w.HasErrorAt("business.company_number") {
-		w.AddAt("business.company_number", validate.CodeRequired,
-			"A company number is required for a business of type %s.", b.BusinessType)
 	}
 	for _, i := range validate.Repeats(b.Details, func(d *Detail) string { return d.Key }) {
 		w.AddAt(validate.Attr("business", "details", i, "key"), CodeDetailsDuplicateKeys,
 			"Detail key %q appears more than once.", b.Details[i].Key)
 	}
-	// Repeats keeps these checks linear: a pairwise comparison let one
+	// Repeats keeps this check linear: a pairwise comparison let one
 	// request with many items hold a CPU for minutes.
-	repeated := validate.Repeats(b.BusinessContracts, func(c *Contract) string { return c.Identifier })
-	if b.BusinessContracts != nil && len(b.BusinessContracts) == 0 {
-		w.AddAt("business.business_contracts", validate.CodeRequired, "At least one business contract is required.")
-	}
-	for i, c := range b.BusinessContracts {
-		if len(repeated) > 0 && repeated[0] == i {
-			repeated = repeated[1:]
-			w.AddAt(validate.Attr("business", "business_contracts", i, "identifier"), CodeContractAlreadyExists,
-				"Business contract identifier %q appears more than once in this request.", c.Identifier)
-		}
-		if c.SignedAtDate != nil && *c.SignedAtDate > today {
-			w.AddAt(validate.Attr("business", "business_contracts", i, "signed_at_date"), CodeSignedInFuture,
-				"The contract cannot be signed after today (%s).", today)
-		}
-		if c.Versions != nil && len(c.Versions) == 0 {
-			w.AddAt(validate.Attr("business", "business_contracts", i, "versions"), validate.CodeRequired,
-				"At least one contract version is required.")
-		}
-		sameDate := validate.Repeats(c.Versions, func(v *Version) string { return string(v.ApplicableAtDate) })
-		for j, ver := range c.Versions {
-			d := ver.ApplicableAtDate
-			if d == "" {
-				continue
-			}
-			at := validate.Attr("business", "business_contracts", i, "versions", j, "applicable_at_date")
-			if c.ValidFromDate != "" && d < c.ValidFromDate {
-				w.AddAt(at, CodeVersionBeforeValidFrom,
-					"The version applies from %s, before the contract is valid (%s).", d, c.ValidFromDate)
-			}
-			if len(sameDate) > 0 && sameDate[0] == j {
-				sameDate = sameDate[1:]
-				w.AddAt(at, CodeVersionDateNotUnique, "Another version of this contract also applies from %s.", d)
-			}
-		}
+	for _, i := range validate.Repeats(b.BusinessContracts, func(c *Contract) string { return c.Identifier }) {
+		w.AddAt(validate.Attr("business", "business_contracts", i, "identifier"), CodeContractAlreadyExists,
+			"Business contract identifier %q appears more than once in this request.", b.BusinessContracts[i].Identifier)
 	}
 }
 
@@ -128,10 +90,7 @@ func (s *Service) lookup(ctx context.Context, q sqlx.QueryerContext, r Request, 
 	}
 	var typ, name, number string
 	if b := r.Business; b != nil {
-		typ, name = b.BusinessType, b.CompanyName
-		if b.CompanyNumber != nil {
-			number = *b.CompanyNumber
-		}
+		typ, name, number = b.key()
 	}
 	var ids []string
 	if r.Business != nil {
@@ -164,8 +123,7 @@ func AlreadyExists(externalBusinessIdentifier string, id int64) *problem.Error {
 // business_failed_validation (problems in Errors) or business_already_exists;
 // anything else is an infrastructure failure.
 func (s *Service) Create(ctx context.Context, body []byte, visible func(string) bool) (Result, error) {
-	today := validate.DateOf(s.now().UTC())
-	r, errs, perr := Parse(body, today)
+	r, errs, perr := Parse(body)
 	if perr != nil {
 		return Result{}, perr
 	}
@@ -244,14 +202,11 @@ func hasErrorIn(errs problem.List, attrs ...string) bool {
 // insert writes the business and everything under it.
 func insert(ctx context.Context, tx *sqlx.Tx, supplierID int64, r Request) (int64, error) {
 	b := r.Business
-	number := ""
-	if b.CompanyNumber != nil {
-		number = *b.CompanyNumber
-	}
+	typ, name, number := b.key()
 	var id int64
 	if err := tx.GetContext(ctx, &id, `INSERT INTO businesses (supplier_id, external_business_identifier, business_type,
 		company_number, company_name) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-		supplierID, r.ExternalBusinessIdentifier, b.BusinessType, number, b.CompanyName); err != nil {
+		supplierID, r.ExternalBusinessIdentifier, typ, number, name); err != nil {
 		return 0, fmt.Errorf("insert business: %w", err)
 	}
 	if len(b.Details) > 0 {
@@ -285,4 +240,16 @@ func insert(ctx context.Context, tx *sqlx.Tx, supplierID int64, r Request) (int6
 		}
 	}
 	return id, nil
+}
+
+// key returns the business type, company name and company number as stored
+// and compared for uniqueness (spec 2.6): "" for each one omitted.
+func (b *Business) key() (typ, name, number string) {
+	deref := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	return deref(b.BusinessType), deref(b.CompanyName), deref(b.CompanyNumber)
 }

@@ -17,15 +17,10 @@ type rule struct {
 // semanticRules documents every rule that the schema cannot express.
 // TestRules_EverySemanticCodeIsTested fails when a code here has no test case.
 var semanticRules = []rule{
-	{CodeSupplierNotFound, "`import_supplier_code`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one."},
-	{CodeAlreadyExists, "`external_business_identifier`", "A business is unique per import supplier by `external_business_identifier` together with `company_name`, `company_number` and `business_type`. A repeat is refused with this top-level code alone (other problems of the request are not reported) and carries `service_business_id` and `external_business_identifier` at the top level, so that a client that lost its 201 can recover the id. The same identifier with another name, number or type is a different business."},
-	{CodeContractAlreadyExists, "`business.business_contracts[].identifier`", "A contract identifier is unique per import supplier: it may not exist already (for any business of the supplier), nor appear twice in the request (reported at the second occurrence)."},
-	{validate.CodeRequired, "`business.company_number`", "Required when `business_type` is " + strings.Join(registeredTypes, ", ") + "; optional (stored as empty) for the other types."},
-	{validate.CodeRequired, "`business.business_contracts`, `business.business_contracts[].versions`", "At least one contract, and at least one version per contract. An empty array counts as missing."},
-	{CodeDetailsDuplicateKeys, "`business.details[].key`", "Each key appears once (reported at the second occurrence)."},
-	{CodeSignedInFuture, "`business.business_contracts[].signed_at_date`", "Not after today (UTC)."},
-	{CodeVersionBeforeValidFrom, "`business.business_contracts[].versions[].applicable_at_date`", "Not before the contract's `valid_from_date`."},
-	{CodeVersionDateNotUnique, "`business.business_contracts[].versions[].applicable_at_date`", "Each version of a contract applies from a different date (reported at the second version with a date already used)."},
+	{CodeSupplierNotFound, "`import_supplier_code`", "The import supplier exists and the caller's key may use it. A supplier the key may not use looks exactly like a missing one. Source: spec 2.1 (suppliers are set up by the operator) and reference 6.1 (`import_supplier` is one of the tenant's supplier codes)."},
+	{CodeAlreadyExists, "`external_business_identifier`", "A business is unique per import supplier by `external_business_identifier` together with `company_name`, `company_number` and `business_type` (an omitted one counts as empty). A repeat is refused with this top-level code alone (other problems of the request are not reported) and carries `service_business_id` and `external_business_identifier` at the top level, so that a client that lost its 201 can recover the id. The same identifier with another name, number or type is a different business. Source: spec 2.6 (\"A business is unique by its external business identifier combined with key attributes such as name, number and type\")."},
+	{CodeContractAlreadyExists, "`business.business_contracts[].identifier`", "A contract identifier is unique per import supplier: it may not exist already (for any business of the supplier), nor appear twice in the request (reported at the second occurrence). Source: reference 9 (`contract_with_identifier_exists`, `duplicate_contract_identifiers`) and spec 2.2 (an account names its contract by this identifier alone)."},
+	{CodeDetailsDuplicateKeys, "`business.details[].key`", "Each key appears once (reported at the second occurrence). Source: storage, which keys a detail by business and key, as the reference does for the same key/value shape in metadata (`metadata_has_duplicate_keys`, 6.1)."},
 }
 
 // Reference returns RULES.md: the answers of E1, the field table generated
@@ -56,6 +51,11 @@ Every problem is reported at once, each at its own ` + "`attr`" + `: a dot path 
 Paths below write arrays as ` + "`[]`" + `. Any field not listed is refused with ` + "`unknown_field`" + ` at its own path, and a key
 that appears twice in one object with ` + "`duplicate_key`" + ` at the second one. ` + "`invalid`" + ` means a wrong JSON type, or null
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold.
+Sources: ` + "`unknown_field`" + `, spec section 1 rule 6; ` + "`invalid`" + `, the types of spec 2.6; ` + "`max_length`" + `, bounds of this
+service on stored text (the spec sets none). E1 refuses nothing else that no source refuses: ` + "`business_type`" + `,
+` + "`company_name`" + `, ` + "`company_number`" + ` and the contracts and versions are optional, and a contract's dates are not compared.
+` + "`required`" + ` on a contract's ` + "`valid_from_date`" + ` and on a version's ` + "`applicable_at_date`" + ` and ` + "`terms`" + ` is the service's
+own: no source says it, and a version without a date has no meaning.
 
 ` + validate.LimitsRule + `
 

@@ -3,7 +3,6 @@ package business
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -31,27 +30,29 @@ var termsSpec = &v.Spec{Name: "terms", Required: true, MaxItems: v.DefaultMaxIte
 
 var versionSchema = v.NewObject(
 	v.Req("applicable_at_date", v.DateValue, func(x *Version) *v.Date { return &x.ApplicableAtDate },
-		v.Codes(CodeVersionDateNotUnique, CodeVersionBeforeValidFrom)),
+		v.Note("Versions are kept in the order sent; neither the spec nor the reference orders them or makes their dates unique.")),
 	v.Custom(termsSpec, bindTerms),
 )
 
 var contractSchema = v.NewObject(
 	v.Req("valid_from_date", v.DateValue, func(c *Contract) *v.Date { return &c.ValidFromDate }),
-	v.Opt("signed_at_date", v.DateValue, func(c *Contract) **v.Date { return &c.SignedAtDate }, v.Codes(CodeSignedInFuture)),
+	v.Opt("signed_at_date", v.DateValue, func(c *Contract) **v.Date { return &c.SignedAtDate }),
 	v.Req("identifier", v.StringValue, func(c *Contract) *string { return &c.Identifier }, v.MaxLength(maxIdentifier),
 		v.Codes(CodeContractAlreadyExists), v.Note("Unique per import supplier; accounts reference it as business.business_contract_identifier.")),
-	v.List("versions", versionSchema, func(c *Contract) *[]Version { return &c.Versions }, v.Required(),
-		v.Note("At least one.")),
+	v.List("versions", versionSchema, func(c *Contract) *[]Version { return &c.Versions },
+		v.Note("May be empty or omitted: no source requires a version.")),
 )
 
 var businessSchema = v.NewObject(
-	v.Req("business_type", v.StringValue, func(b *Business) *string { return &b.BusinessType }, v.OpenCode()),
+	v.Opt("business_type", v.StringValue, func(b *Business) **string { return &b.BusinessType }, v.OpenCode(),
+		v.Note("LTD is in use (spec 2.6); optional, as no source requires it. Stored as empty when omitted.")),
 	v.Opt("company_number", v.StringValue, func(b *Business) **string { return &b.CompanyNumber }, v.MaxLength(maxNumber),
-		v.Codes(v.CodeRequired), v.Note("Required for "+strings.Join(registeredTypes, ", ")+" (registered companies); optional otherwise.")),
-	v.Req("company_name", v.StringValue, func(b *Business) *string { return &b.CompanyName }, v.MaxLength(maxName)),
+		v.Note("Optional for every business type, as no source requires it. Stored as empty when omitted.")),
+	v.Opt("company_name", v.StringValue, func(b *Business) **string { return &b.CompanyName }, v.MaxLength(maxName),
+		v.Note("Optional, as no source requires it. Stored as empty when omitted.")),
 	v.List("details", detailSchema, func(b *Business) *[]Detail { return &b.Details }),
-	v.List("business_contracts", contractSchema, func(b *Business) *[]Contract { return &b.BusinessContracts }, v.Required(),
-		v.Note("At least one: all of the business's contracts come in this one request.")),
+	v.List("business_contracts", contractSchema, func(b *Business) *[]Contract { return &b.BusinessContracts },
+		v.Note("All of the business's contracts come in this one request (spec E1); may be empty or omitted, as no source requires one.")),
 )
 
 var requestSchema = v.NewObject(

@@ -40,7 +40,9 @@ const (
 type Service struct {
 	db      *sqlx.DB
 	catalog *account.CatalogCache
-	now     func() time.Time
+	// supplyTypes remembers the supply types it has found (never removed).
+	supplyTypes account.SupplyTypeCatalog
+	now         func() time.Time
 
 	mu        sync.Mutex
 	stageStmt *sqlx.Stmt // prepared on first use; see stageStatement
@@ -57,13 +59,13 @@ const catalogTTL = time.Minute
 
 // New returns a Service.
 func New(d *sqlx.DB) *Service {
-	return &Service{db: d, catalog: account.NewCatalogCache(d, catalogTTL), now: time.Now}
+	return &Service{db: d, catalog: account.NewCatalogCache(d, catalogTTL), supplyTypes: account.NewSupplyTypeCatalog(d), now: time.Now}
 }
 
 // Validator returns the account validator for a caller who may see the
 // suppliers for which visible returns true.
 func (s *Service) Validator(visible func(code string) bool) account.Validator {
-	return account.Validator{Catalog: s.catalog.View(visible), Now: s.now}
+	return account.Validator{Catalog: s.catalog.View(visible), SupplyTypes: s.supplyTypes, Now: s.now}
 }
 
 // StageResult is the answer to a successful staging.

@@ -71,7 +71,8 @@ func (e *RefusedError) Error() string { return "vendor refused the request: " + 
 
 // ProtocolError is an answer that breaks the vendor protocol: an unexpected
 // status, or a 200 whose body is not an instruction. It is the operator's
-// problem, not the caller's; it is not retried.
+// problem; it is not retried, and the caller hears 400 (a persistent vendor
+// failure, spec E2 and E9): the same request would fail the same way.
 type ProtocolError struct {
 	Msg string
 }

@@ -41,8 +41,9 @@ const (
 	// CodeVendorUnavailable: intermittent failures outlasted every attempt.
 	// 500; retry as is.
 	CodeVendorUnavailable = "payment_vendor_unavailable"
-	// CodeVendorProtocolError: the vendor's answer broke the protocol. 500;
-	// the operator is told in the logs.
+	// CodeVendorProtocolError: the vendor's answer broke the protocol, and
+	// will again. 400 (do not retry in this form); the operator is told in
+	// the logs.
 	CodeVendorProtocolError = "payment_vendor_protocol_error"
 	// CodeVerificationUnfinished: no outcome within the wait (the worker is
 	// busy or down). 500; retry as is.

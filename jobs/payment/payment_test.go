@@ -123,6 +123,21 @@ func TestCreateForAccount_StoresWhatTheVendorSaid(t *testing.T) {
 	}
 }
 
+// A reference of 512 characters, the reference's maxLength, is accepted
+// and stored as sent.
+func TestCreateForAccount_ReferenceOf512CharactersIsStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	b.account(t, b.demo, "ACC-1", 0)
+	ref := longReference
+	if _, err := b.svc.CreateForAccount(context.Background(), raw(t, accountBody("ACC-1", vendorOK, ref, TypeCard)), visible); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM payment_instructions WHERE reference = $1`, ref); n != 1 {
+		t.Errorf("%d instructions stored with the 512-character reference, want 1", n)
+	}
+}
+
 func TestCreateForAccount_DuplicateReferenceIsRefusedAndStoredOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)
@@ -200,15 +215,14 @@ func TestCreateForAccount_EachProblemAtItsAttr(t *testing.T) {
 	}{
 		{"unknown vendor", func(m map[string]any) { m["vendor"] = "NOBODY" }, CodeVendorNotFound, "vendor"},
 		{"vendor names are case-sensitive", func(m map[string]any) { m["vendor"] = strings.ToLower(vendorOK) }, CodeVendorNotFound, "vendor"},
-		{"type not a code", func(m map[string]any) { m["type"] = "card" }, validate.CodeInvalidChoice, "type"},
-		{"type with a hyphen", func(m map[string]any) { m["type"] = "DIRECT-DEBIT" }, validate.CodeInvalidChoice, "type"},
+		{"type of 65 characters", func(m map[string]any) { m["type"] = strings.Repeat("C", 65) }, validate.CodeInvalidChoice, "type"},
 		{"missing account", func(m map[string]any) { m["external_account_number"] = "NOPE" }, CodeAccountNotFound, "external_account_number"},
 		{"staged but not imported", func(m map[string]any) { m["external_account_number"] = "STAGED-1" }, CodeAccountNotFound, "external_account_number"},
 		{"another supplier's account", func(m map[string]any) { m["external_account_number"] = "OTHER-ACC" }, CodeAccountNotFound, "external_account_number"},
 		{"unknown supplier", func(m map[string]any) { m["import_supplier"] = "NOPE" }, CodeSupplierNotFound, "import_supplier"},
 		{"supplier the key may not see", func(m map[string]any) { m["import_supplier"] = "HIDDEN" }, CodeSupplierNotFound, "import_supplier"},
 		{"blank reference", func(m map[string]any) { m["reference"] = " " }, validate.CodeBlank, "reference"},
-		{"reference too long", func(m map[string]any) { m["reference"] = strings.Repeat("r", 256) }, validate.CodeMaxLength, "reference"},
+		{"reference over the reference's 512", func(m map[string]any) { m["reference"] = strings.Repeat("r", 513) }, validate.CodeMaxLength, "reference"},
 		{"reference missing", func(m map[string]any) { delete(m, "reference") }, validate.CodeRequired, "reference"},
 		{"type a number", func(m map[string]any) { m["type"] = 1 }, validate.CodeInvalid, "type"},
 		{"undocumented field", func(m map[string]any) { m["accounts"] = []any{} }, validate.CodeUnknownField, "accounts"},
@@ -239,7 +253,7 @@ var ignoreDetail = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String
 func TestCreateForAccount_ReportsEveryProblemAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, false)
-	m := map[string]any{"import_supplier": "DEMO", "external_account_number": "NOPE", "vendor": "NOBODY", "type": "cheque", "extra": true}
+	m := map[string]any{"import_supplier": "DEMO", "external_account_number": "NOPE", "vendor": "NOBODY", "type": strings.Repeat("c", 65), "extra": true}
 	_, err := b.svc.CreateForAccount(context.Background(), raw(t, m), visible)
 	p := asProblem(t, err)
 	var got []string
@@ -401,7 +415,7 @@ func TestCreateForBusiness_EachProblemAtItsAttr(t *testing.T) {
 		{"account without number", func(m map[string]any) { m["accounts"] = []any{map[string]any{}} }, validate.CodeRequired, "accounts.0.external_account_number"},
 		{"unknown business", func(m map[string]any) { m["external_business_identifier"] = "BIZ-NOPE" }, CodeBusinessNotFound, "external_business_identifier"},
 		{"unknown vendor", func(m map[string]any) { m["vendor"] = "NOBODY" }, CodeVendorNotFound, "vendor"},
-		{"wrong type", func(m map[string]any) { m["type"] = "card" }, validate.CodeInvalidChoice, "type"},
+		{"type of 65 characters", func(m map[string]any) { m["type"] = strings.Repeat("C", 65) }, validate.CodeInvalidChoice, "type"},
 		{"unknown supplier", func(m map[string]any) { m["import_supplier_code"] = "NOPE" }, CodeSupplierNotFound, "import_supplier_code"},
 		{"supplier the key may not see", func(m map[string]any) { m["import_supplier_code"] = "HIDDEN" }, CodeSupplierNotFound, "import_supplier_code"},
 		{"E9's supplier field", func(m map[string]any) { m["import_supplier"] = "DEMO" }, validate.CodeUnknownField, "import_supplier"},

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +25,8 @@ type vendorAnswer struct {
 
 // A vendor that redirects is not followed: the redirect's target
 // never hears of the reference, and the answer is the protocol violation
-// the operator sees in the logs, tried once.
+// the operator sees in the logs, tried once, and answered 400: it would
+// redirect again (spec E2/E9: a persistent vendor failure).
 func TestCreateForAccount_VendorRedirectIsNotFollowed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, true)
@@ -54,11 +56,59 @@ func TestCreateForAccount_VendorRedirectIsNotFollowed(t *testing.T) {
 			p := asProblem(t, err)
 			got := vendorAnswer{p.Kind, p.Code, asked.Load(), b.count(t, `SELECT count(*) FROM payment_instructions pi
 				JOIN accounts a ON a.id = pi.account_id WHERE a.external_account_number = $1`, ext)}
-			if diff := cmp.Diff(vendorAnswer{problem.RetryableUpstream, CodeVendorProtocolError, 1, 0}, got); diff != "" {
+			if diff := cmp.Diff(vendorAnswer{problem.Invalid, CodeVendorProtocolError, 1, 0}, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 			if n := followed.Load(); n != 0 {
 				t.Errorf("the redirect was followed %d times", n)
+			}
+		})
+	}
+}
+
+// Answers that are not JSON, or larger than the protocol allows, repeat on
+// every try: the caller hears 400 (a persistent vendor failure, do not
+// retry in this form), not 500 "retry as is".
+func TestCreateForAccount_VendorProtocolViolationsAreAnswered400(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	for _, tc := range []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+	}{
+		{"not JSON", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<html>maintenance</html>"))
+		}},
+		{"oversized", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"reference": "CARD-1", "type": "CARD", "status": "ACTIVE", "pad": "` + strings.Repeat("x", maxAnswerBytes) + `"}`))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var asked atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				asked.Add(1)
+				tc.answer(w)
+			}))
+			t.Cleanup(srv.Close)
+			vendor := "BROKEN_" + strings.ReplaceAll(strings.ToUpper(tc.name), " ", "_")
+			if _, err := AddVendor(context.Background(), b.db, Vendor{Name: vendor, BaseURL: srv.URL, Timeout: time.Second,
+				Attempts: testAttempts, Backoff: 10 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			ext := "ACC-" + vendor
+			b.account(t, b.demo, ext, 0)
+			_, err := b.svc.CreateForAccount(context.Background(), raw(t, accountBody(ext, vendor, "CARD-1", TypeCard)), visible)
+			p := asProblem(t, err)
+			got := vendorAnswer{p.Kind, p.Code, asked.Load(), b.count(t, `SELECT count(*) FROM payment_instructions pi
+				JOIN accounts a ON a.id = pi.account_id WHERE a.external_account_number = $1`, ext)}
+			if diff := cmp.Diff(vendorAnswer{problem.Invalid, CodeVendorProtocolError, 1, 0}, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if len(p.Errors) != 1 || p.Errors[0].Attr != "reference" || !strings.Contains(p.Errors[0].Detail, "do not retry") {
+				t.Errorf("errors = %+v", p.Errors)
 			}
 		})
 	}
@@ -80,7 +130,7 @@ func TestCreateForAccount_PlainHTTPVendorOffLoopbackIsNotCalled(t *testing.T) {
 	_, err := b.svc.CreateForAccount(context.Background(), raw(t, accountBody(ext, vendor, "CARD-1", TypeCard)), visible)
 	p := asProblem(t, err)
 	got := vendorAnswer{p.Kind, p.Code, 0, b.count(t, `SELECT count(*) FROM payment_instructions`)}
-	if diff := cmp.Diff(vendorAnswer{problem.RetryableUpstream, CodeVendorProtocolError, 0, 0}, got); diff != "" {
+	if diff := cmp.Diff(vendorAnswer{problem.Invalid, CodeVendorProtocolError, 0, 0}, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

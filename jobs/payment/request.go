@@ -21,7 +21,7 @@ const (
 const (
 	maxCode      = 128 // supplier codes, account numbers, business identifiers
 	maxVendor    = 64  // as vendor names are configured
-	maxReference = 255
+	maxReference = 512 // the reference's maxLength of reference (6.6)
 )
 
 // maxAccounts bounds E2's accounts: the service's own limit (the spec shows

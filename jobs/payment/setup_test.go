@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,9 @@ const testAttempts = 3
 // testInstructions is what the simulators serve: CARD-0 .. CARD-99 (CARD,
 // ACTIVE, with details), DD-1 (DIRECT_DEBIT) and SO-1 (STANDING_ORDER, a
 // type the spec does not list).
+// longReference has the reference's maxLength of a reference, 512.
+var longReference = "CARD-" + strings.Repeat("7", 507)
+
 func testInstructions() []byte {
 	var list []map[string]any
 	for i := range 100 {
@@ -43,6 +47,7 @@ func testInstructions() []byte {
 	}
 	list = append(list, map[string]any{"reference": "DD-1", "type": TypeDirectDebit, "status": "ACTIVE", "mandate_id": "MD-1"})
 	list = append(list, map[string]any{"reference": "SO-1", "type": "STANDING_ORDER", "status": "ACTIVE"})
+	list = append(list, map[string]any{"reference": longReference, "type": TypeCard, "status": "ACTIVE"})
 	b, _ := json.Marshal(list)
 	return b
 }

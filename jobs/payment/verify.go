@@ -122,9 +122,13 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 			vendor.Name, ie.Reason, vendor.Attempts))), nil
 	case errors.As(err, &pe):
 		v.log.ErrorContext(ctx, "payment vendor broke the protocol", "vendor", vendor.Name, "reference", p.Reference, "error", err)
-		return refused(kindRetryable, problem.New(problem.RetryableUpstream, CodeVendorProtocolError, fmt.Sprintf(
-			"Payment vendor %s gave an answer the service does not understand; the operator can see it in the logs. Nothing was stored.",
-			vendor.Name))), nil
+		// A protocol violation (a redirect, an answer that is not JSON or
+		// too large, a vendor configured with a URL the service will not
+		// call) repeats on every try: it is the persistent vendor failure
+		// of spec E2 and E9, 400, not the intermittent one a retry cures.
+		return refused(kindInvalid, problem.Invalidf(CodeVendorProtocolError, "reference",
+			"Payment vendor %s gave an answer the service does not understand, and will give it again; the operator can see it in the logs. Nothing was stored; do not retry in this form.",
+			vendor.Name)), nil
 	case err != nil:
 		return outcome{}, err
 	}

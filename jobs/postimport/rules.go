@@ -28,21 +28,20 @@ const (
 
 // The codes of individual problems. Each is stable: callers branch on them.
 const (
-	CodeTooManyItems             = validate.CodeTooManyItems
-	CodeInvalidDocumentPath      = documents.CodeInvalidPath
-	CodeDocumentNotFound         = documents.CodeNotFound
-	CodeAmountPrecision          = "invalid_amount_precision"
-	CodeAmountOutOfRange         = "amount_out_of_range"
-	CodeAmountNotPositive        = "amount_must_be_positive"
-	CodeDuplicateTransactionIDs  = "duplicate_transaction_ids"
-	CodeTransactionAlreadyExists = "transaction_already_exists"
-	CodeTransactionInFuture      = "transaction_in_future"
-	CodeNotInOpenPeriod          = "transaction_not_in_open_statement_period"
-	CodeProductNotFound          = "product_code_does_not_exist"
-	CodeStartAfterEnd            = "start_date_later_than_end_date"
-	CodeBalanceOutOfRange        = "ledger_balance_out_of_range"
-	CodeDuplicateStatementIDs    = "duplicate_statement_ids"
-	CodeStatementExists          = "historical_statement_already_exists"
+	CodeTooManyItems            = validate.CodeTooManyItems
+	CodeInvalidDocumentPath     = documents.CodeInvalidPath
+	CodeDocumentNotFound        = documents.CodeNotFound
+	CodeAmountPrecision         = "invalid_amount_precision"
+	CodeAmountOutOfRange        = "amount_out_of_range"
+	CodeAmountNotPositive       = "amount_must_be_positive"
+	CodeDuplicateTransactionIDs = "duplicate_transaction_ids"
+	CodeTransactionInFuture     = "transaction_in_future"
+	CodeNotInOpenPeriod         = "transaction_not_in_open_statement_period"
+	CodeProductNotFound         = "product_code_does_not_exist"
+	CodeStartAfterEnd           = "start_date_later_than_end_date"
+	CodeBalanceOutOfRange       = "ledger_balance_out_of_range"
+	CodeDuplicateStatementIDs   = "duplicate_statement_ids"
+	CodeStatementExists         = "historical_statement_already_exists"
 	// CodeStatementInFuture is the reference's code for a statement whose
 	// period ends after today.
 	CodeStatementInFuture = "historical_statement_period_end_in_future"
@@ -63,17 +62,17 @@ var (
 		{CodeTooManyItems, "`notes`", fmt.Sprintf("At most %d notes per request. Source: a limit of this service (spec 8.2 sets none): one request is one database transaction.", MaxNotes)},
 	}, sharedNoteRules()...)
 	transactionRules = []rule{
-		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: spec E7 (404)."},
+		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: reference section 3 (transactions/create answers 404 when the account was not imported)."},
 		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`duplicate_transaction_ids`)."},
-		{CodeTransactionAlreadyExists, "`transactions.N.transaction_id`", "With `check_previously_added=false`, a transaction id the account already has is refused: ids are unique per account. (With the default `true` it is skipped as `TRANSACTION_ALREADY_EXISTS`.) Source: reference 3.5 (transaction ids are unique)."},
 		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today (UTC), with or without force. Source: reference 3.5 (`transaction_in_future`)."},
 		{CodeNotInOpenPeriod, "`transactions.N.transaction_date`", "With `force_add_to_current_statement=false`, the date is in the open statement period (above). With the default `true`, an earlier date is moved to the period's first day instead, unless that day is after today. Source: spec 2.7 and E7, reference 3.5 (the 400 example)."},
 		{CodeProductNotFound, "`transactions.N.product_code`", "A SUPPLY_CHARGE names a product of the catalogue. Source: reference 3.5 (`product_code_does_not_exist`)."},
 		{CodeAmountNotPositive, "`transactions.N.amount`", "A PAYMENT or REPAYMENT is a positive amount. CHARGE, CREDIT and SUPPLY_CHARGE may be negative (a reversal) or zero. Source: reference 3.5 (\"Payments and repayments must be positive numbers\")."},
-		{CodeAmountPrecision, "every amount", "At most 2 decimal places. Trailing zeros do not count (`71.000` is `71.00`); nothing is ever rounded. Source: spec 2.7 (amounts are answered with two places, so the ledger holds two)."},
+		{CodeAmountPrecision, "every amount", "At most 10 decimal places. Trailing zeros do not count (`71.00000000000` is `71`); nothing is ever rounded on the way in. Source: reference 3.5 (pattern `^-?\\d{0,10}(?:\\.\\d{0,10})?$`)."},
 		{CodeAmountOutOfRange, "every amount", "Below 10,000,000,000 in absolute value. Source: reference 3.5 (at most 10 digits before the point)."},
+		{validate.CodeInvalid, "every amount", "A JSON number (exponents included, read exactly), or a JSON string holding a decimal number in the reference's form: an optional minus sign, digits, an optional point (`\"10.00\"`, `\"00512.5\"`, `\".5\"`, `\"5.\"`); no exponent, plus sign or spaces in a string. Both forms are read exactly, never through a binary float, and give the same amount. Source: reference 3.5 (`amount` is a decimal string; its example sends `\"10.00\"`) and spec 2.7 (\"number in requests\")."},
 		{CodeStartAfterEnd, "`transactions.N.line_items.K.start_date`", "Not after the line item's `end_date`. Source: reference 3.5 (`start_date_later_than_end_date`)."},
-		{CodeBalanceOutOfRange, "`transactions`", "The ledger balance stays within ±999,999,999,999.99. Source: storage (`numeric(14, 2)`); no real account comes near it."},
+		{CodeBalanceOutOfRange, "`transactions`", "The ledger balance stays below 1,000,000,000,000 in absolute value. Source: storage (the check `ledgers_balance_range`); no real account comes near it."},
 		{CodeTooManyItems, "`transactions`", fmt.Sprintf("At most %d transactions per request. Source: spec 8 leaves array lengths to the service; this keeps a request to one short database transaction.", MaxTransactions)},
 		{validate.CodeInvalid, "`check_previously_added`, `force_add_to_current_statement`", "Query parameters are `true` or `false` (also `1` or `0`), given at most once; empty or omitted means `true`. Source: spec E7 (both are booleans)."},
 	}
@@ -126,7 +125,7 @@ and only a request without problems writes anything, in one database transaction
 |---|---|---|
 | ` + "`POST /v1/data-import/notes/create/`" + ` (E6) | 201, a JSON array with one ` + "`{created_at, body, document_paths, status}`" + ` per posted note, in order; ` + "`status`" + ` is ` + "`NOTE_CREATION_SUCCESS` or `NOTE_ALREADY_EXISTS`" + ` | 400 ` + "`notes_failed_validation`" + ` |
 | ` + "`POST /v1/data-import/transactions/create/?check_previously_added=&force_add_to_current_statement=`" + ` (E7) | 201 ` + "`{\"results\": [{\"status\", \"transaction_data\"}]}`" + `, in order | 400 ` + "`transactions_failed_validation`" + `, in E7's form (below) |
-| ` + "`POST /v1/data-import/historical-statements/create/`" + ` (E8) | 201, the validated request (amounts as strings) | 400 ` + "`historical_statements_failed_validation`" + ` |
+| ` + "`POST /v1/data-import/historical-statements/create/`" + ` (E8) | 201, the validated request (` + "`gross_amount`" + ` an integer, as sent) | 400 ` + "`historical_statements_failed_validation`" + ` |
 
 All three answer 404 ` + "`account_not_found`" + ` when the account does not exist as an imported account of a supplier the
 caller's key may use (only staged, unknown, or not visible: the same answer). When the request is also invalid, the 404
@@ -180,8 +179,13 @@ currency's major unit and keep their sign as sent (a negative CHARGE is a revers
 | CREDIT | − amount |
 | PAYMENT (money received from the customer) | − amount |
 
-Amounts are read from the JSON number's text into a decimal (an exponent is JSON too: ` + "`1e2`" + ` is ` + "`100.00`" + `), stored in ` + "`numeric(14, 2)`" + ` columns and answered as strings
-with two places (` + "`\"71.00\"`" + `); they never pass through a binary float. Historical statements do not change the
+Amounts are read from the JSON number's text, or from a decimal string, into a decimal (an exponent is JSON too: ` + "`1e2`" + ` is ` + "`100.00`" + `),
+kept exactly with up to 10 decimal places in ` + "`numeric`" + ` columns (each with the scale it was written with), and
+summed exactly into the balance; they never pass through a binary float. A transaction's ` + "`amount`" + ` is answered as a string with two
+places (` + "`\"71.00\"`" + `), as spec 2.7 says, rounded half away from zero (` + "`0.125`" + ` is answered ` + "`\"0.13\"`" + `, ` + "`-0.125`" + `
+` + "`\"-0.13\"`" + `): the answer is rounded, never what is stored. The other money fields (` + "`net_amount`" + `, a tax item's
+` + "`amount`" + ` and ` + "`value_taxed`" + `), for which the spec shows no answer form, are answered exactly, as strings with at least
+two places (` + "`\"44.00\"`" + `, ` + "`\"0.125\"`" + `). Historical statements do not change the
 balance: they record bills whose transactions are imported with E7.
 
 ## E6: notes
@@ -201,8 +205,10 @@ request. ` + "`created_at`" + ` defaults to now, to the second.
 Query parameters, both optional, default ` + "`true`" + `:
 
 - ` + "`check_previously_added`" + `: a transaction whose ` + "`transaction_id`" + ` the account already has is skipped, with status
-  ` + "`TRANSACTION_ALREADY_EXISTS`" + `. With ` + "`false`" + ` it is refused (` + "`transaction_already_exists`" + `), because ids are
-  unique per account either way. Re-sending a request after a timeout therefore never adds anything twice.
+  ` + "`TRANSACTION_ALREADY_EXISTS`" + `, so that re-sending a request after a timeout never adds anything twice. With
+  ` + "`false`" + ` the service does not look, as the caller asked: the transaction is added, and the account then holds two
+  transactions with that id. The reference refuses a repeated id only within one request (3.5,
+  ` + "`duplicate_transaction_ids`" + `), and so does the service.
 - ` + "`force_add_to_current_statement`" + `: see the open statement period above.
 
 Every added transaction has status ` + "`TRANSACTION_ADDED_TO_ACCOUNT`" + `; ` + "`transaction_data`" + ` echoes it as stored, with
@@ -216,8 +222,8 @@ ledger change, no pinned note. The reference documents no other answer for a dry
 
 ` + "`reason`" + `, ` + "`payment_type`" + `, ` + "`line_items[].rate_band`" + `, ` + "`tax_items[].tax_type`" + ` and ` + "`tax_items[].unit_type`" + ` are
 open codes: the spec lists values "in use", an example and not the whole set, and the reference's own example sends
-` + "`PREPAY_DEBT_ADJUSTMENT`" + ` and a PAYMENT with ` + "`GENERAL_CREDIT`" + `. Any code of capital letters, digits and underscores
-(starting with a letter, at most 64) is kept as sent; anything else gets ` + "`invalid_choice`" + `.
+` + "`PREPAY_DEBT_ADJUSTMENT`" + ` and a PAYMENT with ` + "`GENERAL_CREDIT`" + `. Any code of at most 64 characters is kept as sent
+(no source fixes their form); a longer one gets ` + "`invalid_choice`" + `.
 
 A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 
@@ -233,8 +239,9 @@ A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 ` + "```" + `
 
 `)
-	b.WriteString("`transaction_data` is the first failing transaction as sent, except that each valid money field (`amount`,\n" +
-		"`line_items[].net_amount`, `tax_items[].amount`, `value_taxed`) is a string with two places, as in the spec's 400 example.\n\n")
+	b.WriteString("`transaction_data` is the first failing transaction as sent, except that each valid money field is written as\n" +
+		"on success: `amount` a string with two places, as in the spec's 400 example, and `line_items[].net_amount`,\n" +
+		"`tax_items[].amount` and `value_taxed` exact strings with at least two places.\n\n")
 	writeFields(&b, transactionsSchema.Spec())
 	writeRules(&b, transactionRules)
 	b.WriteString(`
@@ -243,8 +250,11 @@ A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 Only ` + "`statement_id`" + `, ` + "`bill_period_from_date`" + ` and ` + "`bill_period_to_date`" + ` are required (reference 3.5). Periods are
 half-open (see the open statement period above); statements may share a boundary day, and the service does not refuse
 overlapping ones: neither the spec nor the reference does, and a re-issued bill overlaps the one it replaced.
-` + "`gross_amount`" + ` is an integer in the currency's lowest denomination (reference 3.5 and its example ` + "`\"gross_amount\": 100`" + `),
-stored and answered exactly as sent. The 201 answer is the validated request: what was sent, without omitted fields.
+` + "`gross_amount`" + ` is an integer in the currency's lowest denomination, stored and answered exactly as sent: the spec
+types it only as "number" (2.9), the reference as "integer, in the lowest denomination for the currency" (3.5, with
+its example ` + "`\"gross_amount\": 100`" + `). The service follows the reference: an integer is a number, so the spec is
+satisfied too, and a client written against the reference sends pence, which read as pounds would be off by a factor of
+100 without any error. The 201 answer is the validated request: what was sent, without omitted fields.
 
 `)
 	writeFields(&b, statementsSchema.Spec())

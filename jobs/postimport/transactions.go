@@ -40,7 +40,7 @@ type TransactionsRequest struct {
 type Transaction struct {
 	TransactionID   string     `json:"transaction_id"`
 	TransactionDate v.Date     `json:"transaction_date"`
-	Amount          Money      `json:"amount"`
+	Amount          Amount     `json:"amount"`
 	Type            string     `json:"type"`
 	Reason          *string    `json:"reason,omitzero"`
 	DisplayNote     *string    `json:"display_note,omitzero"`
@@ -84,8 +84,8 @@ type TaxItem struct {
 // TransactionOptions are E7's query parameters. Both default to true.
 type TransactionOptions struct {
 	// CheckPreviouslyAdded skips a transaction whose transaction_id the
-	// account has already (TRANSACTION_ALREADY_EXISTS). When false, such a
-	// transaction is refused: ids are unique per account either way.
+	// account has already (TRANSACTION_ALREADY_EXISTS). When false, the
+	// service does not look, and such a transaction is added again.
 	CheckPreviouslyAdded bool
 	// ForceAddToCurrentStatement moves a transaction dated before the open
 	// statement period to the period's first day instead of refusing it.
@@ -120,7 +120,7 @@ var lineItemSchema = v.NewObject(
 	v.Req("start_date", v.DateValue, func(l *LineItem) *v.Date { return &l.StartDate }, v.Codes(CodeStartAfterEnd)),
 	v.Req("end_date", v.DateValue, func(l *LineItem) *v.Date { return &l.EndDate }, v.Note("Inclusive.")),
 	v.Req("number_of_units", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.NumberOfUnits }),
-	moneyField("net_amount", func(l *LineItem) *Money { return &l.NetAmount }),
+	moneyField("net_amount", moneyNote, func(l *LineItem) *Money { return &l.NetAmount }),
 	v.Req("price_per_unit", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.PricePerUnit },
 		v.Note("Any number of decimal places.")),
 	decimalListField("units", func(l *LineItem) *[]v.Decimal { return &l.Units },
@@ -128,37 +128,44 @@ var lineItemSchema = v.NewObject(
 )
 
 var taxItemSchema = v.NewObject(
-	moneyField("amount", func(t *TaxItem) *Money { return &t.Amount }),
+	moneyField("amount", moneyNote, func(t *TaxItem) *Money { return &t.Amount }),
 	v.Req("tax_type", v.StringValue, func(t *TaxItem) *string { return &t.TaxType }, v.OpenCode(),
 		v.Note("VAT is in use; any code is kept as sent.")),
-	moneyField("value_taxed", func(t *TaxItem) *Money { return &t.ValueTaxed }),
-	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }, v.NonNegative()),
+	moneyField("value_taxed", moneyNote, func(t *TaxItem) *Money { return &t.ValueTaxed }),
+	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }),
 	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OpenCode(),
 		v.Note("PROPORTION is in use; any code is kept as sent.")),
 )
 
-// reason is required on every type but SUPPLY_CHARGE, where the spec shows
-// none in use but nothing forbids one; both fields bind to the same place.
+// The spec shows reason, product_code, line_items and tax_items with some
+// types "in the usage shown" (2.7): an example, not a rule. Every type
+// accepts them; reason is required on none. product_code is required on a
+// SUPPLY_CHARGE only, which the reference says needs one (3.5); elsewhere
+// it is optional and, when given, names a product of the catalogue. Both
+// product_code fields bind to the same place.
 var (
-	reasonRequired = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.Required(),
-		v.OpenCode(), v.Note(reasonNote))
-	reasonOptional = v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason },
-		v.OpenCode(), v.Note(reasonNote))
-	lineItemsField = v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems })
-	taxItemsField  = v.List("tax_items", taxItemSchema, func(t *Transaction) *[]TaxItem { return &t.TaxItems })
+	productCodeOptional = v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode },
+		v.MaxLength(maxCode), v.Codes(CodeProductNotFound), v.Note("A product of the catalogue (importctl product create). "+usageNote))
+	productCodeRequired = v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode }, v.Required(),
+		v.MaxLength(maxCode), v.Codes(CodeProductNotFound),
+		v.Note("A product of the catalogue (importctl product create). Required: the reference says a SUPPLY_CHARGE needs one (3.5)."))
 )
 
-const reasonNote = "IMPORTED_CHARGE, IMPORTED_CREDIT, ACCOUNT_CHARGE_PAYMENT, FULL_CREDIT_REFUND, GENERAL_CREDIT and PREPAY_DEBT_ADJUSTMENT are in use, with any type; any code is kept as sent."
+const reasonNote = "IMPORTED_CHARGE, IMPORTED_CREDIT, ACCOUNT_CHARGE_PAYMENT, FULL_CREDIT_REFUND, GENERAL_CREDIT and PREPAY_DEBT_ADJUSTMENT are in use, with any type; any code is kept as sent. Optional on every type: spec 2.7 lists reasons \"in use\" and makes none required."
+
+// usageNote is the note of the fields the spec shows with some types only.
+const usageNote = "Accepted on every type: spec 2.7 shows it with some types \"in the usage shown\", an example, not a rule."
 
 var transactionSchema = v.NewUnion("type",
 	[]v.Field[Transaction]{
 		v.Req("transaction_id", v.StringValue, func(t *Transaction) *string { return &t.TransactionID }, v.MaxLength(maxCode),
-			v.Codes(CodeDuplicateTransactionIDs, CodeTransactionAlreadyExists), v.Note("Unique per account.")),
+			v.Codes(CodeDuplicateTransactionIDs), v.Note("Unique within a request; a known one is skipped, unless check_previously_added=false.")),
 		v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
 			v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")),
-		moneyField("amount", func(t *Transaction) *Money { return &t.Amount }, CodeAmountNotPositive),
+		moneyField("amount", amountNote, func(t *Transaction) *Money { return &t.Amount.Money }, CodeAmountNotPositive),
 		v.Req("type", v.StringValue, func(t *Transaction) *string { return &t.Type },
-			v.Note("Decides which of the fields below are accepted, and the sign of the amount in the ledger.")),
+			v.Note("Decides the sign of the amount in the ledger, and whether product_code is required.")),
+		v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.OpenCode(), v.Note(reasonNote)),
 		v.Opt("display_note", v.StringValue, func(t *Transaction) **string { return &t.DisplayNote },
 			v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Shown to the customer.")),
 		v.Opt("note", v.StringValue, func(t *Transaction) **string { return &t.Note },
@@ -168,18 +175,14 @@ var transactionSchema = v.NewUnion("type",
 			v.Note("DD_REGULAR_COLLECTION, DIRECT_CREDIT and DEBIT_CARD are in use; any code is kept as sent. \"\" (in the reference's account example) is kept too.")),
 		v.Opt("to_prepay_meter_serial_number", v.StringValue, func(t *Transaction) **string { return &t.ToPrepayMeterSerialNumber },
 			v.MaxLength(maxCode), v.Note("In the reference's example of a prepay debt adjustment; kept as sent.")),
+		v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems }, v.Note(usageNote)),
+		v.List("tax_items", taxItemSchema, func(t *Transaction) *[]TaxItem { return &t.TaxItems }, v.Note(usageNote)),
 	},
-	v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit}, Fields: []v.Field[Transaction]{
-		reasonRequired, lineItemsField, taxItemsField,
-	}},
-	v.Variant[Transaction]{Values: []string{TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
-		reasonRequired,
+	v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit, TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
+		productCodeOptional,
 	}},
 	v.Variant[Transaction]{Values: []string{TypeSupplyCharge}, Fields: []v.Field[Transaction]{
-		reasonOptional,
-		v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode }, v.Required(),
-			v.MaxLength(maxCode), v.Codes(CodeProductNotFound), v.Note("A product of the catalogue (importctl product create).")),
-		lineItemsField, taxItemsField,
+		productCodeRequired,
 	}},
 )
 
@@ -319,10 +322,11 @@ func TransactionsFailure(errs problem.List, raw []json.RawMessage) *problem.Erro
 }
 
 // echoTransaction returns a transaction as sent, with each money field
-// (amount, line_items[].net_amount, tax_items[].amount and value_taxed)
-// that is a valid amount written as a string with two places, as the
-// spec's 400 example shows it ("amount": "71.00"). Everything else, and a
-// money field that is not a valid amount, stays exactly as sent.
+// that is a valid amount written as it is answered on success: amount as a
+// string with two places, as the spec's 400 example shows it ("amount":
+// "71.00"), and line_items[].net_amount, tax_items[].amount and value_taxed
+// as exact strings (Money.String). Everything else, and a money field that
+// is not a valid amount, stays exactly as sent.
 func echoTransaction(raw json.RawMessage) json.RawMessage {
 	val, err := v.Parse(raw)
 	if err != nil || val.Kind != v.KindObject {
@@ -348,9 +352,11 @@ func writeEcho(b *strings.Builder, val *v.Value, money map[string]map[string]boo
 		b.WriteByte(':')
 		_, isList := money[m.Key]
 		switch {
-		case money[level][m.Key] && m.Value.Kind == v.KindNumber:
-			if vd, err := v.ParseDecimal(m.Value.Text); err == nil && vd.Decimal().Equal(vd.Decimal().Round(2)) {
-				b.WriteString(`"` + vd.Decimal().StringFixed(2) + `"`)
+		case money[level][m.Key]:
+			if mv, ok := parseMoney(&v.Walker{}, &m.Value); ok && level == "" {
+				b.WriteString(`"` + Amount{mv}.Answer() + `"`)
+			} else if ok {
+				b.WriteString(`"` + mv.String() + `"`)
 			} else {
 				b.WriteString(m.Value.Raw)
 			}
@@ -490,7 +496,7 @@ func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequ
 	if len(d.errs) > 0 || len(d.add) == 0 || len(d.moved) > 0 {
 		return nil, false, nil
 	}
-	wrote, err := insertTransactions(ctx, s.stmts, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "")
+	wrote, err := insertTransactions(ctx, s.stmts, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "", opts.CheckPreviouslyAdded)
 	if err != nil || !wrote {
 		return nil, err != nil, err
 	}
@@ -523,7 +529,8 @@ func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest,
 		d := decideTransactions(r, opts, l, now, errs)
 		inserted := false
 		if len(d.errs) == 0 && !dryRun && len(d.add) > 0 {
-			inserted, err = insertTransactions(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, l.FirstOpenDay)
+			inserted, err = insertTransactions(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, l.FirstOpenDay,
+				opts.CheckPreviouslyAdded)
 			if err != nil {
 				return nil, err
 			}
@@ -586,14 +593,10 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 	for i := range d.ts {
 		t := &d.ts[i]
 		at := func(field string) string { return v.Attr("transactions", i, field) }
-		if existing[t.TransactionID] {
-			if opts.CheckPreviouslyAdded {
-				d.res.Results[i] = TransactionResult{Status: TransactionAlreadyExists,
-					TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
-				continue
-			}
-			d.errs.Add(at("transaction_id"), CodeTransactionAlreadyExists,
-				"The account already has transaction %q; transaction ids are unique per account.", t.TransactionID)
+		if existing[t.TransactionID] && opts.CheckPreviouslyAdded {
+			d.res.Results[i] = TransactionResult{Status: TransactionAlreadyExists,
+				TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
+			continue
 		}
 		if t.ProductCode != nil && slices.Contains(l.MissingProducts, *t.ProductCode) {
 			d.errs.Add(at("product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
@@ -635,7 +638,7 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 // transaction; inside one that holds the lock already it writes under that
 // lock. It answers false, having written nothing, when one of its checks
 // failed, and the caller decides again.
-const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4)`
+const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4, $5)`
 
 // rowQuerier runs a query that answers one row: a preparedTx, or the pool's
 // prepared statements.
@@ -729,12 +732,13 @@ func toPostDoc(ts []Transaction, add []int) postDoc {
 }
 
 // insertTransactions writes ts[add...] onto the account ean of supplier and
-// moves the ledger balance by their signed sum, when none of them exists,
-// their products exist, and the account's open period still starts on
+// moves the ledger balance by their signed sum, when none of them exists
+// (not checked when checkPreviouslyAdded is false), their products exist,
+// and the account's open period still starts on
 // firstOpenDay, or, when firstOpenDay is "", starts on or before all their
 // dates; it reports whether it wrote.
 func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string, ts []Transaction, add []int,
-	firstOpenDay string) (bool, error) {
+	firstOpenDay string, checkPreviouslyAdded bool) (bool, error) {
 	var openDay *string
 	if firstOpenDay != "" {
 		openDay = &firstOpenDay
@@ -744,21 +748,14 @@ func insertTransactions(ctx context.Context, tx rowQuerier, supplier, ean string
 		return false, fmt.Errorf("add transactions: encode: %w", err)
 	}
 	var wrote bool
-	err = tx.QueryRowxContext(ctx, insertTransactionsSQL, supplier, ean, doc, openDay).Scan(&wrote)
+	err = tx.QueryRowxContext(ctx, insertTransactionsSQL, supplier, ean, doc, openDay, checkPreviouslyAdded).Scan(&wrote)
 	switch {
 	case err == nil:
 		return wrote, nil
-	case db.IsUniqueViolation(err, "transactions_account_id_transaction_id_key"):
-		// The account lock makes this unreachable for requests of this
-		// service; it stays as the last word of the unique constraint.
-		var errs problem.List
-		errs.Add("transactions", CodeTransactionAlreadyExists,
-			"A transaction of this request was added to the account at the same time; re-send the request.")
-		return false, TransactionsFailure(errs, nil)
-	case db.IsNumericOverflow(err):
+	case db.IsNumericOverflow(err) || db.IsCheckViolation(err, "ledgers_balance_range"):
 		var errs problem.List
 		errs.Add("transactions", CodeBalanceOutOfRange,
-			"These transactions would take the account's ledger balance beyond what it can hold (±999,999,999,999.99).")
+			"These transactions would take the account's ledger balance beyond what it can hold (below 1,000,000,000,000 in absolute value).")
 		return false, TransactionsFailure(errs, nil)
 	}
 	return false, fmt.Errorf("add transactions: insert: %w", err)

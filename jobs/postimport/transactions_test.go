@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,13 +93,23 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
 	{name: "supply charge without product", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "product_code", nil)},
 		want: []want{{"required", "transactions.0.product_code"}}},
-	{name: "three decimal places", txs: []obj{charge("T1", "2025-06-02", "10.001")},
+	{name: "eleven decimal places", txs: []obj{charge("T1", "2025-06-02", "10.00000000001")},
 		want: []want{{CodeAmountPrecision, "transactions.0.amount"}}},
+	{name: "eleven decimal places in a string", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "10.00000000001")},
+		want: []want{{CodeAmountPrecision, "transactions.0.amount"}}},
+	{name: "amount string of ten billion", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "10000000000")},
+		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
 	{name: "amount of ten billion", txs: []obj{charge("T1", "2025-06-02", "10000000000")},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
 	{name: "negative amount of ten billion", txs: []obj{charge("T1", "2025-06-02", "-10000000000.00")},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.amount"}}},
-	{name: "amount as a string", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "71.00")},
+	{name: "amount string with a currency", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "71.00 GBP")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "amount string with an exponent", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "1e2")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "amount string without digits", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", "-.")},
+		want: []want{{"invalid", "transactions.0.amount"}}},
+	{name: "amount that is a boolean", txs: []obj{with(charge("T1", "2025-06-02", "1"), "amount", true)},
 		want: []want{{"invalid", "transactions.0.amount"}}},
 	{name: "amount with an exponent beyond three digits", txs: []obj{charge("T1", "2025-06-02", "7.1e1000")},
 		want: []want{{"invalid", "transactions.0.amount"}}},
@@ -106,18 +117,14 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
 	{name: "negative repayment", txs: []obj{with(payment("T1", "2025-06-02", "-5"), "type", "REPAYMENT", "reason", "FULL_CREDIT_REFUND")},
 		want: []want{{CodeAmountNotPositive, "transactions.0.amount"}}},
-	{name: "reason that is not a code", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", "imported charge")},
+	{name: "reason of 65 characters", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", strings.Repeat("R", 65))},
 		want: []want{{"invalid_choice", "transactions.0.reason"}}},
-	{name: "charge without reason", txs: []obj{with(charge("T1", "2025-06-02", "1"), "reason", nil)},
-		want: []want{{"required", "transactions.0.reason"}}},
 	{name: "unknown type", txs: []obj{with(charge("T1", "2025-06-02", "1"), "type", "GIFT")},
 		want: []want{{"invalid_choice", "transactions.0.type"}}},
-	{name: "payment type that is not a code", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", "Direct-Debit")},
+	{name: "payment type of 65 characters", txs: []obj{with(payment("T1", "2025-06-02", "1"), "payment_type", strings.Repeat("P", 65))},
 		want: []want{{"invalid_choice", "transactions.0.payment_type"}}},
-	{name: "line items on a payment", txs: []obj{with(payment("T1", "2025-06-02", "1"), "line_items", []obj{})},
-		want: []want{{"unknown_field", "transactions.0.line_items"}}},
-	{name: "product code on a payment", txs: []obj{with(payment("T1", "2025-06-02", "1"), "product_code", productCode)},
-		want: []want{{"unknown_field", "transactions.0.product_code"}}},
+	{name: "product code on a payment names a product of the catalogue", txs: []obj{with(payment("T1", "2025-06-02", "1"), "product_code", "NOPE")},
+		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
 	{name: "description is set by the import, not sent", txs: []obj{with(charge("T1", "2025-06-02", "1"), "description", "x")},
 		want: []want{{"unknown_field", "transactions.0.description"}}},
 	{name: "line item ends before it starts", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
@@ -125,25 +132,22 @@ var txRuleCases = []txRuleCase{
 			"net_amount": num("1"), "price_per_unit": num("1")}})},
 		want: []want{{CodeStartAfterEnd, "transactions.0.line_items.0.start_date"}}},
 	{name: "line item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
-		[]obj{{"rate_band": "peak", "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
-			"net_amount": num("1.005"), "units": []any{num("1"), "x", num("1e5000")}}})},
+		[]obj{{"rate_band": strings.Repeat("p", 65), "start_date": "2025-06-01", "end_date": "2025-06-31", "number_of_units": "1",
+			"net_amount": num("1.00000000005"), "units": []any{num("1"), "x", num("1e5000")}}})},
 		want: []want{{"invalid_choice", "transactions.0.line_items.0.rate_band"}, {"invalid_date", "transactions.0.line_items.0.end_date"},
 			{"invalid", "transactions.0.line_items.0.number_of_units"}, {CodeAmountPrecision, "transactions.0.line_items.0.net_amount"},
 			{"required", "transactions.0.line_items.0.price_per_unit"}, {"invalid", "transactions.0.line_items.0.units.1"},
 			{"invalid", "transactions.0.line_items.0.units.2"}}},
 	{name: "tax item problems at their paths", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "tax_items",
-		[]obj{{"amount": num("99999999999"), "tax_type": "G.S.T.", "value_taxed": num("1"), "rate": num("-0.2"), "unit_type": "basis points"}})},
+		[]obj{{"amount": num("99999999999"), "tax_type": strings.Repeat("G", 65), "value_taxed": num("1"), "rate": "0.2", "unit_type": strings.Repeat("u", 65)}})},
 		want: []want{{CodeAmountOutOfRange, "transactions.0.tax_items.0.amount"}, {"invalid_choice", "transactions.0.tax_items.0.tax_type"},
-			{"min_value", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
-	{name: "transaction id the account has, without the previously-added check", before: []obj{charge("T1", "2025-06-02", "1")},
-		query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-02", "1"), charge("T1", "2025-06-02", "1")},
-		want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
+			{"invalid", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
 	{name: "every problem of every transaction at once", query: "force_add_to_current_statement=false",
-		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.001"), with(supplyCharge("T2", "2025-07-01", "1"), "product_code", "NOPE")},
+		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.00000000001"), with(supplyCharge("T2", "2025-07-01", "1"), "product_code", "NOPE")},
 		want: []want{{CodeNotInOpenPeriod, "transactions.1.transaction_date"}, {CodeAmountPrecision, "transactions.1.amount"},
 			{CodeDuplicateTransactionIDs, "transactions.2.transaction_id"}, {CodeTransactionInFuture, "transactions.2.transaction_date"},
 			{CodeProductNotFound, "transactions.2.product_code"}}},
-	{name: "ledger balance beyond numeric(14,2)", txs: func() []obj {
+	{name: "ledger balance beyond what the ledger holds", txs: func() []obj {
 		var txs []obj
 		for i := range 101 {
 			txs = append(txs, charge(fmt.Sprintf("BIG-%d", i), "2025-06-02", "9999999999.99"))
@@ -227,11 +231,11 @@ func TestTransactions_RefusalEchoesTheFirstFailingTransaction(t *testing.T) {
 	ean := b.newAccount(t, billedToMay)
 	req := fmt.Sprintf(`{"import_supplier": "ACME", "external_account_number": %q, "transactions": [
 		{"transaction_id": "OK", "transaction_date": "2025-06-02", "amount": 1.10, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
-		{"transaction_id": "LATE", "transaction_date": "2025-07-01", "amount": 2.50, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
+		{"transaction_id": "LATE", "transaction_date": "2025-07-01", "amount": 2.505, "type": "CREDIT", "reason": "GENERAL_CREDIT"},
 		{"transaction_id": "ALSO", "transaction_date": "2025-08-01", "amount": 3, "type": "CREDIT", "reason": "GENERAL_CREDIT"}]}`, ean)
 	_, err := b.svc.CreateTransactions(context.Background(), []byte(req), nil, visible)
 	p := problemOf(t, err, problem.Invalid)
-	want := `{"transaction_id":"LATE","transaction_date":"2025-07-01","amount":"2.50","type":"CREDIT","reason":"GENERAL_CREDIT"}`
+	want := `{"transaction_id":"LATE","transaction_date":"2025-07-01","amount":"2.51","type":"CREDIT","reason":"GENERAL_CREDIT"}`
 	got, _ := json.Marshal(p.Extra["transaction_data"])
 	if string(got) != want {
 		t.Errorf("transaction_data = %s, want %s", got, want)
@@ -246,19 +250,20 @@ func TestTransactions_RefusalEchoesTheFirstFailingTransaction(t *testing.T) {
 	if v, ok := p.Extra["transaction_data"]; !ok || v != nil || p.Extra["status"] != TransactionImportError {
 		t.Errorf("extra = %v", p.Extra)
 	}
-	// Amounts that are valid are answered with two places, in line and tax
-	// items too; an invalid one stays as sent.
+	// Valid amounts are answered as on success: amount with two places,
+	// line and tax items exactly with at least two, strings read like
+	// numbers; an invalid one stays as sent.
 	req = fmt.Sprintf(`{"import_supplier": "ACME", "external_account_number": %q, "transactions": [
-		{"transaction_id": "S", "transaction_date": "2025-06-02", "amount": 1.005, "type": "SUPPLY_CHARGE", "product_code": "ELEC-STD",
+		{"transaction_id": "S", "transaction_date": "2025-06-02", "amount": 1.00000000005, "type": "SUPPLY_CHARGE", "product_code": "ELEC-STD",
 		 "line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-06-01", "end_date": "2025-06-02", "number_of_units": 4.0,
 		   "net_amount": 44, "price_per_unit": 11.0, "units": [4.0]}],
-		 "tax_items": [{"amount": 9.2, "tax_type": "VAT", "value_taxed": 44.0, "rate": 0.21, "unit_type": "PROPORTION"}]}]}`, ean)
+		 "tax_items": [{"amount": "9.2", "tax_type": "VAT", "value_taxed": 44.125, "rate": 0.21, "unit_type": "PROPORTION"}]}]}`, ean)
 	_, err = b.svc.CreateTransactions(context.Background(), []byte(req), nil, visible)
 	p = problemOf(t, err, problem.Invalid)
-	want = `{"transaction_id":"S","transaction_date":"2025-06-02","amount":1.005,"type":"SUPPLY_CHARGE","product_code":"ELEC-STD",` +
+	want = `{"transaction_id":"S","transaction_date":"2025-06-02","amount":1.00000000005,"type":"SUPPLY_CHARGE","product_code":"ELEC-STD",` +
 		`"line_items":[{"rate_band":"CONSUMPTION_STANDARD","start_date":"2025-06-01","end_date":"2025-06-02","number_of_units":4.0,` +
 		`"net_amount":"44.00","price_per_unit":11.0,"units":[4.0]}],` +
-		`"tax_items":[{"amount":"9.20","tax_type":"VAT","value_taxed":"44.00","rate":0.21,"unit_type":"PROPORTION"}]}`
+		`"tax_items":[{"amount":"9.20","tax_type":"VAT","value_taxed":"44.125","rate":0.21,"unit_type":"PROPORTION"}]}`
 	got, _ = json.Marshal(p.Extra["transaction_data"])
 	if string(got) != want {
 		t.Errorf("transaction_data = %s, want %s", got, want)
@@ -343,6 +348,65 @@ func TestTransactions_AddedWithExactAmountsAndLedgerBalance(t *testing.T) {
 	}
 	if tax != "1.50 VAT 30.00 0.05 PROPORTION" {
 		t.Errorf("tax item stored as %q", tax)
+	}
+}
+
+// Amounts with up to ten decimal places, as numbers or as decimal strings
+// (the reference's own example sends "10.00"), are stored and summed
+// exactly; the answer gives a transaction's amount two places, rounded half
+// away from zero, and the other money fields exactly.
+func TestTransactions_FractionalPenniesAndDecimalStringsAreKeptExactly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	sc := supplyCharge("S1", "2025-06-02", "0.125")
+	sc["line_items"].([]obj)[0]["net_amount"] = "0.1190476190"
+	sc["tax_items"].([]obj)[0]["amount"] = num("0.0059523810")
+	sc["tax_items"].([]obj)[0]["value_taxed"] = "0.1190476190"
+	txs := []obj{
+		charge("C1", "2025-06-01", "0.125"),
+		with(charge("C2", "2025-06-01", "1"), "amount", "10.00"),
+		with(payment("P1", "2025-06-03", "1"), "amount", "00512.5"),
+		with(charge("C3", "2025-06-01", "1"), "amount", ".5"),
+		with(charge("C4", "2025-06-01", "1"), "amount", "-0.125"),
+		with(charge("C5", "2025-06-01", "1"), "amount", "1234567890.1234567891"),
+		sc,
+	}
+	res, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible)
+	if err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused: %v %+v", err, p)
+	}
+	out, _ := json.Marshal(res)
+	var decoded struct {
+		Results []struct {
+			Data map[string]any `json:"transaction_data"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(out, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	var answered []any
+	for _, r := range decoded.Results {
+		answered = append(answered, r.Data["amount"])
+	}
+	if diff := cmp.Diff([]any{"0.13", "10.00", "512.50", "0.50", "-0.13", "1234567890.12", "0.13"}, answered); diff != "" {
+		t.Errorf("answered amounts (-want +got):\n%s", diff)
+	}
+	if s := string(out); !strings.Contains(s, `"net_amount":"0.119047619"`) || !strings.Contains(s, `"amount":"0.005952381"`) {
+		t.Errorf("line and tax items not answered exactly: %s", s)
+	}
+	var stored []string
+	if err := b.db.Select(&stored, `SELECT amount::text FROM transactions t JOIN accounts a ON a.id = t.account_id
+		WHERE a.external_account_number = $1 ORDER BY t.id`, ean); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"0.125", "10.00", "512.50", "0.50", "-0.125", "1234567890.1234567891", "0.125"}, stored); diff != "" {
+		t.Errorf("stored amounts (-want +got):\n%s", diff)
+	}
+	// 0.125 + 10 - 512.5 + 0.5 - 0.125 + 1234567890.1234567891 + 0.125
+	if got := b.balance(t, ean); got != "1234567388.2484567891" {
+		t.Errorf("balance = %s, want the exact sum 1234567388.2484567891", got)
 	}
 }
 
@@ -533,6 +597,39 @@ func TestTransactions_CheckPreviouslyAddedSkipsKnownIDs(t *testing.T) {
 	}
 	if bal := b.balance(t, ean); bal != "15.00" {
 		t.Errorf("balance = %s, want 15.00", bal)
+	}
+}
+
+// With check_previously_added=false the service does not look for known
+// ids, as the caller asked: a transaction whose id the account has is added
+// again. The reference refuses a repeated id only within one request.
+func TestTransactions_WithoutThePreviouslyAddedCheckKnownIDsAreAdded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	ctx := context.Background()
+	if _, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("T1", "2025-06-02", "10")), nil, visible); err != nil {
+		t.Fatal(err)
+	}
+	// Both rounds send T1, which the account has, and T2, which the second
+	// round finds added by the first.
+	for _, q := range []string{"check_previously_added=false", "check_previously_added=false&force_add_to_current_statement=false"} {
+		res, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("T2", "2025-06-02", "1"), charge("T1", "2025-06-03", "5")), query(q), visible)
+		if err != nil {
+			p, _ := problem.As(err)
+			t.Fatalf("%s: refused: %v %+v", q, err, p)
+		}
+		if got := []string{res.Results[0].Status, res.Results[1].Status}; !slices.Equal(got, []string{TransactionAdded, TransactionAdded}) {
+			t.Errorf("%s: statuses = %v", q, got)
+		}
+	}
+	if n := b.count(t, `SELECT count(*) FROM transactions t JOIN accounts a ON a.id = t.account_id
+		WHERE a.external_account_number = $1 AND t.transaction_id = 'T1'`, ean); n != 3 {
+		t.Errorf("%d transactions T1, want 3", n)
+	}
+	// 10 + 2 × (1 + 5)
+	if bal := b.balance(t, ean); bal != "22.00" {
+		t.Errorf("balance = %s, want 22.00", bal)
 	}
 }
 
@@ -740,9 +837,8 @@ func TestTransactions_RequestDecidesOnWhatTheImportItWaitedForWrote(t *testing.T
 		stored []stored // the transactions T2 and T3 as stored, in id order
 		notes  int      // pinned notes
 	}{
-		{name: "a transaction it added is refused without check_previously_added", write: insertT1,
-			query: "check_previously_added=false", txs: []obj{charge("T2", "2025-06-03", "1"), charge("T1", "2025-06-02", "5")},
-			want: []want{{CodeTransactionAlreadyExists, "transactions.1.transaction_id"}}},
+		{name: "a transaction it added is skipped", write: insertT1,
+			txs: []obj{charge("T2", "2025-06-03", "1"), charge("T1", "2025-06-02", "5")}, stored: []stored{{"2025-06-03", ""}}},
 		{name: "a moved open period moves the transactions before it", write: insertStatement,
 			txs:    []obj{charge("T2", "2025-06-03", "1"), charge("T3", "2025-06-06", "1")},
 			stored: []stored{{"2025-06-05", "2025-06-03"}, {"2025-06-06", ""}}, notes: 1},
@@ -795,14 +891,14 @@ func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
 	ean := b.newAccount(t, billedToMay)
 	sc := with(supplyCharge("S1", "2025-06-02", "30"), "reason", "SUPPLY_ADJUSTMENT", "note", "internal", "payment_type", "DIRECT_CREDIT",
 		"reference", "SC-1")
-	sc["line_items"] = []obj{{"rate_band": "PEAK_HOURS", "start_date": "2025-06-01", "end_date": "2025-06-02",
+	sc["line_items"] = []obj{{"rate_band": "peak", "start_date": "2025-06-01", "end_date": "2025-06-02",
 		"number_of_units": num("1"), "net_amount": num("30"), "price_per_unit": num("30")}}
-	sc["tax_items"] = []obj{{"amount": num("0"), "tax_type": "GST", "value_taxed": num("30"), "rate": num("0"), "unit_type": "CURRENCY_PER_KWH"}}
+	sc["tax_items"] = []obj{{"amount": num("0"), "tax_type": "G.S.T.", "value_taxed": num("30"), "rate": num("-0.2"), "unit_type": "basis points"}}
 	txs := []obj{
-		with(payment("P1", "2025-06-02", "71"), "reason", "GENERAL_CREDIT", "payment_type", "", "display_note", "Thank you", "note", "n"),
+		with(payment("P1", "2025-06-02", "71"), "reason", "general credit", "payment_type", "", "display_note", "Thank you", "note", "n"),
 		with(charge("C1", "2025-06-02", "1"), "reason", "PREPAY_DEBT_ADJUSTMENT", "reference", "C-1", "payment_type", "CASH",
 			"to_prepay_meter_serial_number", "Z16N389556"),
-		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", "GOODWILL", "reference", "CR-1"),
+		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", "GOODWILL", "reference", "CR-1", "payment_type", "Direct-Debit"),
 		sc,
 	}
 	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible); err != nil {
@@ -815,20 +911,52 @@ func TestTransactions_OpenCodesAndFieldsOnAnyTypeAreStoredAsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"P1 | PAYMENT | GENERAL_CREDIT | PAY-P1 |  | Thank you | n | -",
+		"P1 | PAYMENT | general credit | PAY-P1 |  | Thank you | n | -",
 		"C1 | CHARGE | PREPAY_DEBT_ADJUSTMENT | C-1 | CASH | Imported charge | from the old system | Z16N389556",
-		"CR1 | CREDIT | GOODWILL | CR-1 | - | Imported charge | from the old system | -",
+		"CR1 | CREDIT | GOODWILL | CR-1 | Direct-Debit | Imported charge | from the old system | -",
 		"S1 | SUPPLY_CHARGE | SUPPLY_ADJUSTMENT | SC-1 | DIRECT_CREDIT | Electricity | internal | -",
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("stored (-want +got):\n%s", diff)
 	}
 	var items string
-	if err := b.db.Get(&items, `SELECT (SELECT rate_band FROM transaction_line_items) || ' ' || (SELECT tax_type || ' ' || unit_type FROM transaction_tax_items)`); err != nil {
+	if err := b.db.Get(&items, `SELECT (SELECT rate_band FROM transaction_line_items) || ' ' || (SELECT tax_type || ' ' || unit_type || ' ' || rate FROM transaction_tax_items)`); err != nil {
 		t.Fatal(err)
 	}
-	if items != "PEAK_HOURS GST CURRENCY_PER_KWH" {
+	if items != "peak G.S.T. basis points -0.2" {
 		t.Errorf("items stored as %q", items)
+	}
+}
+
+// reason is required on no type, and product_code, line_items and
+// tax_items are accepted on every type: spec 2.7 shows them with some types
+// "in the usage shown", which is an example, not a rule.
+func TestTransactions_FieldsShownWithSomeTypesAreAcceptedOnEveryType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, billedToMay)
+	items := supplyCharge("X", "2025-06-02", "1")
+	txs := []obj{
+		with(charge("C1", "2025-06-02", "1"), "reason", nil),
+		with(charge("CR1", "2025-06-02", "1"), "type", "CREDIT", "reason", nil),
+		with(payment("P1", "2025-06-02", "30"), "reason", nil, "product_code", productCode, "line_items", items["line_items"], "tax_items", items["tax_items"]),
+		with(payment("R1", "2025-06-02", "2"), "type", "REPAYMENT", "reason", nil, "line_items", []obj{}),
+		with(charge("C2", "2025-06-02", "3"), "product_code", productCode),
+	}
+	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible); err != nil {
+		p, _ := problem.As(err)
+		t.Fatalf("refused: %v %+v", err, p)
+	}
+	var rows []string
+	if err := b.db.Select(&rows, `SELECT concat_ws(' | ', t.transaction_id, COALESCE(t.reason, '-'), COALESCE(p.code, '-'),
+			(SELECT count(*) FROM transaction_line_items l WHERE l.transaction_row_id = t.id),
+			(SELECT count(*) FROM transaction_tax_items x WHERE x.transaction_row_id = t.id))
+		FROM transactions t LEFT JOIN products p ON p.id = t.product_id ORDER BY t.id`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"C1 | - | - | 0 | 0", "CR1 | - | - | 0 | 0", "P1 | - | " + productCode + " | 1 | 1", "R1 | - | - | 0 | 0", "C2 | IMPORTED_CHARGE | " + productCode + " | 0 | 0"}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
 	}
 }
 
@@ -841,8 +969,8 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	ts := []Transaction{
-		{TransactionID: "D1", TransactionDate: "2025-06-02", Amount: Money{decimal.RequireFromString("10.50")}, Type: TypeCharge},
-		{TransactionID: "D2", TransactionDate: "2025-06-03", Amount: Money{decimal.RequireFromString("4")}, Type: TypePayment},
+		{TransactionID: "D1", TransactionDate: "2025-06-02", Amount: Amount{Money{decimal.RequireFromString("10.50")}}, Type: TypeCharge},
+		{TransactionID: "D2", TransactionDate: "2025-06-03", Amount: Amount{Money{decimal.RequireFromString("4")}}, Type: TypePayment},
 	}
 	cases := []struct {
 		name         string
@@ -877,7 +1005,7 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			wrote, err := insertTransactions(ctx, b.svc.stmts, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay)
+			wrote, err := insertTransactions(ctx, b.svc.stmts, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay, true)
 			if err != nil {
 				t.Fatal(err)
 			}

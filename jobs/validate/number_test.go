@@ -3,6 +3,7 @@ package validate
 import (
 	"encoding/json"
 	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,4 +188,31 @@ func checkNumber(t *testing.T, lit string) {
 	if ok != whole || (ok && n != want.Num().Int64()) {
 		t.Fatalf("parseIntegerText(%q) = %d, %v; math/big reads %s", lit, n, ok, want.RatString())
 	}
+}
+
+// FuzzParseDecimalString: a string is accepted exactly when it matches the
+// reference's pattern with at least one digit (and 40 characters at most),
+// and then reads as the same number as math/big reads it.
+func FuzzParseDecimalString(f *testing.F) {
+	for _, s := range []string{"10.00", "00512.5", ".5", "5.", "-.5", "-", ".", "", "1e2", "+1", " 1", "1.2.3", "-0"} {
+		f.Add(s)
+	}
+	pattern := regexp.MustCompile(`^-?[0-9]*(?:\.[0-9]*)?$`)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDecimalString(s)
+		want := pattern.MatchString(s) && strings.ContainsAny(s, "0123456789") && len(s) <= maxDecimalLen
+		if (err == nil) != want {
+			t.Fatalf("ParseDecimalString(%q) error = %v, want accepted %v", s, err, want)
+		}
+		if err != nil {
+			return
+		}
+		r, ok := new(big.Rat).SetString(strings.Replace(strings.TrimSuffix(s, "."), "-.", "-0.", 1))
+		if !ok {
+			t.Fatalf("math/big cannot read %q", s)
+		}
+		if got, _ := new(big.Rat).SetString(d.Decimal().String()); got.Cmp(r) != 0 {
+			t.Fatalf("ParseDecimalString(%q) = %s, want %s", s, d, r.RatString())
+		}
+	})
 }

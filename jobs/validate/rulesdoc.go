@@ -52,7 +52,7 @@ func writeRow(b *strings.Builder, prefix string, f *Spec, when string) {
 	}
 	var allowed []string
 	if f.OpenCode {
-		allowed = append(allowed, "any code matching `^[A-Z][A-Z0-9_]{0,63}$`")
+		allowed = append(allowed, fmt.Sprintf("any code of at most %d characters", MaxCodeLength))
 	}
 	if f.Choices != nil {
 		allowed = append(allowed, "one of "+codeList(f.Choices))

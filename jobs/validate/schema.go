@@ -92,8 +92,10 @@ type Spec struct {
 	AllowBlank bool     // "" (or only spaces) is accepted for a string
 	MaxLength  int      // in characters; 0 means no limit
 	Choices    []string // closed set of accepted strings
-	// OpenCode accepts any code of the form ^[A-Z][A-Z0-9_]{0,63}$: the spec
-	// lists such values "in use", which is an example, not the whole set.
+	// OpenCode accepts any code of at most MaxCodeLength characters: the
+	// spec lists such values "in use", which is an example, not the whole
+	// set, and no source fixes their form (lower case and a leading digit,
+	// as in 3PH, are codes too).
 	OpenCode    bool
 	NonNegative bool
 	// Object describes the fields of an object, or of each element of an
@@ -131,23 +133,20 @@ func MaxLength(n int) Option { return func(s *Spec) { s.MaxLength = n } }
 // OneOf limits a string to a closed set of values.
 func OneOf(values ...string) Option { return func(s *Spec) { s.Choices = values } }
 
-// OpenCode accepts any upper-case code (^[A-Z][A-Z0-9_]{0,63}$), for
-// values the spec lists only as examples "in use". Anything else is refused
-// with invalid_choice, except "" when AllowBlank is also given.
+// OpenCode accepts any code of at most MaxCodeLength characters, for
+// values the spec lists only as examples "in use"; a longer one is refused
+// with invalid_choice. As for every string, "" is refused as blank unless
+// AllowBlank is also given, and U+0000 is refused.
 func OpenCode() Option { return func(s *Spec) { s.OpenCode = true } }
 
-// isOpenCode reports whether v matches ^[A-Z][A-Z0-9_]{0,63}$.
+// MaxCodeLength bounds open codes (OpenCode): far above any real code, it
+// keeps a code a code rather than a text.
+const MaxCodeLength = 64
+
+// isOpenCode reports whether v is a code: not empty and at most
+// MaxCodeLength characters.
 func isOpenCode(v string) bool {
-	if v == "" || len(v) > 64 || v[0] < 'A' || v[0] > 'Z' {
-		return false
-	}
-	for i := 1; i < len(v); i++ {
-		c := v[i]
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return v != "" && (len(v) <= MaxCodeLength || utf8.RuneCountInString(v) <= MaxCodeLength)
 }
 
 // NonNegative refuses numbers below zero.
@@ -184,7 +183,7 @@ func (s *Spec) checkString(w *Walker, v string) bool {
 		return false
 	}
 	if s.OpenCode && !(s.AllowBlank && v == "") && !isOpenCode(v) {
-		w.Add(CodeInvalidChoice, "%q is not a valid code: use capital letters, digits and underscores, starting with a letter (at most 64).", v)
+		w.Add(CodeInvalidChoice, "A code has at most %d characters.", MaxCodeLength)
 		return false
 	}
 	if s.Choices != nil && !slices.Contains(s.Choices, v) {
@@ -590,7 +589,7 @@ func NewUnion[T any](disc string, common []Field[T], variants ...Variant[T]) *Ob
 }
 
 // AcceptOtherVariants makes a union accept, besides its variants' values,
-// any discriminator value matching ^[A-Z][A-Z0-9_]{0,63}$ (see OpenCode).
+// any discriminator value that is a code (see OpenCode).
 // Such an object is checked against the common fields; every other member
 // is accepted and stored in the map that at returns, as compact JSON, after
 // the checks that keep it storable (no NUL character, no duplicate key, no

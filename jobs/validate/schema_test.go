@@ -234,16 +234,18 @@ func TestRepeats_ReportsSecondOccurrencesInShortAndLongLists(t *testing.T) {
 	}
 }
 
-func TestOpenCode_AcceptsAnyUpperCaseCodeAndRefusesOthers(t *testing.T) {
+// Open codes keep only a length limit: lower case and a leading digit
+// (3PH) are codes too; no source fixes their form.
+func TestOpenCode_AcceptsAnyCodeOfAtMost64Characters(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		v    string
 		want bool
 	}{
 		{"ELECTRICITY", true}, {"GAS", true}, {"A", true}, {"KWH_IMPORT_2", true},
-		{"A" + strings.Repeat("B", 63), true},
-		{"A" + strings.Repeat("B", 64), false},
-		{"", false}, {"gas", false}, {"_GAS", false}, {"1GAS", false}, {"GAS-2", false}, {"GÄS", false},
+		{"A" + strings.Repeat("B", 63), true}, {strings.Repeat("É", 64), true},
+		{"gas", true}, {"_GAS", true}, {"3PH", true}, {"GAS-2", true}, {"GÄS", true}, {"Direct Debit", true},
+		{"A" + strings.Repeat("B", 64), false}, {strings.Repeat("É", 65), false}, {"", false},
 	}
 	for _, c := range cases {
 		if got := isOpenCode(c.v); got != c.want {
@@ -288,7 +290,9 @@ func TestUnion_OtherVariantsKeepTheirFieldsAsGiven(t *testing.T) {
 			gadget{Kind: "TREATED"}, []pair{{"a", CodeNullCharacters}, {"b.c", CodeDuplicateKey}, {"a", CodeDuplicateKey}}},
 		{"an other field given twice", `{"kind":"TREATED","a":1,"a":2}`,
 			gadget{Kind: "TREATED", Other: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}, []pair{{"a", CodeDuplicateKey}}},
-		{"lower-case code is refused, and no field is kept", `{"kind":"treated","x":1}`,
+		{"lower-case code is a code too, with its fields kept", `{"kind":"treated","x":1}`,
+			gadget{Kind: "treated", Other: map[string]json.RawMessage{"x": json.RawMessage(`1`)}}, []pair{}},
+		{"a code over 64 characters is refused, and no field is kept", `{"kind":"` + strings.Repeat("T", 65) + `","x":1}`,
 			gadget{}, []pair{{"kind", CodeInvalidChoice}, {"x", CodeUnknownField}}},
 	}
 	for _, tc := range tests {
@@ -310,7 +314,7 @@ func TestUnion_OtherVariantsKeepTheirFieldsAsGiven(t *testing.T) {
 		})
 	}
 	ref := Reference(gadgetSchema.Spec())
-	for _, want := range []string{"| `kind` | string | yes | any code matching", "| `*` | any JSON | no |  | `null_characters_not_allowed`, `duplicate_key`, `number_out_of_range`, `too_many_items` | Only when kind is any other code"} {
+	for _, want := range []string{"| `kind` | string | yes | any code of at most 64 characters", "| `*` | any JSON | no |  | `null_characters_not_allowed`, `duplicate_key`, `number_out_of_range`, `too_many_items` | Only when kind is any other code"} {
 		if !strings.Contains(ref, want) {
 			t.Errorf("reference lacks %q:\n%s", want, ref)
 		}

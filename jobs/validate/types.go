@@ -155,6 +155,39 @@ func ParsePlainDecimal(s string) (Decimal, error) {
 	return Decimal{text: s}, nil
 }
 
+// ParseDecimalString accepts a decimal number written in a JSON string, in
+// the form of the reference's pattern for decimal strings,
+// ^-?\d*(?:\.\d*)?$, with at least one digit: an optional minus sign,
+// digits and an optional point, leading zeros, ".5" and "5." included; no
+// exponent, no plus sign, no spaces. At most 40 characters. The Decimal's
+// text is the plain form: "0" before a leading point, none after a
+// trailing one ("-.5" is "-0.5", "5." is "5"); leading zeros stay.
+func ParseDecimalString(s string) (Decimal, error) {
+	if len(s) == 0 || len(s) > maxDecimalLen {
+		return Decimal{}, errors.New("decimal: length out of range")
+	}
+	sign, rest := "", s
+	if rest[0] == '-' {
+		sign, rest = "-", rest[1:]
+	}
+	whole, frac, point := strings.Cut(rest, ".")
+	if whole == "" && frac == "" {
+		return Decimal{}, errors.New("decimal: no digits")
+	}
+	for _, part := range []string{whole, frac} {
+		if strings.Trim(part, "0123456789") != "" {
+			return Decimal{}, errors.New("decimal: unexpected character")
+		}
+	}
+	if whole == "" {
+		whole = "0"
+	}
+	if !point || frac == "" {
+		return Decimal{text: sign + whole}, nil
+	}
+	return Decimal{text: sign + whole + "." + frac}, nil
+}
+
 // ParseDecimal reads a JSON number literal as an exact decimal, through
 // shopspring/decimal and never through float64. Exponents are JSON (RFC
 // 8259, section 6), so they are accepted: a literal with one is rewritten in
