@@ -18,8 +18,8 @@ AS $function$
     SELECT COALESCE(GREATEST(
             (SELECT max(h.bill_period_to_date) FROM historical_statements h WHERE h.account_id = a.id),
             a.last_billed_to_date + 1),
-            (a.created_at AT TIME ZONE 'UTC')::date)
-    FROM accounts a WHERE a.id = p_account
+            (a.created_at AT TIME ZONE s.time_zone)::date)
+    FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id WHERE a.id = p_account
 $function$
 ;
 

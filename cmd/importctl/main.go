@@ -23,6 +23,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	_ "time/tzdata" // the zones an operator names load on any machine
 
 	"github.com/jmoiron/sqlx"
 	"github.com/spf13/cobra"
@@ -161,12 +162,13 @@ func (c *cli) supplierCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.done(out, fmt.Sprintf("created supplier %s (%s, %s, documents under %s/)", out.Code, out.Status, out.Country, out.DocumentRoot))
+			return c.done(out, fmt.Sprintf("created supplier %s (%s, %s, %s, documents under %s/)", out.Code, out.Status, out.Country, out.TimeZone, out.DocumentRoot))
 		})}
 	create.Flags().StringVar(&s.Status, "status", admin.StatusOngoing, "Ongoing, Paused or Complete")
 	create.Flags().StringVar(&s.DocumentRoot, "document-root", "", "prefix of the supplier's documents in object storage, apart from every other supplier's (default suppliers/CODE)")
 	create.Flags().StringVar(&s.Country, "country", "GB", "ISO 3166-1 alpha-2 region whose phone and postcode rules apply")
 	create.Flags().BoolVar(&s.MigrationEmails, "migration-emails", false, "e-mail customers when their account is created")
+	create.Flags().StringVar(&s.TimeZone, "time-zone", "UTC", "IANA time zone in which the supplier's \"today\" is dated (e.g. Australia/Sydney)")
 	create.Flags().BoolVar(&s.RequireDocuments, admin.OptionRequireDocuments, false,
 		"refuse document paths that name nothing in the document store (E5, E6, E8)")
 	setStatus := &cobra.Command{Use: "set-status CODE STATUS", Short: "Set a supplier's status", Args: cobra.ExactArgs(2),
@@ -206,6 +208,17 @@ func (c *cli) supplierCmd() *cobra.Command {
 			}
 			return c.done(map[string]any{"code": args[0], "option": args[1], "on": on}, fmt.Sprintf("supplier %s: %s is now %s", args[0], args[1], args[2]))
 		})}
+	setZone := &cobra.Command{Use: "set-time-zone CODE ZONE", Short: "Set the time zone in which a supplier's \"today\" is dated",
+		Long: "Set the IANA time zone (Europe/London, Australia/Sydney, ...) in which the supplier's \"today\" is dated: a\n" +
+			"transaction (E7) or a statement's end (E8) may not be after today, the open statement period ends today, and a new\n" +
+			"account's period opens on its creation date there. Default UTC. The API holds a change within half a minute.",
+		Args: cobra.ExactArgs(2),
+		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+			if err := admin.SetSupplierTimeZone(ctx, d, args[0], args[1]); err != nil {
+				return err
+			}
+			return c.done(map[string]string{"code": args[0], "time_zone": args[1]}, fmt.Sprintf("supplier %s: today is dated in %s", args[0], args[1]))
+		})}
 	list := &cobra.Command{Use: "list", Short: "List import suppliers", Args: cobra.NoArgs,
 		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
 			ss, err := admin.ListSuppliers(ctx, d)
@@ -214,9 +227,9 @@ func (c *cli) supplierCmd() *cobra.Command {
 			}
 			rows := make([][]string, len(ss))
 			for i, s := range ss {
-				rows[i] = []string{s.Code, s.Status, s.Country, s.DocumentRoot, fmt.Sprint(s.MigrationEmails), fmt.Sprint(s.RequireDocuments)}
+				rows[i] = []string{s.Code, s.Status, s.Country, s.TimeZone, s.DocumentRoot, fmt.Sprint(s.MigrationEmails), fmt.Sprint(s.RequireDocuments)}
 			}
-			return c.print(ss, []string{"CODE", "STATUS", "COUNTRY", "DOCUMENT ROOT", "MIGRATION E-MAILS", "REQUIRE DOCUMENTS"}, rows)
+			return c.print(ss, []string{"CODE", "STATUS", "COUNTRY", "TIME ZONE", "DOCUMENT ROOT", "MIGRATION E-MAILS", "REQUIRE DOCUMENTS"}, rows)
 		})}
 	var force bool
 	purge := &cobra.Command{Use: "purge-staged CODE [--force]", Short: "Blank the staged payloads of the supplier's created accounts",
@@ -233,7 +246,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 			return c.done(map[string]any{"code": args[0], "purged": n}, fmt.Sprintf("supplier %s: purged the staged payloads of %d created account(s)", args[0], n))
 		})}
 	purge.Flags().BoolVar(&force, "force", false, "purge even though the supplier is Ongoing")
-	cmd.AddCommand(create, setStatus, setRoot, setOption, purge, list)
+	cmd.AddCommand(create, setStatus, setRoot, setOption, setZone, purge, list)
 	return cmd
 }
 

@@ -150,3 +150,29 @@ func TestSupplierPurgeStaged_BlanksCompletedPayloadsOnly(t *testing.T) {
 		t.Errorf("forced purge printed %q", out)
 	}
 }
+
+// A supplier's time zone is UTC unless given at creation or set later, and
+// a name that is no IANA zone is refused.
+func TestSupplierTimeZone_SetAtCreationOrLater(t *testing.T) {
+	t.Parallel()
+	c := newCtl(t)
+	c.ok("supplier", "create", "HOME")
+	c.ok("supplier", "create", "AUS", "--time-zone", "Australia/Sydney")
+	zones := func() map[string]any {
+		t.Helper()
+		m := map[string]any{}
+		for _, s := range c.jsonList("supplier", "list") {
+			m[s["code"].(string)] = s["time_zone"]
+		}
+		return m
+	}
+	if diff := cmp.Diff(map[string]any{"HOME": "UTC", "AUS": "Australia/Sydney"}, zones()); diff != "" {
+		t.Errorf("after create (-want +got):\n%s", diff)
+	}
+	c.ok("supplier", "set-time-zone", "HOME", "Europe/London")
+	c.fails("is not an IANA time zone name", "supplier", "set-time-zone", "AUS", "Sydney")
+	c.fails("does not exist", "supplier", "set-time-zone", "NOPE", "UTC")
+	if diff := cmp.Diff(map[string]any{"HOME": "Europe/London", "AUS": "Australia/Sydney"}, zones()); diff != "" {
+		t.Errorf("after set-time-zone (-want +got):\n%s", diff)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // suppliers' time zones load on any image (jobs/postimport)
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"

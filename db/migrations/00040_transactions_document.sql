@@ -15,7 +15,7 @@
 --     first open one.
 -- GREATEST ignores a missing one, so importing an old statement never
 -- reopens a billed period. An account with neither opens on its creation
--- date (UTC), so that a transaction dated the day the account was created
+-- date (in its supplier's time zone, since 00042), so that a transaction dated the day the account was created
 -- is in its open period. Read it with the account locked, so that no
 -- statement import moves the start in between.
 -- +goose StatementBegin

@@ -42,6 +42,10 @@ type Supplier struct {
 	// names nothing in the store (path_does_not_exist_in_file_store). Off
 	// by default, as on the reference platform; the store is then not read.
 	RequireDocuments bool `db:"require_documents" json:"require_documents"`
+	// TimeZone is the IANA name of the zone in which the supplier's "today"
+	// is dated (a transaction may not be after today; the open statement
+	// period ends today): UTC unless the operator sets one.
+	TimeZone string `db:"time_zone" json:"time_zone"`
 }
 
 // CanonicalStatus returns the status that s names in any case (ongoing,
@@ -79,6 +83,12 @@ func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, erro
 	if err := checkStatus(s.Status); err != nil {
 		return s, err
 	}
+	if s.TimeZone == "" {
+		s.TimeZone = "UTC"
+	}
+	if err := checkTimeZone(ctx, d, s.TimeZone); err != nil {
+		return s, err
+	}
 	if !countryRE.MatchString(s.Country) {
 		return s, problem.Invalidf("invalid_country", "country", "Country %q must be an ISO 3166-1 alpha-2 code such as GB.", s.Country)
 	}
@@ -91,8 +101,9 @@ func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, erro
 	}
 	s.DocumentRoot = root
 	err = d.GetContext(ctx, &s, `
-		INSERT INTO import_suppliers (code, status, document_root, country, migration_emails, require_documents)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING *`, s.Code, s.Status, s.DocumentRoot, s.Country, s.MigrationEmails, s.RequireDocuments)
+		INSERT INTO import_suppliers (code, status, document_root, country, migration_emails, require_documents, time_zone)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *`, s.Code, s.Status, s.DocumentRoot, s.Country, s.MigrationEmails, s.RequireDocuments,
+		s.TimeZone)
 	if other, ok := db.UniqueViolationDetail(err, rootOverlapConstraint); ok {
 		return s, rootOverlap(root, other)
 	}
@@ -188,4 +199,47 @@ func ListSuppliers(ctx context.Context, d *sqlx.DB) ([]Supplier, error) {
 		return nil, fmt.Errorf("list suppliers: %w", err)
 	}
 	return out, nil
+}
+
+// CodeInvalidTimeZone refuses a time zone that is not an IANA name both
+// this binary and PostgreSQL know.
+const CodeInvalidTimeZone = "invalid_time_zone"
+
+// checkTimeZone accepts an IANA zone name that Go's time zone database
+// (embedded in the binaries) and PostgreSQL's both know: the service dates
+// "today" in Go, and the first open day of a new account in PostgreSQL.
+func checkTimeZone(ctx context.Context, q sqlx.QueryerContext, name string) error {
+	refuse := problem.Invalidf(CodeInvalidTimeZone, "time_zone",
+		"Time zone %q is not an IANA time zone name such as Europe/London or Australia/Sydney.", name)
+	if strings.TrimSpace(name) == "" || strings.EqualFold(name, "local") {
+		return refuse
+	}
+	if _, err := time.LoadLocation(name); err != nil {
+		return refuse
+	}
+	var known bool
+	if err := sqlx.GetContext(ctx, q, &known, `SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)`, name); err != nil {
+		return fmt.Errorf("check time zone: %w", err)
+	}
+	if !known {
+		return refuse
+	}
+	return nil
+}
+
+// SetSupplierTimeZone sets the zone in which the supplier's "today" is
+// dated. The API's replicas remember a supplier's zone for half a minute,
+// so the change holds everywhere within that.
+func SetSupplierTimeZone(ctx context.Context, d *sqlx.DB, code, zone string) error {
+	if err := checkTimeZone(ctx, d, zone); err != nil {
+		return err
+	}
+	res, err := d.ExecContext(ctx, `UPDATE import_suppliers SET time_zone = $2 WHERE code = $1`, code, zone)
+	if err != nil {
+		return fmt.Errorf("set time zone: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)
+	}
+	return nil
 }

@@ -64,7 +64,7 @@ var (
 	transactionRules = []rule{
 		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: reference section 3 (transactions/create answers 404 when the account was not imported)."},
 		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`duplicate_transaction_ids`)."},
-		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today (UTC), with or without force. Source: reference 3.5 (`transaction_in_future`)."},
+		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today, dated in the supplier's time zone (UTC unless the operator set one), with or without force. Source: reference 3.5 (`transaction_in_future`)."},
 		{CodeNotInOpenPeriod, "`transactions.N.transaction_date`", "With `force_add_to_current_statement=false`, the date is in the open statement period (above). With the default `true`, an earlier date is moved to the period's first day instead, unless that day is after today. Source: spec 2.7 and E7, reference 3.5 (the 400 example)."},
 		{CodeProductNotFound, "`transactions.N.product_code`", "A SUPPLY_CHARGE names a product of the catalogue. Source: reference 3.5 (`product_code_does_not_exist`)."},
 		{CodeAmountNotPositive, "`transactions.N.amount`", "A PAYMENT or REPAYMENT is a positive amount. CHARGE, CREDIT and SUPPLY_CHARGE may be negative (a reversal) or zero. Source: reference 3.5 (\"Payments and repayments must be positive numbers\")."},
@@ -81,7 +81,7 @@ var (
 		{CodeDuplicateStatementIDs, "`statements.N.statement_id`", "A statement id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`historical_statement_already_exists`), within one request."},
 		{CodeStatementExists, "`statements.N.statement_id`", "The account has no statement with this id yet: ids are unique per account, so a re-sent request is refused, never doubled. Source: reference 3.5 (`historical_statement_already_exists`)."},
 		{CodeStartAfterEnd, "`statements.N.bill_period_from_date`", "Not after `bill_period_to_date`. Source: reference 9 (`start_date_later_than_end_date`)."},
-		{CodeStatementInFuture, "`statements.N.bill_period_to_date`", "Not after today (UTC): a historical statement covers a past period. Source: reference 9 (`historical_statement_period_end_in_future`)."},
+		{CodeStatementInFuture, "`statements.N.bill_period_to_date`", "Not after today in the supplier's time zone: a historical statement covers a past period. Source: reference 9 (`historical_statement_period_end_in_future`)."},
 		{CodeAmountOutOfRange, "`statements.N.gross_amount`", "Fits a 64-bit integer. Source: reference 3.5 (`gross_amount` is an integer)."},
 		{CodeInvalidDocumentPath, "`statements.N.statement_path`", pathRule + " Source: spec 2.8 (a path relative to the supplier's root)."},
 		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule},
@@ -153,8 +153,8 @@ An account has one open statement period at a time; earlier dates belong to clos
   (2019-06-01 to 2019-07-01, then 2019-07-01 to 2019-08-01). ` + "`last_billed_to_date`" + ` (the latest of the account's supply
   points' at creation) is inclusive: the account is billed up to and including that day.
 - The **open period starts** on the latest of: the latest ` + "`bill_period_to_date`" + ` of the account's statements, and the day
-  after its ` + "`last_billed_to_date`" + `. An account with neither opens on its creation date (UTC), so a transaction dated the
-  day a new account was created is in the period. The period ends today (UTC).
+  after its ` + "`last_billed_to_date`" + `. An account with neither opens on its creation date in its supplier's time zone, so a transaction dated the
+  day a new account was created is in the period. The period ends today, dated in the supplier's time zone (` + "`importctl supplier set-time-zone`" + `, default UTC).
 - Importing a statement that ends later moves the start at once; importing an older one never reopens a billed period.
 - E7 refuses a transaction dated after today (` + "`transaction_in_future`" + `) in every case. A transaction dated before the
   open period is refused (` + "`transaction_not_in_open_statement_period`" + `) when ` + "`force_add_to_current_statement=false`" + `;

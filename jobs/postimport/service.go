@@ -36,8 +36,10 @@ type Service struct {
 	// docs is nil when no document store is configured; a request that
 	// references a document then gets 500.
 	docs *documents.Store
-	// now is the clock; "today" is its date in UTC. Tests fix it.
-	now func() time.Time
+	// now is the clock; "today" is its date in the supplier's time zone
+	// (zones). Tests fix it.
+	now   func() time.Time
+	zones *zones
 
 	// stmts holds each query of the requests' transactions prepared on the
 	// pool, by its text (see preparedTx).
@@ -47,7 +49,7 @@ type Service struct {
 // New returns a Service over d. docs may be nil when DOCUMENTS_URL is not
 // set: requests without document references still work.
 func New(d *sqlx.DB, docs *documents.Store) *Service {
-	return &Service{db: d, docs: docs, now: time.Now, stmts: prepared.New(d)}
+	return &Service{db: d, docs: docs, now: time.Now, zones: newZones(d, time.Now), stmts: prepared.New(d)}
 }
 
 // inTx runs fn in one database transaction, as db.InTx does, and hands it

@@ -101,7 +101,7 @@ const detailStatementsFailed = "Could not validate the historical statements; no
 // with every problem: code parse_error for a body that is not a JSON
 // object, else historical_statements_failed_validation.
 func ParseStatements(body []byte, today time.Time) (*StatementsRequest, error) {
-	r, errs, perr := parseStatements(body, v.DateOf(today.UTC()))
+	r, errs, perr := parseStatements(body, func(string) v.Date { return v.DateOf(today.UTC()) })
 	if perr != nil {
 		return nil, perr
 	}
@@ -111,7 +111,9 @@ func ParseStatements(body []byte, today time.Time) (*StatementsRequest, error) {
 	return r, nil
 }
 
-func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.List, *problem.Error) {
+// parseStatements decodes and checks the body; todayFor dates "today" for
+// the request's supplier, once that is read from the body.
+func parseStatements(body []byte, todayFor func(supplier string) v.Date) (*StatementsRequest, problem.List, *problem.Error) {
 	root, perr := statementsSchema.ParseBody(body)
 	if perr != nil {
 		return nil, nil, perr
@@ -120,6 +122,7 @@ func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.Lis
 	var w v.Walker
 	statementsSchema.Bind(&w, root, &r)
 	seen := make(map[string]bool, len(r.Statements))
+	today := todayFor(r.ImportSupplier)
 	for i := range r.Statements {
 		st := &r.Statements[i]
 		if id := st.StatementID; id != "" {
@@ -158,7 +161,8 @@ func parseStatements(body []byte, today v.Date) (*StatementsRequest, problem.Lis
 // (404, account_not_found) when the account is not an imported account the
 // caller may see, Unavailable (500) when documents cannot be checked.
 func (s *Service) CreateStatements(ctx context.Context, body []byte, visible func(string) bool) (*StatementsRequest, error) {
-	r, errs, perr := parseStatements(body, v.DateOf(s.now().UTC()))
+	now := s.now()
+	r, errs, perr := parseStatements(body, func(supplier string) v.Date { return s.zones.today(ctx, supplier, now) })
 	if perr != nil {
 		return nil, perr
 	}

@@ -243,7 +243,7 @@ func parseOptions(q url.Values, errs *problem.List) TransactionOptions {
 func ParseTransactions(body []byte, query url.Values, today time.Time) (*TransactionsRequest, TransactionOptions, error) {
 	var errs problem.List
 	opts := parseOptions(query, &errs)
-	r, perr := parseTransactions(body, v.DateOf(today.UTC()), &errs)
+	r, perr := parseTransactions(body, func(string) v.Date { return v.DateOf(today.UTC()) }, &errs)
 	if perr != nil {
 		return nil, opts, transactionsParseFailure(perr)
 	}
@@ -253,7 +253,9 @@ func ParseTransactions(body []byte, query url.Values, today time.Time) (*Transac
 	return r, opts, nil
 }
 
-func parseTransactions(body []byte, today v.Date, errs *problem.List) (*TransactionsRequest, *problem.Error) {
+// parseTransactions decodes and checks the body; todayFor dates "today" for
+// the request's supplier, once that is read from the body.
+func parseTransactions(body []byte, todayFor func(supplier string) v.Date, errs *problem.List) (*TransactionsRequest, *problem.Error) {
 	root, perr := transactionsSchema.ParseBody(body)
 	if perr != nil {
 		return nil, perr
@@ -272,6 +274,7 @@ func parseTransactions(body []byte, today v.Date, errs *problem.List) (*Transact
 		}
 	}
 	seen := make(map[string]bool, len(r.Transactions))
+	today := todayFor(r.ImportSupplier)
 	for i := range r.Transactions {
 		t := &r.Transactions[i]
 		at := func(parts ...any) string { return v.Attr(append([]any{"transactions", i}, parts...)...) }
@@ -407,7 +410,11 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 	now := s.now().UTC()
 	var errs problem.List
 	opts := parseOptions(query, &errs)
-	r, perr := parseTransactions(body, v.DateOf(now), &errs)
+	var today v.Date
+	r, perr := parseTransactions(body, func(supplier string) v.Date {
+		today = s.zones.today(ctx, supplier, now)
+		return today
+	}, &errs)
 	if perr != nil {
 		return nil, transactionsParseFailure(perr)
 	}
@@ -415,13 +422,13 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, TransactionsFailure(errs, r.raw)
 	}
-	if res, done, err := s.addTransactionsDirect(ctx, r, opts, now, errs, visible); done {
+	if res, done, err := s.addTransactionsDirect(ctx, r, opts, now, today, errs, visible); done {
 		return res, err
 	}
 	var res *TransactionsResult
 	err := s.inTx(ctx, func(tx preparedTx) error {
 		var err error
-		res, err = addTransactions(ctx, tx, r, opts, now, errs, visible)
+		res, err = addTransactions(ctx, tx, r, opts, now, today, errs, visible)
 		return err
 	})
 	if err != nil {
@@ -488,11 +495,11 @@ func lookupArgs(r *TransactionsRequest) (ids, codes []string) {
 // an unknown product, no such account); addTransactions then decides it on
 // a lookup read under the lock.
 func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequest, opts TransactionOptions,
-	now time.Time, errs problem.List, visible func(string) bool) (res *TransactionsResult, done bool, err error) {
+	now time.Time, today v.Date, errs problem.List, visible func(string) bool) (res *TransactionsResult, done bool, err error) {
 	if len(errs) > 0 || (r.DryRun != nil && *r.DryRun) || (visible != nil && !visible(r.ImportSupplier)) {
 		return nil, false, nil
 	}
-	d := decideTransactions(r, opts, lookup{}, now, errs)
+	d := decideTransactions(r, opts, lookup{}, today, errs)
 	if len(d.errs) > 0 || len(d.add) == 0 || len(d.moved) > 0 {
 		return nil, false, nil
 	}
@@ -507,7 +514,7 @@ func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequ
 // database and writes the transactions. errs holds the problems found so
 // far; any problem refuses the whole request.
 func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest, opts TransactionOptions,
-	now time.Time, errs problem.List, visible func(string) bool) (*TransactionsResult, error) {
+	now time.Time, today v.Date, errs problem.List, visible func(string) bool) (*TransactionsResult, error) {
 	if visible != nil && !visible(r.ImportSupplier) {
 		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
 	}
@@ -526,7 +533,7 @@ func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest,
 	accountID, l := locked.ID, locked.lookup
 	dryRun := r.DryRun != nil && *r.DryRun
 	for fresh := false; ; fresh = true {
-		d := decideTransactions(r, opts, l, now, errs)
+		d := decideTransactions(r, opts, l, today, errs)
 		inserted := false
 		if len(d.errs) == 0 && !dryRun && len(d.add) > 0 {
 			inserted, err = insertTransactions(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, l.FirstOpenDay,
@@ -578,11 +585,11 @@ type decision struct {
 // decideTransactions checks r's transactions against the account's lookup
 // l. It changes neither r nor errs, so that a request can decide again on a
 // newer lookup.
-func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l lookup, now time.Time, errs problem.List) decision {
+func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l lookup, today v.Date, errs problem.List) decision {
 	d := decision{
 		res:    &TransactionsResult{Results: make([]TransactionResult, len(r.Transactions))},
 		ts:     slices.Clone(r.Transactions),
-		period: Period{From: v.Date(l.FirstOpenDay), To: v.DateOf(now)},
+		period: Period{From: v.Date(l.FirstOpenDay), To: today},
 		errs:   slices.Clone(errs),
 	}
 	period := d.period
