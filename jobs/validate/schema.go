@@ -400,13 +400,18 @@ func EmptyList[T any](name string, at func(*T) *[]json.RawMessage, detail string
 // CheckFreeForm walks a free-form value v of field s (nil for a value
 // without a field of its own) for what the schema cannot see otherwise:
 // duplicate keys, NUL characters (which jsonb refuses), numbers beyond what
-// PostgreSQL's numeric can hold, and arrays that ParseBody cut at their item
-// limit (s's for v itself, DefaultMaxItems inside it). It reports each
-// problem at its path and returns whether there was none.
+// PostgreSQL's numeric can hold, arrays that ParseBody cut at their item
+// limit (s's for v itself, DefaultMaxItems inside it) and objects it cut at
+// DefaultMaxMembers. It reports each problem at its path and returns whether
+// there was none. Its work is linear in the size of v.
 func CheckFreeForm(w *Walker, v *Value, s *Spec) bool {
 	ok := true
 	if v.Truncated {
-		tooManyItems(w, s.maxItems())
+		if v.Kind == KindObject {
+			tooManyMembers(w)
+		} else {
+			tooManyItems(w, s.maxItems())
+		}
 		ok = false
 	}
 	switch v.Kind {
@@ -427,6 +432,7 @@ func CheckFreeForm(w *Walker, v *Value, s *Spec) bool {
 			w.Pop()
 		}
 	case KindObject:
+		repeated := repeatedKeys(v.Members)
 		for i := range v.Members {
 			m := &v.Members[i]
 			w.Push(m.Key)
@@ -434,12 +440,9 @@ func CheckFreeForm(w *Walker, v *Value, s *Spec) bool {
 				w.Add(CodeNullCharacters, "Null characters are not allowed.")
 				ok = false
 			}
-			for j := 0; j < i; j++ {
-				if v.Members[j].Key == m.Key {
-					w.Add(CodeDuplicateKey, "Duplicate key %q in object.", m.Key)
-					ok = false
-					break
-				}
+			if repeated != nil && repeated[i] {
+				w.Add(CodeDuplicateKey, "Duplicate key %q in object.", m.Key)
+				ok = false
 			}
 			ok = CheckFreeForm(w, &m.Value, nil) && ok
 			w.Pop()
@@ -617,11 +620,17 @@ func (o *Object[T]) Spec() *ObjectSpec { return o.spec }
 // Bind checks the object v against the schema and stores what is valid into
 // dst. Every member is checked: unknown and duplicate keys are problems at
 // their own path, and each missing required field is a problem at the path it
-// should have had. The walker's path must be that of v.
+// should have had. An object that ParseBody cut at DefaultMaxMembers is a
+// too_many_items problem at its path, and its missing fields are not
+// reported, as they may be among the members cut. The walker's path must be
+// that of v.
 func (o *Object[T]) Bind(w *Walker, v *Value, dst *T) {
 	if v.Kind != KindObject {
 		wrongType(w, "an object", v)
 		return
+	}
+	if v.Truncated {
+		tooManyMembers(w)
 	}
 	fs := o.plain
 	other := false
@@ -647,13 +656,17 @@ func (o *Object[T]) Bind(w *Walker, v *Value, dst *T) {
 	} else {
 		seen = make([]bool, len(fs.fields))
 	}
+	var repeated []bool
+	if other {
+		repeated = repeatedKeys(v.Members)
+	}
 	for i := range v.Members {
 		m := &v.Members[i]
 		w.Push(m.Key)
 		idx, ok := fs.index[m.Key]
 		switch {
 		case !ok && other:
-			if slices.ContainsFunc(v.Members[:i], func(p Member) bool { return p.Key == m.Key }) {
+			if repeated != nil && repeated[i] {
 				w.Add(CodeDuplicateKey, "Duplicate key %q in object.", m.Key)
 			} else {
 				o.keepOther(w, m, dst)
@@ -669,7 +682,7 @@ func (o *Object[T]) Bind(w *Walker, v *Value, dst *T) {
 		w.Pop()
 	}
 	for _, idx := range fs.required {
-		if !seen[idx] {
+		if !seen[idx] && !v.Truncated {
 			w.Push(fs.fields[idx].Spec.Name)
 			w.Add(CodeRequired, "This field is required.")
 			w.Pop()
