@@ -96,7 +96,7 @@ func (m *migrationPage) authenticate(c *gin.Context) {
 	case !strings.HasPrefix(pass, "bik_") || operatorLogin():
 		// A wrong MONITORING_USER login counts against the client's
 		// address as a wrong API key does (AuthenticateKey, below).
-		operator, err := m.auth.CheckLogin(c.Request.Context(), operatorLogin)
+		operator, err := m.auth.CheckLogin(c.Request.Context(), user+":"+pass, operatorLogin)
 		if err != nil {
 			writeError(c, err)
 			return

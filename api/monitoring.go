@@ -49,7 +49,7 @@ func Monitoring(cfg MonitoringConfig) http.Handler {
 		ok := false
 		if given {
 			var err error
-			ok, err = cfg.Limiter.CheckLogin(r.Context(), right)
+			ok, err = cfg.Limiter.CheckLogin(r.Context(), u+":"+p, right)
 			if pe, isProblem := problem.As(err); isProblem {
 				writeProblem(w, pe)
 				return

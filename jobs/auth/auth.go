@@ -324,16 +324,18 @@ var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid
 // failures from the client's address or with the key, it refuses with
 // CodeTooManyFailedAttempts (see FailureLimiter).
 func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
-	return guard(ctx, s.limiter, keyPrefixOf(key), func() (TokenPair, error) { return s.tokenFromKey(ctx, key) })
-}
-
-func (s *Service) tokenFromKey(ctx context.Context, key string) (TokenPair, error) {
-	r, ok, err := s.keyBySecret(ctx, key)
+	r, err := guard(ctx, s.limiter, keyPrefixOf(key), key, func(ctx context.Context) (keyRow, error) {
+		r, ok, err := s.keyBySecret(ctx, key)
+		if err != nil {
+			return keyRow{}, err
+		}
+		if !ok || r.RevokedAt.Valid {
+			return keyRow{}, errBadKey
+		}
+		return r, nil
+	})
 	if err != nil {
 		return TokenPair{}, err
-	}
-	if !ok || r.RevokedAt.Valid {
-		return TokenPair{}, errBadKey
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	id, exp, err := s.startSession(ctx, r.ID, now)
@@ -348,28 +350,37 @@ func (s *Service) tokenFromKey(ctx context.Context, key string) (TokenPair, erro
 // session ends sessionMaxAge after the key obtained its first pair, whose
 // time is carried over as origIat. Every refusal is invalid_refresh_token,
 // but for CodeTooManyFailedAttempts after too many failures from the
-// client's address.
+// client's address. A refresh token that is signed by the service but
+// refused by its session (used, revoked, over) is no guess and does not
+// count as a failure.
 func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
-	return guard(ctx, s.limiter, "", func() (TokenPair, error) { return s.tokenFromRefresh(ctx, refresh) })
-}
-
-func (s *Service) tokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
 	refused := problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
-	if strings.HasPrefix(refresh, keyPrefix) {
-		return TokenPair{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken,
-			"This is an API key, not a refresh token: pass it as APIKey in the input of obtainServiceToken.")
+	type checked struct {
+		c *claims
+		r keyRow
 	}
-	c, err := s.parse(refresh, "refresh")
-	if err != nil {
-		return TokenPair{}, refused
-	}
-	r, err := s.activeKey(ctx, c)
-	if err != nil {
-		if _, ok := problem.As(err); ok {
-			return TokenPair{}, refused
+	v, err := guard(ctx, s.limiter, "", refresh, func(ctx context.Context) (checked, error) {
+		if strings.HasPrefix(refresh, keyPrefix) {
+			return checked{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken,
+				"This is an API key, not a refresh token: pass it as APIKey in the input of obtainServiceToken.")
 		}
+		c, err := s.parse(refresh, "refresh")
+		if err != nil {
+			return checked{}, refused
+		}
+		r, err := s.activeKey(ctx, c)
+		if err != nil {
+			if _, ok := problem.As(err); ok {
+				return checked{}, refused
+			}
+			return checked{}, err
+		}
+		return checked{c, r}, nil
+	})
+	if err != nil {
 		return TokenPair{}, err
 	}
+	c, r := v.c, v.r
 	now := s.now().UTC().Truncate(time.Second)
 	next, exp, started, err := s.rotate(ctx, r.ID, c.ID, now)
 	if errors.Is(err, errRefreshRefused) {
@@ -426,7 +437,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if c, ok := s.tokens.get(token, s.now()); ok {
 		return s.principalOf(ctx, c)
 	}
-	return guard(ctx, s.limiter, "", func() (Principal, error) {
+	return guard(ctx, s.limiter, "", token, func(ctx context.Context) (Principal, error) {
 		c, err := s.parse(token, "access")
 		if err != nil {
 			detail := "Invalid token."

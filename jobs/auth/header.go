@@ -75,7 +75,7 @@ func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Princi
 // unknown or revoked key, CodeTooManyFailedAttempts after too many failures
 // from the client's address or with the key.
 func (s *Service) AuthenticateKey(ctx context.Context, key string) (Principal, error) {
-	return guard(ctx, s.limiter, keyPrefixOf(key), func() (Principal, error) { return s.authenticateKey(ctx, key) })
+	return guard(ctx, s.limiter, keyPrefixOf(key), key, func(ctx context.Context) (Principal, error) { return s.authenticateKey(ctx, key) })
 }
 
 func (s *Service) authenticateKey(ctx context.Context, key string) (Principal, error) {
