@@ -124,6 +124,9 @@ const (
 	subjectKey   = "subject"
 )
 
+// bodyReadKey is set once readJSON has read the whole request body.
+const bodyReadKey = "body_read"
+
 // recoverPanics turns a panic into a logged 500 with the section 7 body, so
 // that no stack trace reaches a caller.
 func recoverPanics(c *gin.Context) {
@@ -167,6 +170,7 @@ func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 		// draining the rest of the body at once and closes the connection
 		// after the answer.
 		_ = rc.SetReadDeadline(time.Time{})
+		c.Set(bodyReadKey, true)
 		subject := &validate.Subject{}
 		c.Set(subjectKey, subject)
 		c.Request = c.Request.WithContext(validate.WithSubject(c.Request.Context(), subject))
@@ -198,11 +202,40 @@ func byteSize(n int64) string {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// boundBodyRead puts the body's read deadline (Config.BodyReadTimeout) on
+// a request that has a body before anything else runs. A client could
+// otherwise announce a body, send none, and hold its connection for ever:
+// net/http drains up to 256 KiB of an unread body before it answers, with
+// no deadline of its own, and a refusal before the body is read
+// (authentication, 404) never reads it. 1,000 unauthenticated POSTs that
+// announced 200,000 bytes and stayed silent held 1,000 connections past
+// 60 s. readJSON sets the deadline anew and clears it once the body is
+// read; a request refused without reading it keeps it.
+func (s *Server) boundBodyRead(c *gin.Context) {
+	if c.Request.ContentLength != 0 {
+		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
+	c.Next()
+}
+
+// closeUnreadBody makes a refusal that comes before the request body is
+// read close the connection at once instead of reading a body that no one
+// will look at (see boundBodyRead): a client that is refused its
+// credentials does not get the body timeout to hold the connection.
+func closeUnreadBody(c *gin.Context) {
+	if c.Request.ContentLength == 0 || c.GetBool(bodyReadKey) {
+		return
+	}
+	c.Header("Connection", "close")
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now())
+}
+
 // authenticate requires an Authorization header in one of the forms of
 // auth.AuthenticateHeader and stores the principal for the handlers.
 func (s *Server) authenticate(c *gin.Context) {
 	p, err := s.auth.AuthenticateHeader(c.Request.Context(), c.GetHeader("Authorization"))
 	if err != nil {
+		closeUnreadBody(c)
 		writeError(c, err)
 		return
 	}
@@ -242,6 +275,7 @@ func limitInFlight(max int) gin.HandlerFunc {
 			p := problem.New(problem.TooManyRequests, "too_many_requests_in_flight",
 				"This API key has "+strconv.Itoa(max)+" requests in progress; wait for one to finish.")
 			p.RetryAfter = time.Second
+			closeUnreadBody(c)
 			writeError(c, p)
 			return
 		}

@@ -125,7 +125,7 @@ func New(cfg Config, deps Deps) *Server {
 	// path so that it stays inside its path segment.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(withRequestID, withClientAddr, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
+	r.Use(s.boundBodyRead, withRequestID, withClientAddr, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
 	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))
