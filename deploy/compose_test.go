@@ -37,10 +37,13 @@ func loadCompose(t *testing.T) *types.Project {
 	return p
 }
 
-// composeSecrets are the variables compose requires from the shell.
+// composeSecrets are the variables compose requires from the shell, with
+// values made as the compose file says (importd refuses guessable ones).
 var composeSecrets = []string{
-	"TOKEN_SECRET=" + strings.Repeat("ab", 32),
-	"MONITORING_PASSWORD=" + strings.Repeat("cd", 16),
+	"TOKEN_SECRET=5b0c8e2f9a61d4473e8c0b9f12a6d5e7c3f48a9b0e1d2c6f7a8b9c0d1e2f3a4b",
+	"MONITORING_USER=ops-7f3a9c21",
+	"MONITORING_PASSWORD=9e4b1c7d2a8f6e0b3c5d7a9f1e2b4c6d",
+	"POSTGRES_PASSWORD=c81f4a9e27d05b6e3f9a1c8d4b7e2f60",
 }
 
 func loadComposeEnv(t *testing.T, env []string) (*types.Project, error) {
@@ -58,7 +61,8 @@ func loadComposeEnv(t *testing.T, env []string) (*types.Project, error) {
 	return opts.LoadProject(t.Context())
 }
 
-// The compose file once gave TOKEN_SECRET and the dashboard's password
+// The compose file once gave TOKEN_SECRET, the dashboard's login
+// (MONITORING_USER=admin and its password) and POSTGRES_PASSWORD=importd
 // public defaults. Now each must come from the shell, and compose refuses
 // to start without it, naming the variable.
 func TestCompose_SecretsHaveNoDefault(t *testing.T) {

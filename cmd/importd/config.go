@@ -105,7 +105,7 @@ var vars = []variable{
 		c.HTTPAddr = v
 		return nil
 	}},
-	{"TOKEN_SECRET", "", "key that signs access tokens; at least 32 bytes", needToken, func(c *Config, v string) error {
+	{"TOKEN_SECRET", "", "key that signs access tokens: at least 32 bytes and about 80 bits of entropy, e.g. openssl rand -hex 32 (a phrase repeated to length is refused)", needToken, func(c *Config, v string) error {
 		if len(v) < 32 {
 			return fmt.Errorf("must be at least 32 bytes (got %d)", len(v))
 		}
@@ -145,7 +145,7 @@ var vars = []variable{
 		c.MonitoringUser = v
 		return nil
 	}},
-	{"MONITORING_PASSWORD", "", "basic-auth password of the dashboard", 0, func(c *Config, v string) error {
+	{"MONITORING_PASSWORD", "", "basic-auth password of the dashboard and the migration page: about 60 bits of entropy or more, e.g. openssl rand -hex 16", 0, func(c *Config, v string) error {
 		c.MonitoringPassword = v
 		return nil
 	}},
@@ -285,11 +285,15 @@ func loadConfig(getenv func(string) string, needs need) (*Config, error) {
 			problems = append(problems, fmt.Sprintf("%s: %v", v.name, err))
 		}
 	}
-	if exampleSecrets[string(c.TokenSecret)] {
-		problems = append(problems, "TOKEN_SECRET: is a published example; generate one with openssl rand -hex 32")
+	if c.TokenSecret != nil {
+		if p := weakSecret("TOKEN_SECRET", string(c.TokenSecret), minTokenSecretBits, "openssl rand -hex 32"); p != "" {
+			problems = append(problems, p)
+		}
 	}
-	if exampleSecrets[c.MonitoringPassword] {
-		problems = append(problems, "MONITORING_PASSWORD: is a published example; generate one with openssl rand -hex 16")
+	if c.MonitoringPassword != "" {
+		if p := weakSecret("MONITORING_PASSWORD", c.MonitoringPassword, minPasswordBits, "openssl rand -hex 16"); p != "" {
+			problems = append(problems, p)
+		}
 	}
 	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
 		problems = append(problems, "MONITORING_PASSWORD: MONITORING_USER and MONITORING_PASSWORD must be set together")

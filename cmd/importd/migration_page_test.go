@@ -15,7 +15,7 @@ import (
 
 const (
 	pageUser = "ops"
-	pagePass = "page-password-0123"
+	pagePass = testPassword
 )
 
 // startPage starts the API with the migration page on and the cohort of
