@@ -192,7 +192,7 @@ var vars = []variable{
 	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.MaxInFlightPerKey)
 	}},
-	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token, refresh token or MONITORING_USER login) allowed per client address and per API key, counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {
+	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token, refresh token or MONITORING_USER login) allowed per client address (not per key, so no one can lock a key out), counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.AuthFailureLimit)
 	}},
 	{"AUTH_FAILURE_WINDOW", "10m", "period of AUTH_FAILURE_LIMIT: past the limit one more attempt is allowed every period/limit, and failures are forgotten a period after the last one", 0, func(c *Config, v string) error {

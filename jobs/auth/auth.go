@@ -321,10 +321,10 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID s
 var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid API key.")
 
 // TokenFromKey exchanges an API key for a token pair. After too many
-// failures from the client's address or with the key, it refuses with
+// failures from the client's address, it refuses with
 // CodeTooManyFailedAttempts (see FailureLimiter).
 func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
-	r, err := guard(ctx, s.limiter, keyPrefixOf(key), key, func(ctx context.Context) (keyRow, error) {
+	r, err := guard(ctx, s.limiter, key, func(ctx context.Context) (keyRow, error) {
 		r, ok, err := s.keyBySecret(ctx, key)
 		if err != nil {
 			return keyRow{}, err
@@ -359,7 +359,7 @@ func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPa
 		c *claims
 		r keyRow
 	}
-	v, err := guard(ctx, s.limiter, "", refresh, func(ctx context.Context) (checked, error) {
+	v, err := guard(ctx, s.limiter, refresh, func(ctx context.Context) (checked, error) {
 		if strings.HasPrefix(refresh, keyPrefix) {
 			return checked{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken,
 				"This is an API key, not a refresh token: pass it as APIKey in the input of obtainServiceToken.")
@@ -437,7 +437,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if c, ok := s.tokens.get(token, s.now()); ok {
 		return s.principalOf(ctx, c)
 	}
-	return guard(ctx, s.limiter, "", token, func(ctx context.Context) (Principal, error) {
+	return guard(ctx, s.limiter, token, func(ctx context.Context) (Principal, error) {
 		c, err := s.parse(token, "access")
 		if err != nil {
 			detail := "Invalid token."

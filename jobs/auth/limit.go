@@ -29,7 +29,7 @@ const (
 )
 
 // FailureLimiter counts failed authentication attempts per client address
-// and per API key in Redis, so that the count holds across API replicas, and
+// in Redis, so that the count holds across API replicas, and
 // refuses attempts once a count is used up (issue 20: 300 failed attempts in
 // a row used to get no 429). It is a GCRA limiter (go-redis/redis_rate):
 // Limit failures may come at once, after which one more is allowed every
@@ -44,6 +44,12 @@ const (
 // A Redis that does not answer lets attempts through (logged): the limit
 // guards against guessing, which 256-bit keys and signed tokens make
 // hopeless anyway, and must not make authentication depend on Redis.
+//
+// There is no count per API key. One was kept by the key's lookup prefix,
+// which `importctl apikey list` prints: 21 wrong keys that shared a victim
+// key's prefix, sent from anywhere, locked its holder out at every address.
+// A key has 256 random bits, so counting the guesses at it by address is
+// enough.
 type FailureLimiter struct {
 	rl    *redis_rate.Limiter
 	rc    redis.UniversalClient
@@ -58,7 +64,7 @@ type FailureLimiter struct {
 }
 
 // NewFailureLimiter returns a limiter on rc that allows limit failed
-// attempts per window for each client address and each API key. log
+// attempts per window for each client address. log
 // reports a Redis that does not answer; it must not be nil.
 func NewFailureLimiter(rc redis.UniversalClient, limit int, window time.Duration, log *slog.Logger) *FailureLimiter {
 	if log == nil {
@@ -73,25 +79,17 @@ func NewFailureLimiter(rc redis.UniversalClient, limit int, window time.Duration
 	return &FailureLimiter{rl: redis_rate.NewLimiter(rc), rc: rc, timeout: redisTimeout, limit: redis_rate.Limit{Rate: limit, Burst: limit, Period: window}, log: log}
 }
 
-// redis_rate prefixes its own "rate:" to these.
-const (
-	addrCounter = "importd:auth-failures:addr:"
-	keyCounter  = "importd:auth-failures:key:"
-)
+// addrCounter prefixes the Redis key of an address's count; redis_rate
+// prefixes its own "rate:" to it.
+const addrCounter = "importd:auth-failures:addr:"
 
 // counters returns the Redis keys of the counts an attempt falls under: its
-// client address (from ctx; none without one) and, when the credential is
-// an API key, the key's lookup prefix. The prefix holds 8 random characters
-// of the key, so only someone who has seen the key can spend its count.
-func counters(ctx context.Context, keyPrefix string) []string {
-	var out []string
+// client address's (from ctx), or none without one.
+func counters(ctx context.Context) []string {
 	if a := ClientAddr(ctx); a != "" {
-		out = append(out, addrCounter+addrGroup(a))
+		return []string{addrCounter + addrGroup(a)}
 	}
-	if keyPrefix != "" {
-		out = append(out, keyCounter+keyPrefix)
-	}
-	return out
+	return nil
 }
 
 // addrGroup is the unit of the address count: the address itself for IPv4,
@@ -200,8 +198,8 @@ const checkTimeout = 10 * time.Second
 // and a guesser gains nothing, as only different credentials are guesses.
 // So attempt must only check: what it returns is handed to every caller
 // that shares it (a token pair is issued after it, for each caller).
-func guard[T any](ctx context.Context, l *FailureLimiter, keyPrefix, credential string, attempt func(context.Context) (T, error)) (T, error) {
-	cs := counters(ctx, keyPrefix)
+func guard[T any](ctx context.Context, l *FailureLimiter, credential string, attempt func(context.Context) (T, error)) (T, error) {
+	cs := counters(ctx)
 	if l == nil || len(cs) == 0 {
 		return attempt(ctx)
 	}
@@ -236,7 +234,7 @@ func guard[T any](ctx context.Context, l *FailureLimiter, keyPrefix, credential 
 // count is kept per login: guesses at it from one address must not lock its
 // holder out at every other address.
 func (l *FailureLimiter) CheckLogin(ctx context.Context, credential string, right func() bool) (bool, error) {
-	ok, err := guard(ctx, l, "", credential, func(context.Context) (bool, error) {
+	ok, err := guard(ctx, l, credential, func(context.Context) (bool, error) {
 		if right() {
 			return true, nil
 		}
@@ -280,12 +278,4 @@ func WithClientAddr(ctx context.Context, addr string) context.Context {
 func ClientAddr(ctx context.Context) string {
 	a, _ := ctx.Value(clientAddrKey{}).(string)
 	return a
-}
-
-// keyPrefixOf is the lookup prefix of what looks like an API key, or "".
-func keyPrefixOf(key string) string {
-	if len(key) < lookupLength || !strings.HasPrefix(key, keyPrefix) || strings.ContainsFunc(key[:lookupLength], notKeyChar) {
-		return ""
-	}
-	return key[:lookupLength]
 }
