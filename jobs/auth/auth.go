@@ -278,11 +278,16 @@ type claims struct {
 	jwt.RegisteredClaims
 	Kind    string `json:"kind"` // "access" or "refresh"
 	OrigIat int64  `json:"origIat"`
+	// Sid is the refresh session an access token was issued in: when the
+	// session is revoked (a refresh token used twice), its access tokens
+	// stop working too. Zero in tokens issued before it was added.
+	Sid int64 `json:"sid,omitempty"`
 }
 
 // issue signs an access token and the refresh token refreshID, which
-// expires at refreshExp, as recorded by startSession or rotate.
-func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID string, refreshExp time.Time) (TokenPair, error) {
+// expires at refreshExp, of session sid, as recorded by startSession or
+// rotate.
+func (s *Service) issue(keyID int64, name string, origIat time.Time, sid int64, refreshID string, refreshExp time.Time) (TokenPair, error) {
 	now := s.now().UTC().Truncate(time.Second)
 	mk := func(kind, id string, exp time.Time) (string, claims, error) {
 		c := claims{
@@ -295,6 +300,7 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID s
 			},
 			Kind:    kind,
 			OrigIat: origIat.Unix(),
+			Sid:     sid,
 		}
 		t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
 		return t, c, err
@@ -338,11 +344,11 @@ func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, erro
 		return TokenPair{}, err
 	}
 	now := s.now().UTC().Truncate(time.Second)
-	id, exp, err := s.startSession(ctx, r.ID, now)
+	sid, id, exp, err := s.startSession(ctx, r.ID, now)
 	if err != nil {
 		return TokenPair{}, err
 	}
-	return s.issue(r.ID, r.Name, now, id, exp)
+	return s.issue(r.ID, r.Name, now, sid, id, exp)
 }
 
 // TokenFromRefresh exchanges a refresh token for a new pair. Each refresh
@@ -382,14 +388,14 @@ func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPa
 	}
 	c, r := v.c, v.r
 	now := s.now().UTC().Truncate(time.Second)
-	next, exp, started, err := s.rotate(ctx, r.ID, c.ID, now)
+	sid, next, exp, started, err := s.rotate(ctx, r.ID, c.ID, now)
 	if errors.Is(err, errRefreshRefused) {
 		return TokenPair{}, refused
 	}
 	if err != nil {
 		return TokenPair{}, err
 	}
-	return s.issue(r.ID, r.Name, started, next, exp)
+	return s.issue(r.ID, r.Name, started, sid, next, exp)
 }
 
 func (s *Service) parse(token, kind string) (*claims, error) {
@@ -452,8 +458,19 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 }
 
 // principalOf returns the principal of the verified claims c, from the
-// cache or the database.
+// cache or the database, unless the refresh session the token was issued in
+// was revoked.
 func (s *Service) principalOf(ctx context.Context, c *claims) (Principal, error) {
+	if c.Sid != 0 {
+		revoked, err := s.sessionRevoked(ctx, c.Sid)
+		if err != nil {
+			return Principal{}, err
+		}
+		if revoked {
+			return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed,
+				"The refresh chain of this token was revoked (a refresh token was used twice); present the API key again.")
+		}
+	}
 	now := time.Now()
 	if id, err := strconv.ParseInt(c.Subject, 10, 64); err == nil {
 		if p, ok := s.cache.get(id, now); ok {
@@ -468,4 +485,22 @@ func (s *Service) principalOf(ctx context.Context, c *claims) (Principal, error)
 	p := r.principal()
 	s.cache.put(p, now, gen)
 	return p, nil
+}
+
+// sessionRevoked reports whether the refresh session sid, in which an
+// access token was issued, was revoked (or is gone), from the cache while
+// Listen runs, else from the database.
+func (s *Service) sessionRevoked(ctx context.Context, sid int64) (bool, error) {
+	now := time.Now()
+	if revoked, ok := s.cache.getSession(sid, now); ok {
+		return revoked, nil
+	}
+	gen := s.cache.generation()
+	var revoked bool
+	err := s.db.GetContext(ctx, &revoked, `SELECT coalesce((SELECT revoked_at IS NOT NULL FROM refresh_sessions WHERE id = $1), true)`, sid)
+	if err != nil {
+		return false, fmt.Errorf("find refresh session: %w", err)
+	}
+	s.cache.putSession(sid, revoked, now, gen)
+	return revoked, nil
 }
