@@ -215,12 +215,19 @@ type instance struct {
 }
 
 // metricsHandler is what serves GET /metrics on HTTP_ADDR, or nil when
-// METRICS_ADDR serves it apart.
+// METRICS_ADDR serves it apart. When MONITORING_USER is set (as `make run`
+// sets it), it asks for that login: HTTP_ADDR is the port clients reach,
+// and the series name routes, error codes and queue depths.
 func (p *instance) metricsHandler() http.Handler {
 	if p.cfg.MetricsAddr != "" {
 		return nil
 	}
-	return p.metrics.Handler(p.log)
+	h := p.metrics.Handler(p.log)
+	if p.cfg.MonitoringUser == "" {
+		return h
+	}
+	return api.RequireLogin(p.cfg.MonitoringUser, p.cfg.MonitoringPassword, p.limiter, "metrics",
+		"/metrics on HTTP_ADDR needs the MONITORING_USER credentials; METRICS_ADDR serves it on a port of its own.", h)
 }
 
 // monitoring is the Asynqmon dashboard behind basic auth, or nil when
