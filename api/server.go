@@ -149,7 +149,7 @@ func New(cfg Config, deps Deps) *Server {
 		if deps.Redis != nil {
 			insp = asynq.NewInspectorFromRedisClient(deps.Redis)
 		}
-		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth)
+		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth, deps.Redis, deps.Log)
 	}
 
 	v1 := r.Group("/v1/data-import", s.authenticate, limitInFlight(cfg.MaxInFlightPerKey))

@@ -34,6 +34,7 @@ type Config struct {
 	MonitoringUser          string
 	MonitoringPassword      string
 	MonitoringReadOnly      bool
+	MigrationPagePerMinute  int
 	MetricsAddr             string
 	SMTPURL                 string
 	MaxBodyBytes            int64
@@ -153,6 +154,9 @@ var vars = []variable{
 		b, err := strconv.ParseBool(v)
 		c.MonitoringReadOnly = b
 		return err
+	}},
+	{"MIGRATION_PAGE_PER_MINUTE", "120", "requests one viewer (API key or MONITORING_USER login) may make to the migration page per minute, in bursts of as many; more get 429 too_many_requests (the page refreshes every 5 s)", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.MigrationPagePerMinute)
 	}},
 	{"METRICS_ADDR", "", "separate address for /metrics; when unset /metrics is served on HTTP_ADDR", 0, func(c *Config, v string) error {
 		if _, _, err := net.SplitHostPort(v); err != nil {

@@ -267,7 +267,7 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}
 	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(),
-		Migration: api.MigrationLogin{User: cfg.MonitoringUser, Password: cfg.MonitoringPassword}, Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
+		Migration: api.MigrationLogin{User: cfg.MonitoringUser, Password: cfg.MonitoringPassword, PerMinute: cfg.MigrationPagePerMinute}, Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
 		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey,
 		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
