@@ -120,6 +120,8 @@ type parser struct {
 	// its item limit of elements, and the tree at most MaxValues values.
 	limited bool
 	values  int // values kept so far
+	// maxValues is the budget of a limited parse.
+	maxValues int
 	// Elements and members of the arrays and objects being parsed, so that
 	// each gets one slice of exactly its length when it is complete instead
 	// of a slice grown by appending (up to twice as large, plus garbage).
@@ -134,7 +136,7 @@ var errTooManyValues = fmt.Errorf("more than %d values", MaxValues)
 // keep counts one more value kept in the tree.
 func (p *parser) keep() error {
 	p.values++
-	if p.limited && p.values > MaxValues {
+	if p.limited && p.values > p.maxValues {
 		return errTooManyValues
 	}
 	return nil

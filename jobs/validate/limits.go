@@ -20,6 +20,10 @@ const (
 	// tree. The largest valid request, 10,000 transactions with line and tax
 	// items, has about a quarter of that.
 	MaxValues = 1 << 20
+	// AccountMaxValues is the value budget of the account payload (E3,
+	// E4): 250 times the 203 values of the example account, and at about
+	// 100 bytes of tree a value, 5 MB a request at most.
+	AccountMaxValues = 50_000
 )
 
 // CodeTooManyItems is the problem of an array with more elements than its
@@ -186,5 +190,6 @@ var LimitsRule = "`" + CodeTooManyItems + "`: an array has more elements than it
 	"(a JSON object kept as given) has the limit " + fmt.Sprint(DefaultMaxItems) + ", and every object, free-form or not, " +
 	"at most " + fmt.Sprint(DefaultMaxMembers) + " members (the same code, at the object's path). Source: the service's own limit (spec section 8.2 " +
 	"shows no array lengths), far above what a real migration sends; it keeps one request from making the service build " +
-	"a tree many times its size. For the same reason a body with more than " + fmt.Sprint(MaxValues) + " JSON values in all " +
+	"a tree many times its size. For the same reason a body with more than its endpoint's budget of JSON values (" + fmt.Sprint(MaxValues) +
+	", and " + fmt.Sprint(AccountMaxValues) + " for the account payload of E3 and E4) in all " +
 	"(array elements and object members at every depth) gets 400 `" + CodeRequestTooLarge + "`, with no entries in `errors`."
