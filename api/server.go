@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/business"
@@ -55,6 +56,11 @@ type Config struct {
 	// X-Forwarded-For names the client; none means the connection's
 	// address is the client's. It must parse (cmd checks it).
 	TrustedProxies []string
+	// BodyMemory is the memory, in bytes, that the request bodies over
+	// LargeBody being parsed and answered at once may take on this
+	// replica, estimated as bodyTreeFactor times their size (see
+	// chargeBody); zero means 512 MiB.
+	BodyMemory int64
 }
 
 // Deps are the API's collaborators.
@@ -85,6 +91,8 @@ type Server struct {
 	process *process.Service
 	router  *gin.Engine
 	log     *slog.Logger
+	// bodies is the budget of Config.BodyMemory (chargeBody).
+	bodies *semaphore.Weighted
 
 	postImport *postimport.Service
 	business   *business.Service
@@ -107,10 +115,14 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxInFlightPerKey <= 0 {
 		cfg.MaxInFlightPerKey = 64
 	}
+	if cfg.BodyMemory <= 0 {
+		cfg.BodyMemory = 512 << 20
+	}
 	if deps.Log == nil {
 		panic("api.New: nil Deps.Log")
 	}
-	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process, log: deps.Log}
+	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process, log: deps.Log,
+		bodies: semaphore.NewWeighted(cfg.BodyMemory)}
 	s.postImport = deps.PostImport
 	s.business, s.payment = deps.Business, deps.Payment
 	r := gin.New()
@@ -125,7 +137,7 @@ func New(cfg Config, deps Deps) *Server {
 	// path so that it stays inside its path segment.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(s.boundBodyRead, withRequestID, withClientAddr, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
+	r.Use(s.boundBodyRead, s.releaseBody, withRequestID, withClientAddr, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
 	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))

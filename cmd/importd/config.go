@@ -43,6 +43,7 @@ type Config struct {
 	IdleTimeout             time.Duration
 	StreamWriteTimeout      time.Duration
 	MaxInFlightPerKey       int
+	BodyMemory              int64
 	AuthFailureLimit        int
 	AuthFailureWindow       time.Duration
 	TrustedProxies          []string
@@ -195,6 +196,14 @@ var vars = []variable{
 	}},
 	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.MaxInFlightPerKey)
+	}},
+	{"BODY_MEMORY", "536870912", "bytes of memory that request bodies over 64 KiB may take at once on a replica while they are parsed and answered, counted as 52 times their size (a tree of JSON values can be that much larger than its text); past it a large body waits up to HTTP_BODY_READ_TIMEOUT, then gets 429 too_many_large_requests", 0, func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 16<<20 {
+			return errors.New("must be a number of bytes, at least 16777216 (16 MiB)")
+		}
+		c.BodyMemory = n
+		return nil
 	}},
 	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token, refresh token or MONITORING_USER login) allowed per client address (not per key, so no one can lock a key out), counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.AuthFailureLimit)
