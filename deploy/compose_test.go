@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -274,4 +275,20 @@ func deref(p *string) string {
 		return "<unset>"
 	}
 	return *p
+}
+
+// importd had no memory limit: a request could grow its heap until the
+// container was killed. Each importd service now has a mem_limit and passes
+// the same number as MEMORY_LIMIT, from which importd sets its Go memory
+// limit.
+func TestCompose_ImportdServicesKnowTheirMemoryLimit(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	for _, name := range importdServices {
+		s := service(t, p, name)
+		v := s.Environment["MEMORY_LIMIT"]
+		if s.MemLimit <= 0 || v == nil || *v != strconv.FormatInt(int64(s.MemLimit), 10) {
+			t.Errorf("service %q: mem_limit %d, MEMORY_LIMIT %v; want the same number of bytes", name, s.MemLimit, deref(v))
+		}
+	}
 }

@@ -44,6 +44,7 @@ type Config struct {
 	StreamWriteTimeout      time.Duration
 	MaxInFlightPerKey       int
 	BodyMemory              int64
+	MemoryLimit             int64
 	AuthFailureLimit        int
 	AuthFailureWindow       time.Duration
 	TrustedProxies          []string
@@ -203,6 +204,14 @@ var vars = []variable{
 			return errors.New("must be a number of bytes, at least 16777216 (16 MiB)")
 		}
 		c.BodyMemory = n
+		return nil
+	}},
+	{"MEMORY_LIMIT", "", "the container's memory limit in bytes (deploy/k8s passes limits.memory, docker-compose.yml its mem_limit); importd keeps its Go heap under 90% of it, collecting more often as it nears (as GOMEMLIMIT does; GOMEMLIMIT, when set, wins); unset: no limit", 0, func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 64<<20 {
+			return errors.New("must be a number of bytes, at least 67108864 (64 MiB)")
+		}
+		c.MemoryLimit = n
 		return nil
 	}},
 	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token, refresh token or MONITORING_USER login) allowed per client address (not per key, so no one can lock a key out), counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {

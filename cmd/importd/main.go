@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/jmoiron/sqlx"
@@ -120,6 +122,9 @@ func newLogger(w io.Writer, level slog.Level, format LogFormat) *slog.Logger {
 // it opens the stores, builds the HTTP handler and the worker that mode
 // needs, and runs them.
 func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log *slog.Logger, onListen func(string)) error {
+	if limit, set := applyMemoryLimit(cfg.MemoryLimit); set {
+		log.Info("memory limit", "go_memory_limit_bytes", limit, "container_limit_bytes", cfg.MemoryLimit)
+	}
 	d, err := openDatabase(ctx, cfg, mode, migrateFirst)
 	if err != nil {
 		return err
@@ -345,4 +350,18 @@ func (p *instance) run(ctx context.Context, handler http.Handler, w *worker.Work
 	err = g.Wait()
 	p.log.Info("stopped", "mode", p.mode)
 	return err
+}
+
+// applyMemoryLimit sets the Go runtime's memory limit to 90% of the
+// container's (MEMORY_LIMIT), leaving room for what the runtime does not
+// count, unless the limit is zero or one is set already (GOMEMLIMIT). Near
+// it the garbage collector runs more often instead of letting the heap
+// grow to the container's limit and be killed. It returns the limit set.
+func applyMemoryLimit(container int64) (int64, bool) {
+	if container <= 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		return 0, false
+	}
+	limit := container / 10 * 9
+	debug.SetMemoryLimit(limit)
+	return limit, true
 }
