@@ -177,3 +177,59 @@ func TestHarden_SlowBodyIsCutOffAfterTheBodyReadTimeout(t *testing.T) {
 		t.Errorf("answered after %s", d)
 	}
 }
+
+// Requests that took every connection of the pool also stopped every
+// client from authenticating: the token endpoint and API keys read the
+// database through the same pool. Logins and tokens now have connections
+// of their own. Here the pool's one connection waits on a lock the test
+// holds; a token request and an API key used directly are still
+// answered.
+func TestHarden_LoginsAndTokensKeepConnectionsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"DB_MAX_CONNS": "1"})
+	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: admin.StatusOngoing}); err != nil {
+		t.Fatal(err)
+	}
+	key := s.newKey(t, "k")
+	tok := s.accessToken(t, key)
+	tx, err := s.db.Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`LOCK TABLE import_processes IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	blocked := make(chan response, 1)
+	go func() { blocked <- s.do(t, "GET", pathTransferStatus("DEMO", "ACC-1"), tok, nil) }()
+	waitFor(t, "E10 holds the pool's connection, waiting on the lock", 20*time.Second, func() bool {
+		var n int
+		if err := s.db.Get(&n, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%import_processes%'`); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	get := func(path, authorization string) response {
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.base+path, nil)
+		req.Header.Set("Authorization", authorization)
+		return doReq(t, req)
+	}
+	if r := get("/v1/data-import/whoami/", "Token "+key); r.Status != http.StatusOK {
+		t.Errorf("an API key used directly: %d %s", r.Status, r.Raw)
+	}
+	body, _ := json.Marshal(map[string]any{"query": `mutation($k: String) { obtainServiceToken(input: {APIKey: $k}) { token } }`, "variables": map[string]any{"k": key}})
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.base+"/v1/graphql/", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	if r := doReq(t, req); r.Status != http.StatusOK || r.Body["errors"] != nil {
+		t.Errorf("a token request: %d %s", r.Status, r.Raw)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-blocked; r.Status != http.StatusNotFound {
+		t.Errorf("E10 after the lock: %d %s", r.Status, r.Raw)
+	}
+}

@@ -132,6 +132,17 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	if d != nil {
 		defer d.Close()
 	}
+	var authDB *sqlx.DB
+	if mode == "serve" || mode == "api" {
+		// Logins and tokens have connections of their own: requests that
+		// take every connection of the main pool must not stop clients
+		// from authenticating (the token endpoint once got no answer
+		// while slow list readers held the pool).
+		if authDB, err = db.Open(ctx, cfg.DatabaseURL, authConns); err != nil {
+			return err
+		}
+		defer authDB.Close()
+	}
 	rc, ok := cfg.Redis.MakeRedisClient().(redis.UniversalClient)
 	if !ok {
 		return errors.New("REDIS_URL: unsupported Redis connection type")
@@ -148,7 +159,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	// (issue 20); it connects on the first wait.
 	waits := taskwait.NewHub(rc)
 	defer waits.Close()
-	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc), waits: waits,
+	p := &instance{cfg: cfg, mode: mode, log: log, db: d, authDB: authDB, redis: rc, docs: docs, metrics: newMetrics(rc), waits: waits,
 		limiter: auth.NewFailureLimiter(rc, cfg.AuthFailureLimit, cfg.AuthFailureWindow, log)}
 	handler, err := p.handler(ctx)
 	if err != nil {
@@ -160,6 +171,10 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	}
 	return p.run(ctx, handler, w, onListen)
 }
+
+// authConns is the size of the pool of authentication, apart from
+// DB_MAX_CONNS: a key or token check is one short query.
+const authConns = 4
 
 // openDatabase opens PostgreSQL for every mode but the dashboard (which
 // returns nil), then migrates it (--migrate) or, for the modes that serve
@@ -206,10 +221,13 @@ func openDocuments(ctx context.Context, cfg *Config, mode string, log *slog.Logg
 // the parts of one importd process. db is nil in the dashboard, docs when
 // DOCUMENTS_URL is unset.
 type instance struct {
-	cfg     *Config
-	mode    string
-	log     *slog.Logger
-	db      *sqlx.DB
+	cfg  *Config
+	mode string
+	log  *slog.Logger
+	db   *sqlx.DB
+	// authDB is the pool of authentication (API keys, tokens, refresh
+	// sessions) in the modes that serve the API; nil in the others.
+	authDB  *sqlx.DB
 	redis   redis.UniversalClient
 	docs    *documents.Store
 	metrics *metrics.Metrics
@@ -266,7 +284,7 @@ func (p *instance) handler(ctx context.Context) (http.Handler, error) {
 // apiHandler builds the REST API with its services.
 func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	cfg, d, rc, log := p.cfg, p.db, p.redis, p.log
-	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL).
+	authSvc := auth.New(p.authDB, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL).
 		WithFailureLimiter(p.limiter)
 	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
