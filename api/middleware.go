@@ -346,3 +346,58 @@ func limitInFlight(max int) gin.HandlerFunc {
 		c.Next()
 	}
 }
+
+// poolShareWait is how long a request waits for its key's share of the
+// database pool (limitPoolShare) before it is refused.
+const poolShareWait = 30 * time.Second
+
+// limitPoolShare lets at most share requests of one API key run at once on
+// this replica; the others wait for a slot up to wait, then get 429
+// too_many_requests_in_flight. Requests hold database connections, and
+// MAX_IN_FLIGHT_PER_KEY (64) is more than the pool has (20 by default):
+// without a share, one key's requests could take every connection, and
+// every other supplier's would wait. share zero caps nothing.
+func limitPoolShare(share int, wait time.Duration) gin.HandlerFunc {
+	if share <= 0 {
+		return func(c *gin.Context) { c.Next() }
+	}
+	var mu sync.Mutex
+	slots := map[int64]chan struct{}{}
+	users := map[int64]int{}
+	return func(c *gin.Context) {
+		key := principal(c).KeyID
+		mu.Lock()
+		sem, ok := slots[key]
+		if !ok {
+			sem = make(chan struct{}, share)
+			slots[key] = sem
+		}
+		users[key]++
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			if users[key]--; users[key] == 0 {
+				delete(users, key)
+				delete(slots, key)
+			}
+			mu.Unlock()
+		}()
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case sem <- struct{}{}:
+		case <-c.Request.Context().Done():
+			writeError(c, c.Request.Context().Err())
+			return
+		case <-timer.C:
+			p := problem.New(problem.TooManyRequests, "too_many_requests_in_flight",
+				"This API key has "+strconv.Itoa(share)+" requests using the database on this replica; wait for one to finish.")
+			p.RetryAfter = time.Second
+			closeUnreadBody(c)
+			writeError(c, p)
+			return
+		}
+		defer func() { <-sem }()
+		c.Next()
+	}
+}

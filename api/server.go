@@ -56,6 +56,12 @@ type Config struct {
 	// X-Forwarded-For names the client; none means the connection's
 	// address is the client's. It must parse (cmd checks it).
 	TrustedProxies []string
+	// PoolShare is how many requests of one API key may use the database
+	// at once on this replica (E1, E3, E4, E6 to E8, E10 to E13; not E5, E2
+	// and E9, which spend their time waiting on the worker or the vendor);
+	// more wait up to poolShareWait, then get 429. Zero means no cap. cmd
+	// sets half of DB_MAX_CONNS, so that no key can take the whole pool.
+	PoolShare int
 	// BodyMemory is the memory, in bytes, that the request bodies over
 	// LargeBody being parsed and answered at once may take on this
 	// replica, estimated as bodyTreeFactor times their size (see
@@ -165,18 +171,19 @@ func New(cfg Config, deps Deps) *Server {
 	}
 
 	v1 := r.Group("/v1/data-import", s.authenticate, limitInFlight(cfg.MaxInFlightPerKey))
+	share := limitPoolShare(cfg.PoolShare, poolShareWait)
 	v1.GET("/whoami/", s.whoami)
-	v1.POST("/validate-account/", s.validateAccount)
-	v1.POST("/account-import-process/create-or-update/", s.stageAccount)
+	v1.POST("/validate-account/", share, s.validateAccount)
+	v1.POST("/account-import-process/create-or-update/", share, s.stageAccount)
 	v1.POST("/account-import-process/process/", s.processAccount)
-	v1.GET("/account-transfer-status/:supplier/:ean/", s.processStatus)
-	v1.GET("/all-account-import-processes/:supplier/", s.listProcesses(imports.All))
-	v1.GET("/pending-account-import-processes/:supplier/", s.listProcesses(imports.Pending))
-	v1.GET("/imported-account-import-processes/:supplier/", s.listProcesses(imports.Imported))
-	v1.POST("/notes/create/", s.createNotes)
-	v1.POST("/transactions/create/", s.createTransactions)
-	v1.POST("/historical-statements/create/", s.createStatements)
-	v1.POST("/business/", s.createBusiness)
+	v1.GET("/account-transfer-status/:supplier/:ean/", share, s.processStatus)
+	v1.GET("/all-account-import-processes/:supplier/", share, s.listProcesses(imports.All))
+	v1.GET("/pending-account-import-processes/:supplier/", share, s.listProcesses(imports.Pending))
+	v1.GET("/imported-account-import-processes/:supplier/", share, s.listProcesses(imports.Imported))
+	v1.POST("/notes/create/", share, s.createNotes)
+	v1.POST("/transactions/create/", share, s.createTransactions)
+	v1.POST("/historical-statements/create/", share, s.createStatements)
+	v1.POST("/business/", share, s.createBusiness)
 	v1.POST("/payment-instruction/create/", s.createAccountPaymentInstruction)
 	v1.POST("/business-payment-instruction/create/", s.createBusinessPaymentInstruction)
 	s.router = r

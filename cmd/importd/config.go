@@ -90,7 +90,7 @@ var vars = []variable{
 		c.DatabaseURL = v
 		return nil
 	}},
-	{"DB_MAX_CONNS", "20", "maximum PostgreSQL connections per process for requests and jobs; the API opens 4 more of its own for logins and tokens, and one for its NOTIFY listener", 0, func(c *Config, v string) error {
+	{"DB_MAX_CONNS", "20", "maximum PostgreSQL connections per process for requests and jobs; one API key may run requests on half of them at once (the others wait); the API opens 4 more of its own for logins and tokens, and one for its NOTIFY listener", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.DBMaxConns)
 	}},
 	{"REDIS_URL", "", "Redis URL: redis://[:pass@]host:port/db, rediss://..., redis-sentinel://[:pass@]host1:port,host2:port/db?master=NAME[&username=U][&password=P] (percent-encoded), or redis-cluster://[user:pass@]host1:port,host2:port", needRedis, func(c *Config, v string) error {

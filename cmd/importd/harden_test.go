@@ -82,15 +82,16 @@ func stallListStarted(t *testing.T, addr, path, tok string) {
 // 40 slow readers held 20 of 20, and another supplier's client got 0 of 4
 // answers within 1 s. Lists now read a page at a time, each in a query of
 // its own that gives its connection back before the page is written, so
-// stalled readers hold no connection at all: here more of them than the
-// pool has connections, and still every other client is answered at once.
+// stalled readers hold no connection at all: here 10 of them, as many as
+// the key's share of a pool of 20, and every other client is answered at
+// once.
 // The client's requests beyond its in-flight cap get 429, and the stalled
 // lists are cut off after the per-write deadline, freeing their slots.
 func TestHarden_StalledListReadersHoldNoDatabaseConnection(t *testing.T) {
 	t.Parallel()
-	const writeTimeout, stalled = 20 * time.Second, 12
+	const writeTimeout, stalled = 20 * time.Second, 10
 	s := startService(t, "api", map[string]string{
-		"DB_MAX_CONNS":              "4",
+		"DB_MAX_CONNS":              "20",
 		"MAX_IN_FLIGHT_PER_KEY":     fmt.Sprint(stalled),
 		"HTTP_STREAM_WRITE_TIMEOUT": writeTimeout.String(),
 	})
@@ -231,5 +232,61 @@ func TestHarden_LoginsAndTokensKeepConnectionsOfTheirOwn(t *testing.T) {
 	}
 	if r := <-blocked; r.Status != http.StatusNotFound {
 		t.Errorf("E10 after the lock: %d %s", r.Status, r.Raw)
+	}
+}
+
+// One key's requests could take every connection of the pool: 64 in
+// flight are allowed per key, against 20 connections. Now a key runs at
+// most half of DB_MAX_CONNS requests against the database at once, and
+// the rest wait for its share. Here the pool has 4 connections and a key's
+// 4 requests wait on a lock the test holds: 2 of them hold connections,
+// and another key is still answered.
+func TestHarden_OneKeyTakesAtMostAShareOfThePool(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"DB_MAX_CONNS": "4"})
+	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: admin.StatusOngoing}); err != nil {
+		t.Fatal(err)
+	}
+	greedy, other := s.accessToken(t, s.newKey(t, "greedy")), s.accessToken(t, s.newKey(t, "other"))
+	tx, err := s.db.Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`LOCK TABLE import_processes IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func() int {
+		var n int
+		if err := s.db.Get(&n, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%import_processes%'`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	done := make(chan int, 4)
+	for i := range 4 {
+		go func() {
+			done <- s.do(t, "GET", pathTransferStatus("DEMO", fmt.Sprintf("ACC-%d", i)), greedy, nil).Status
+		}()
+	}
+	waitFor(t, "the key's share of connections waits on the lock", 20*time.Second, func() bool { return waiting() >= 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.base+pathTransferStatus("NO-SUCH-SUPPLIER", "ACC-1"), nil)
+	req.Header.Set("Authorization", "Token "+other)
+	if r := doReq(t, req); r.Status != http.StatusNotFound || r.Body["code"] != "import_supplier_not_found" {
+		t.Errorf("another key while the first waits: %d %s", r.Status, r.Raw)
+	}
+	if n := waiting(); n != 2 {
+		t.Errorf("%d of the key's requests hold connections, want its share of 2", n)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if code := <-done; code != http.StatusNotFound {
+			t.Errorf("the key's request after the lock: %d", code)
+		}
 	}
 }

@@ -292,6 +292,7 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(),
 		Migration: api.MigrationLogin{User: cfg.MonitoringUser, Password: cfg.MonitoringPassword, PerMinute: cfg.MigrationPagePerMinute}, Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
 		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey, BodyMemory: cfg.BodyMemory,
+		PoolShare:      max(1, cfg.DBMaxConns/2),
 		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
 		Imports:    imports.New(d),
