@@ -59,8 +59,8 @@ func (s *Server) processStatus(c *gin.Context) {
 }
 
 // listProcesses serves E11 to E13. The JSON array is written item by item
-// as rows come from the database cursor, so memory stays flat however long
-// the list is.
+// as pages come from the database (imports.List), so memory stays flat
+// however long the list is, and no database connection waits on the client.
 func (s *Server) listProcesses(which imports.Which) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		page, err := pageOf(c)
@@ -105,8 +105,8 @@ func (s *Server) listProcesses(which imports.Which) gin.HandlerFunc {
 }
 
 // deadlineWriter gives each write to the connection its own deadline. A
-// client that stops reading makes a write fail after d instead of blocking
-// for ever inside the list's database transaction. The last deadline is
+// client that stops reading makes a write fail after d instead of holding
+// its request (and its slot of MAX_IN_FLIGHT_PER_KEY) for ever. The last deadline is
 // left in place so that net/http's final flush is bounded too; the next
 // request on the connection clears it (clearWriteDeadline).
 type deadlineWriter struct {

@@ -124,6 +124,9 @@ const (
 	subjectKey   = "subject"
 )
 
+// bodyReadKey is set once readJSON has read the whole request body.
+const bodyReadKey = "body_read"
+
 // recoverPanics turns a panic into a logged 500 with the section 7 body, so
 // that no stack trace reaches a caller.
 func recoverPanics(c *gin.Context) {
@@ -167,9 +170,15 @@ func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 		// draining the rest of the body at once and closes the connection
 		// after the answer.
 		_ = rc.SetReadDeadline(time.Time{})
+		c.Set(bodyReadKey, true)
 		subject := &validate.Subject{}
 		c.Set(subjectKey, subject)
 		c.Request = c.Request.WithContext(validate.WithSubject(c.Request.Context(), subject))
+	}
+	if err == nil {
+		if err := s.chargeBody(c, len(body)); err != nil {
+			return nil, err
+		}
 	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -186,6 +195,56 @@ func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 	return body, nil
 }
 
+// LargeBody is the size from which a request body is charged to the
+// replica's budget of body memory (Config.BodyMemory). Smaller bodies,
+// nearly all of them, are free: each is bounded, and so are the requests
+// one key has in flight.
+const LargeBody = 64 << 10
+
+// bodyTreeFactor estimates what a body costs while it is parsed and
+// answered, per byte of body: the body, its copy in the parser, and a tree
+// of about 100 bytes per value, of which JSON can pack one in 2 bytes (a 2
+// MB body of a million numbers took 105 MB).
+const bodyTreeFactor = 52
+
+// codeTooManyLargeRequests (429) refuses a large body when the replica's
+// budget of body memory stays spent for HTTP_BODY_READ_TIMEOUT.
+const codeTooManyLargeRequests = "too_many_large_requests"
+
+// chargeBody charges a body of n bytes to the replica's budget of body
+// memory until the request ends (releaseBody), waiting for room up to the
+// body timeout: without it, 16 requests of 2 MB held 1.75 GB of parsed
+// trees, and 64 per key about 6.7 GB. A charge is at most the whole
+// budget, so a body alone always fits.
+func (s *Server) chargeBody(c *gin.Context, n int) error {
+	if n < LargeBody || s.bodies == nil {
+		return nil
+	}
+	cost := min(int64(n)*bodyTreeFactor, s.cfg.BodyMemory)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.BodyReadTimeout)
+	defer cancel()
+	if err := s.bodies.Acquire(ctx, cost); err != nil {
+		p := problem.New(problem.TooManyRequests, codeTooManyLargeRequests,
+			"The service is parsing as many large request bodies as its memory allows; retry shortly, or send smaller batches.")
+		p.RetryAfter = time.Second
+		return p
+	}
+	c.Set(bodyCostKey, cost)
+	return nil
+}
+
+// releaseBody gives back the request's charge of body memory once every
+// handler has returned.
+func (s *Server) releaseBody(c *gin.Context) {
+	c.Next()
+	if cost, ok := c.Get(bodyCostKey); ok {
+		s.bodies.Release(cost.(int64))
+	}
+}
+
+// bodyCostKey holds what chargeBody charged for the request's body.
+const bodyCostKey = "body_cost"
+
 func byteSize(n int64) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
@@ -198,11 +257,40 @@ func byteSize(n int64) string {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
+// boundBodyRead puts the body's read deadline (Config.BodyReadTimeout) on
+// a request that has a body before anything else runs. A client could
+// otherwise announce a body, send none, and hold its connection for ever:
+// net/http drains up to 256 KiB of an unread body before it answers, with
+// no deadline of its own, and a refusal before the body is read
+// (authentication, 404) never reads it. 1,000 unauthenticated POSTs that
+// announced 200,000 bytes and stayed silent held 1,000 connections past
+// 60 s. readJSON sets the deadline anew and clears it once the body is
+// read; a request refused without reading it keeps it.
+func (s *Server) boundBodyRead(c *gin.Context) {
+	if c.Request.ContentLength != 0 {
+		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
+	c.Next()
+}
+
+// closeUnreadBody makes a refusal that comes before the request body is
+// read close the connection at once instead of reading a body that no one
+// will look at (see boundBodyRead): a client that is refused its
+// credentials does not get the body timeout to hold the connection.
+func closeUnreadBody(c *gin.Context) {
+	if c.Request.ContentLength == 0 || c.GetBool(bodyReadKey) {
+		return
+	}
+	c.Header("Connection", "close")
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now())
+}
+
 // authenticate requires an Authorization header in one of the forms of
 // auth.AuthenticateHeader and stores the principal for the handlers.
 func (s *Server) authenticate(c *gin.Context) {
 	p, err := s.auth.AuthenticateHeader(c.Request.Context(), c.GetHeader("Authorization"))
 	if err != nil {
+		closeUnreadBody(c)
 		writeError(c, err)
 		return
 	}
@@ -242,6 +330,7 @@ func limitInFlight(max int) gin.HandlerFunc {
 			p := problem.New(problem.TooManyRequests, "too_many_requests_in_flight",
 				"This API key has "+strconv.Itoa(max)+" requests in progress; wait for one to finish.")
 			p.RetryAfter = time.Second
+			closeUnreadBody(c)
 			writeError(c, p)
 			return
 		}
@@ -254,6 +343,61 @@ func limitInFlight(max int) gin.HandlerFunc {
 			}
 			mu.Unlock()
 		}()
+		c.Next()
+	}
+}
+
+// poolShareWait is how long a request waits for its key's share of the
+// database pool (limitPoolShare) before it is refused.
+const poolShareWait = 30 * time.Second
+
+// limitPoolShare lets at most share requests of one API key run at once on
+// this replica; the others wait for a slot up to wait, then get 429
+// too_many_requests_in_flight. Requests hold database connections, and
+// MAX_IN_FLIGHT_PER_KEY (64) is more than the pool has (20 by default):
+// without a share, one key's requests could take every connection, and
+// every other supplier's would wait. share zero caps nothing.
+func limitPoolShare(share int, wait time.Duration) gin.HandlerFunc {
+	if share <= 0 {
+		return func(c *gin.Context) { c.Next() }
+	}
+	var mu sync.Mutex
+	slots := map[int64]chan struct{}{}
+	users := map[int64]int{}
+	return func(c *gin.Context) {
+		key := principal(c).KeyID
+		mu.Lock()
+		sem, ok := slots[key]
+		if !ok {
+			sem = make(chan struct{}, share)
+			slots[key] = sem
+		}
+		users[key]++
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			if users[key]--; users[key] == 0 {
+				delete(users, key)
+				delete(slots, key)
+			}
+			mu.Unlock()
+		}()
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case sem <- struct{}{}:
+		case <-c.Request.Context().Done():
+			writeError(c, c.Request.Context().Err())
+			return
+		case <-timer.C:
+			p := problem.New(problem.TooManyRequests, "too_many_requests_in_flight",
+				"This API key has "+strconv.Itoa(share)+" requests using the database on this replica; wait for one to finish.")
+			p.RetryAfter = time.Second
+			closeUnreadBody(c)
+			writeError(c, p)
+			return
+		}
+		defer func() { <-sem }()
 		c.Next()
 	}
 }

@@ -37,9 +37,18 @@ const MonitoringRoot = "/monitoring"
 // failed-login limit counts.
 func Monitoring(cfg MonitoringConfig) http.Handler {
 	h := withoutExternalFonts(asynqmon.New(asynqmon.Options{RootPath: MonitoringRoot, RedisConnOpt: cfg.Redis, ReadOnly: cfg.ReadOnly}))
+	return RequireLogin(cfg.User, cfg.Password, cfg.Limiter, "monitoring", "Monitoring needs the MONITORING_USER credentials.", h)
+}
+
+// RequireLogin serves h to the HTTP basic-auth login user:password alone.
+// Wrong logins count against the client address in limiter (nil counts
+// nothing) and get 429 once over its limit; a missing or wrong login gets
+// the section 7 401 with detail and a challenge of realm, so that a browser
+// asks for the login.
+func RequireLogin(user, password string, limiter *auth.FailureLimiter, realm, detail string, h http.Handler) http.Handler {
 	// Compare hashes so that the comparison takes the same time whatever the
 	// lengths of the guesses.
-	wantUser, wantPass := sha256.Sum256([]byte(cfg.User)), sha256.Sum256([]byte(cfg.Password))
+	wantUser, wantPass := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, given := r.BasicAuth()
 		right := func() bool {
@@ -49,19 +58,19 @@ func Monitoring(cfg MonitoringConfig) http.Handler {
 		ok := false
 		if given {
 			var err error
-			ok, err = cfg.Limiter.CheckLogin(r.Context(), right)
+			ok, err = limiter.CheckLogin(r.Context(), u+":"+p, right)
 			if pe, isProblem := problem.As(err); isProblem {
 				writeProblem(w, pe)
 				return
 			}
 		}
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Basic realm="monitoring", charset="UTF-8"`)
+			w.Header().Set("WWW-Authenticate", `Basic realm="`+realm+`", charset="UTF-8"`)
 			code := auth.CodeNotAuthenticated
 			if given {
 				code = auth.CodeAuthenticationFailed
 			}
-			writeProblem(w, problem.New(problem.Unauthenticated, code, "Monitoring needs the MONITORING_USER credentials."))
+			writeProblem(w, problem.New(problem.Unauthenticated, code, detail))
 			return
 		}
 		h.ServeHTTP(w, r)

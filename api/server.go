@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/business"
@@ -55,6 +56,17 @@ type Config struct {
 	// X-Forwarded-For names the client; none means the connection's
 	// address is the client's. It must parse (cmd checks it).
 	TrustedProxies []string
+	// PoolShare is how many requests of one API key may use the database
+	// at once on this replica (E1, E3, E4, E6 to E8, E10 to E13; not E5, E2
+	// and E9, which spend their time waiting on the worker or the vendor);
+	// more wait up to poolShareWait, then get 429. Zero means no cap. cmd
+	// sets half of DB_MAX_CONNS, so that no key can take the whole pool.
+	PoolShare int
+	// BodyMemory is the memory, in bytes, that the request bodies over
+	// LargeBody being parsed and answered at once may take on this
+	// replica, estimated as bodyTreeFactor times their size (see
+	// chargeBody); zero means 512 MiB.
+	BodyMemory int64
 }
 
 // Deps are the API's collaborators.
@@ -85,6 +97,8 @@ type Server struct {
 	process *process.Service
 	router  *gin.Engine
 	log     *slog.Logger
+	// bodies is the budget of Config.BodyMemory (chargeBody).
+	bodies *semaphore.Weighted
 
 	postImport *postimport.Service
 	business   *business.Service
@@ -107,10 +121,14 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.MaxInFlightPerKey <= 0 {
 		cfg.MaxInFlightPerKey = 64
 	}
+	if cfg.BodyMemory <= 0 {
+		cfg.BodyMemory = 512 << 20
+	}
 	if deps.Log == nil {
 		panic("api.New: nil Deps.Log")
 	}
-	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process, log: deps.Log}
+	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process, log: deps.Log,
+		bodies: semaphore.NewWeighted(cfg.BodyMemory)}
 	s.postImport = deps.PostImport
 	s.business, s.payment = deps.Business, deps.Payment
 	r := gin.New()
@@ -125,7 +143,7 @@ func New(cfg Config, deps Deps) *Server {
 	// path so that it stays inside its path segment.
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(withRequestID, withClientAddr, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
+	r.Use(s.boundBodyRead, s.releaseBody, withRequestID, withClientAddr, withLogger(deps.Log), observeRequests(cfg.Metrics), logRequests, recoverPanics, clearWriteDeadline)
 	r.NoRoute(notFound)
 	r.NoMethod(func(c *gin.Context) {
 		writeError(c, problem.New(problem.MethodNotAllowed, "method_not_allowed", "Method "+c.Request.Method+" is not allowed on this path."))
@@ -149,22 +167,23 @@ func New(cfg Config, deps Deps) *Server {
 		if deps.Redis != nil {
 			insp = asynq.NewInspectorFromRedisClient(deps.Redis)
 		}
-		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth)
+		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth, deps.Redis, deps.Log)
 	}
 
 	v1 := r.Group("/v1/data-import", s.authenticate, limitInFlight(cfg.MaxInFlightPerKey))
+	share := limitPoolShare(cfg.PoolShare, poolShareWait)
 	v1.GET("/whoami/", s.whoami)
-	v1.POST("/validate-account/", s.validateAccount)
-	v1.POST("/account-import-process/create-or-update/", s.stageAccount)
+	v1.POST("/validate-account/", share, s.validateAccount)
+	v1.POST("/account-import-process/create-or-update/", share, s.stageAccount)
 	v1.POST("/account-import-process/process/", s.processAccount)
-	v1.GET("/account-transfer-status/:supplier/:ean/", s.processStatus)
-	v1.GET("/all-account-import-processes/:supplier/", s.listProcesses(imports.All))
-	v1.GET("/pending-account-import-processes/:supplier/", s.listProcesses(imports.Pending))
-	v1.GET("/imported-account-import-processes/:supplier/", s.listProcesses(imports.Imported))
-	v1.POST("/notes/create/", s.createNotes)
-	v1.POST("/transactions/create/", s.createTransactions)
-	v1.POST("/historical-statements/create/", s.createStatements)
-	v1.POST("/business/", s.createBusiness)
+	v1.GET("/account-transfer-status/:supplier/:ean/", share, s.processStatus)
+	v1.GET("/all-account-import-processes/:supplier/", share, s.listProcesses(imports.All))
+	v1.GET("/pending-account-import-processes/:supplier/", share, s.listProcesses(imports.Pending))
+	v1.GET("/imported-account-import-processes/:supplier/", share, s.listProcesses(imports.Imported))
+	v1.POST("/notes/create/", share, s.createNotes)
+	v1.POST("/transactions/create/", share, s.createTransactions)
+	v1.POST("/historical-statements/create/", share, s.createStatements)
+	v1.POST("/business/", share, s.createBusiness)
 	v1.POST("/payment-instruction/create/", s.createAccountPaymentInstruction)
 	v1.POST("/business-payment-instruction/create/", s.createBusinessPaymentInstruction)
 	v1.GET("/reconciliation/:supplier/", s.reconciliation)

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,10 +38,13 @@ func loadCompose(t *testing.T) *types.Project {
 	return p
 }
 
-// composeSecrets are the variables compose requires from the shell.
+// composeSecrets are the variables compose requires from the shell, with
+// values made as the compose file says (importd refuses guessable ones).
 var composeSecrets = []string{
-	"TOKEN_SECRET=" + strings.Repeat("ab", 32),
-	"MONITORING_PASSWORD=" + strings.Repeat("cd", 16),
+	"TOKEN_SECRET=5b0c8e2f9a61d4473e8c0b9f12a6d5e7c3f48a9b0e1d2c6f7a8b9c0d1e2f3a4b",
+	"MONITORING_USER=ops-7f3a9c21",
+	"MONITORING_PASSWORD=9e4b1c7d2a8f6e0b3c5d7a9f1e2b4c6d",
+	"POSTGRES_PASSWORD=c81f4a9e27d05b6e3f9a1c8d4b7e2f60",
 }
 
 func loadComposeEnv(t *testing.T, env []string) (*types.Project, error) {
@@ -58,7 +62,8 @@ func loadComposeEnv(t *testing.T, env []string) (*types.Project, error) {
 	return opts.LoadProject(t.Context())
 }
 
-// The compose file once gave TOKEN_SECRET and the dashboard's password
+// The compose file once gave TOKEN_SECRET, the dashboard's login
+// (MONITORING_USER=admin and its password) and POSTGRES_PASSWORD=importd
 // public defaults. Now each must come from the shell, and compose refuses
 // to start without it, naming the variable.
 func TestCompose_SecretsHaveNoDefault(t *testing.T) {
@@ -270,4 +275,20 @@ func deref(p *string) string {
 		return "<unset>"
 	}
 	return *p
+}
+
+// importd had no memory limit: a request could grow its heap until the
+// container was killed. Each importd service now has a mem_limit and passes
+// the same number as MEMORY_LIMIT, from which importd sets its Go memory
+// limit.
+func TestCompose_ImportdServicesKnowTheirMemoryLimit(t *testing.T) {
+	t.Parallel()
+	p := loadCompose(t)
+	for _, name := range importdServices {
+		s := service(t, p, name)
+		v := s.Environment["MEMORY_LIMIT"]
+		if s.MemLimit <= 0 || v == nil || *v != strconv.FormatInt(int64(s.MemLimit), 10) {
+			t.Errorf("service %q: mem_limit %d, MEMORY_LIMIT %v; want the same number of bytes", name, s.MemLimit, deref(v))
+		}
+	}
 }

@@ -679,3 +679,32 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	a, _ := netip.AddrFromSlice(b)
 	return a
 }
+
+// importd had no memory limit of its own: near its container's limit it
+// was killed rather than collect more often. Every importd container now
+// has a memory limit and passes it, through the downward API, as
+// MEMORY_LIMIT, from which importd sets its Go memory limit.
+func TestK8s_ContainersKnowTheirMemoryLimit(t *testing.T) {
+	t.Parallel()
+	for owner, spec := range loadK8s(t).podSpecs() {
+		for _, c := range spec.Containers {
+			if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+				t.Errorf("%s container %q: no memory limit", owner, c.Name)
+			}
+			found := false
+			for _, e := range c.Env {
+				if e.Name != "MEMORY_LIMIT" {
+					continue
+				}
+				ref := (*corev1.ResourceFieldSelector)(nil)
+				if e.ValueFrom != nil {
+					ref = e.ValueFrom.ResourceFieldRef
+				}
+				found = ref != nil && ref.Resource == "limits.memory" && ref.ContainerName == c.Name && ref.Divisor.IsZero()
+			}
+			if !found {
+				t.Errorf("%s container %q: MEMORY_LIMIT is not its own limits.memory in bytes (resourceFieldRef)", owner, c.Name)
+			}
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (s *service) basicFrom(t testing.TB, path, addr, user, pass string) (attemp
 func TestAuthLimit_WrongMonitoringPasswordsAreThrottled(t *testing.T) {
 	t.Parallel()
 	const limit = 4
-	const user, password = "ops", "monitoring-secret-pass"
+	const user, password = "ops", testPassword
 	tests := []struct {
 		name, mode, path string
 		wrong            attempt
@@ -89,7 +89,7 @@ func TestAuthLimit_WrongMonitoringPasswordsAreThrottled(t *testing.T) {
 func TestAuthLimit_DashboardIgnoresForwardedForWithoutTrustedProxies(t *testing.T) {
 	t.Parallel()
 	const limit = 3
-	s := startService(t, "dashboard", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": "monitoring-secret-pass",
+	s := startService(t, "dashboard", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": testPassword,
 		"AUTH_FAILURE_LIMIT": strconv.Itoa(limit)})
 	var got []attempt
 	for i := range limit + 1 {

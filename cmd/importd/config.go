@@ -34,6 +34,7 @@ type Config struct {
 	MonitoringUser          string
 	MonitoringPassword      string
 	MonitoringReadOnly      bool
+	MigrationPagePerMinute  int
 	MetricsAddr             string
 	SMTPURL                 string
 	MaxBodyBytes            int64
@@ -42,6 +43,8 @@ type Config struct {
 	IdleTimeout             time.Duration
 	StreamWriteTimeout      time.Duration
 	MaxInFlightPerKey       int
+	BodyMemory              int64
+	MemoryLimit             int64
 	AuthFailureLimit        int
 	AuthFailureWindow       time.Duration
 	TrustedProxies          []string
@@ -87,7 +90,7 @@ var vars = []variable{
 		c.DatabaseURL = v
 		return nil
 	}},
-	{"DB_MAX_CONNS", "20", "maximum PostgreSQL connections per process", 0, func(c *Config, v string) error {
+	{"DB_MAX_CONNS", "20", "maximum PostgreSQL connections per process for requests and jobs; one API key may run requests on half of them at once (the others wait); the API opens 4 more of its own for logins and tokens, and one for its NOTIFY listener", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.DBMaxConns)
 	}},
 	{"REDIS_URL", "", "Redis URL: redis://[:pass@]host:port/db, rediss://..., redis-sentinel://[:pass@]host1:port,host2:port/db?master=NAME[&username=U][&password=P] (percent-encoded), or redis-cluster://[user:pass@]host1:port,host2:port", needRedis, func(c *Config, v string) error {
@@ -105,7 +108,7 @@ var vars = []variable{
 		c.HTTPAddr = v
 		return nil
 	}},
-	{"TOKEN_SECRET", "", "key that signs access tokens; at least 32 bytes", needToken, func(c *Config, v string) error {
+	{"TOKEN_SECRET", "", "key that signs access tokens: at least 32 bytes and about 80 bits of entropy, e.g. openssl rand -hex 32 (a phrase repeated to length is refused)", needToken, func(c *Config, v string) error {
 		if len(v) < 32 {
 			return fmt.Errorf("must be at least 32 bytes (got %d)", len(v))
 		}
@@ -145,7 +148,7 @@ var vars = []variable{
 		c.MonitoringUser = v
 		return nil
 	}},
-	{"MONITORING_PASSWORD", "", "basic-auth password of the dashboard", 0, func(c *Config, v string) error {
+	{"MONITORING_PASSWORD", "", "basic-auth password of the dashboard and the migration page: about 60 bits of entropy or more, e.g. openssl rand -hex 16", 0, func(c *Config, v string) error {
 		c.MonitoringPassword = v
 		return nil
 	}},
@@ -153,6 +156,9 @@ var vars = []variable{
 		b, err := strconv.ParseBool(v)
 		c.MonitoringReadOnly = b
 		return err
+	}},
+	{"MIGRATION_PAGE_PER_MINUTE", "120", "requests one viewer (API key or MONITORING_USER login) may make to the migration page per minute, in bursts of as many; more get 429 too_many_requests (the page refreshes every 5 s)", 0, func(c *Config, v string) error {
+		return positiveInt(v, &c.MigrationPagePerMinute)
 	}},
 	{"METRICS_ADDR", "", "separate address for /metrics; when unset /metrics is served on HTTP_ADDR", 0, func(c *Config, v string) error {
 		if _, _, err := net.SplitHostPort(v); err != nil {
@@ -192,7 +198,23 @@ var vars = []variable{
 	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.MaxInFlightPerKey)
 	}},
-	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token, refresh token or MONITORING_USER login) allowed per client address and per API key, counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {
+	{"BODY_MEMORY", "536870912", "bytes of memory that request bodies over 64 KiB may take at once on a replica while they are parsed and answered, counted as 52 times their size (a tree of JSON values can be that much larger than its text); past it a large body waits up to HTTP_BODY_READ_TIMEOUT, then gets 429 too_many_large_requests", 0, func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 16<<20 {
+			return errors.New("must be a number of bytes, at least 16777216 (16 MiB)")
+		}
+		c.BodyMemory = n
+		return nil
+	}},
+	{"MEMORY_LIMIT", "", "the container's memory limit in bytes (deploy/k8s passes limits.memory, docker-compose.yml its mem_limit); importd keeps its Go heap under 90% of it, collecting more often as it nears (as GOMEMLIMIT does; GOMEMLIMIT, when set, wins); unset: no limit", 0, func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 64<<20 {
+			return errors.New("must be a number of bytes, at least 67108864 (64 MiB)")
+		}
+		c.MemoryLimit = n
+		return nil
+	}},
+	{"AUTH_FAILURE_LIMIT", "20", "failed authentication attempts (wrong API key, token, refresh token or MONITORING_USER login) allowed per client address (not per key, so no one can lock a key out), counted in Redis across replicas; further attempts get 429 too_many_failed_attempts", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.AuthFailureLimit)
 	}},
 	{"AUTH_FAILURE_WINDOW", "10m", "period of AUTH_FAILURE_LIMIT: past the limit one more attempt is allowed every period/limit, and failures are forgotten a period after the last one", 0, func(c *Config, v string) error {
@@ -285,11 +307,15 @@ func loadConfig(getenv func(string) string, needs need) (*Config, error) {
 			problems = append(problems, fmt.Sprintf("%s: %v", v.name, err))
 		}
 	}
-	if exampleSecrets[string(c.TokenSecret)] {
-		problems = append(problems, "TOKEN_SECRET: is a published example; generate one with openssl rand -hex 32")
+	if c.TokenSecret != nil {
+		if p := weakSecret("TOKEN_SECRET", string(c.TokenSecret), minTokenSecretBits, "openssl rand -hex 32"); p != "" {
+			problems = append(problems, p)
+		}
 	}
-	if exampleSecrets[c.MonitoringPassword] {
-		problems = append(problems, "MONITORING_PASSWORD: is a published example; generate one with openssl rand -hex 16")
+	if c.MonitoringPassword != "" {
+		if p := weakSecret("MONITORING_PASSWORD", c.MonitoringPassword, minPasswordBits, "openssl rand -hex 16"); p != "" {
+			problems = append(problems, p)
+		}
 	}
 	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
 		problems = append(problems, "MONITORING_PASSWORD: MONITORING_USER and MONITORING_PASSWORD must be set together")

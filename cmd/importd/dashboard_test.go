@@ -10,7 +10,7 @@ import (
 // every error with the section 7 body, like the API.
 func TestDashboardMode_ServesDashboardAndProbesWithSection7Errors(t *testing.T) {
 	t.Parallel()
-	s := startService(t, "dashboard", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": "secret-pass"})
+	s := startService(t, "dashboard", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": testPassword})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if r := s.do(t, "GET", path, "", nil); r.Status != 200 {
 			t.Errorf("GET %s: %d %s", path, r.Status, r.Raw)
@@ -22,7 +22,7 @@ func TestDashboardMode_ServesDashboardAndProbesWithSection7Errors(t *testing.T) 
 		!strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Basic ") {
 		t.Errorf("dashboard without credentials: %d %s (WWW-Authenticate %q)", r.Status, r.Raw, r.Header.Get("WWW-Authenticate"))
 	}
-	req.SetBasicAuth("ops", "secret-pass")
+	req.SetBasicAuth("ops", testPassword)
 	if r := doReq(t, req); r.Status != 200 {
 		t.Errorf("dashboard queue API: %d %s", r.Status, r.Raw)
 	}

@@ -82,3 +82,29 @@ func TestGraphQL_MoreThanOneTopLevelFieldIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// The count of top-level fields was bypassed by what graphql-go accepts
+// and the count's parser (gqlparser) refuses: with a "\x62" escape in one
+// string, 40 aliases each tried a credential. Now the resolver counts the
+// credentials it is asked to check: the first is checked, every other alias
+// is refused with too_many_operations, whatever the query's spelling.
+func TestGraphQL_EscapesDoNotBypassTheOneFieldRule(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", map[string]string{"AUTH_FAILURE_LIMIT": "1000"})
+	var b strings.Builder
+	b.WriteString(`mutation { a: obtainServiceToken(input: {APIKey: "\x62ik_x"}) { token }`)
+	for i := range 40 {
+		fmt.Fprintf(&b, " b%d: obtainServiceToken(input: {APIKey: \"bik_%08dxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}) { token }", i, i)
+	}
+	b.WriteString(" }")
+	r := s.do(t, "POST", "/v1/graphql/", "", map[string]any{"query": b.String()})
+	errs, _ := r.Body["errors"].([]any)
+	got := map[string]int{}
+	for _, e := range errs {
+		got[errorCode(t, []any{e})]++
+	}
+	want := map[string]int{"invalid_api_key": 1, "too_many_operations": 40}
+	if d := cmp.Diff(want, got); r.Status != 200 || d != "" {
+		t.Errorf("%d; error codes (-want +got):\n%s\n%.300s", r.Status, d, r.Raw)
+	}
+}

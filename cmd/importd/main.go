@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	_ "time/tzdata" // suppliers' time zones load on any image (jobs/postimport)
 
@@ -122,12 +124,26 @@ func newLogger(w io.Writer, level slog.Level, format LogFormat) *slog.Logger {
 // it opens the stores, builds the HTTP handler and the worker that mode
 // needs, and runs them.
 func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log *slog.Logger, onListen func(string)) error {
+	if limit, set := applyMemoryLimit(cfg.MemoryLimit); set {
+		log.Info("memory limit", "go_memory_limit_bytes", limit, "container_limit_bytes", cfg.MemoryLimit)
+	}
 	d, err := openDatabase(ctx, cfg, mode, migrateFirst)
 	if err != nil {
 		return err
 	}
 	if d != nil {
 		defer d.Close()
+	}
+	var authDB *sqlx.DB
+	if mode == "serve" || mode == "api" {
+		// Logins and tokens have connections of their own: requests that
+		// take every connection of the main pool must not stop clients
+		// from authenticating (the token endpoint once got no answer
+		// while slow list readers held the pool).
+		if authDB, err = db.Open(ctx, cfg.DatabaseURL, authConns); err != nil {
+			return err
+		}
+		defer authDB.Close()
 	}
 	rc, ok := cfg.Redis.MakeRedisClient().(redis.UniversalClient)
 	if !ok {
@@ -146,7 +162,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	// request in flight; it connects on the first wait.
 	waits := taskwait.NewHub(rc)
 	defer waits.Close()
-	p := &instance{cfg: cfg, mode: mode, log: log, db: d, redis: rc, docs: docs, metrics: newMetrics(rc, d, mode), waits: waits,
+	p := &instance{cfg: cfg, mode: mode, log: log, db: d, authDB: authDB, redis: rc, docs: docs, metrics: newMetrics(rc, d, mode), waits: waits,
 		limiter: auth.NewFailureLimiter(rc, cfg.AuthFailureLimit, cfg.AuthFailureWindow, log)}
 	handler, err := p.handler(ctx)
 	if err != nil {
@@ -158,6 +174,10 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	}
 	return p.run(ctx, handler, w, onListen)
 }
+
+// authConns is the size of the pool of authentication, apart from
+// DB_MAX_CONNS: a key or token check is one short query.
+const authConns = 4
 
 // openDatabase opens PostgreSQL for every mode but the dashboard (which
 // returns nil), then migrates it (--migrate) or, for the modes that serve
@@ -204,10 +224,13 @@ func openDocuments(ctx context.Context, cfg *Config, mode string, log *slog.Logg
 // the parts of one importd process. db is nil in the dashboard, docs when
 // DOCUMENTS_URL is unset.
 type instance struct {
-	cfg     *Config
-	mode    string
-	log     *slog.Logger
-	db      *sqlx.DB
+	cfg  *Config
+	mode string
+	log  *slog.Logger
+	db   *sqlx.DB
+	// authDB is the pool of authentication (API keys, tokens, refresh
+	// sessions) in the modes that serve the API; nil in the others.
+	authDB  *sqlx.DB
 	redis   redis.UniversalClient
 	docs    *documents.Store
 	metrics *metrics.Metrics
@@ -218,12 +241,19 @@ type instance struct {
 }
 
 // metricsHandler is what serves GET /metrics on HTTP_ADDR, or nil when
-// METRICS_ADDR serves it apart.
+// METRICS_ADDR serves it apart. When MONITORING_USER is set (as `make run`
+// sets it), it asks for that login: HTTP_ADDR is the port clients reach,
+// and the series name routes, error codes and queue depths.
 func (p *instance) metricsHandler() http.Handler {
 	if p.cfg.MetricsAddr != "" {
 		return nil
 	}
-	return p.metrics.Handler(p.log)
+	h := p.metrics.Handler(p.log)
+	if p.cfg.MonitoringUser == "" {
+		return h
+	}
+	return api.RequireLogin(p.cfg.MonitoringUser, p.cfg.MonitoringPassword, p.limiter, "metrics",
+		"/metrics on HTTP_ADDR needs the MONITORING_USER credentials; METRICS_ADDR serves it on a port of its own.", h)
 }
 
 // monitoring is the Asynqmon dashboard behind basic auth, or nil when
@@ -257,14 +287,15 @@ func (p *instance) handler(ctx context.Context) (http.Handler, error) {
 // apiHandler builds the REST API with its services.
 func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	cfg, d, rc, log := p.cfg, p.db, p.redis, p.log
-	authSvc := auth.New(d, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL).
+	authSvc := auth.New(p.authDB, cfg.TokenSecret).WithSessionMaxAge(cfg.SessionMaxAge).WithAccessTTL(cfg.TokenTTL).
 		WithFailureLimiter(p.limiter)
 	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}
 	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(),
-		Migration: api.MigrationLogin{User: cfg.MonitoringUser, Password: cfg.MonitoringPassword}, Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
-		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey,
+		Migration: api.MigrationLogin{User: cfg.MonitoringUser, Password: cfg.MonitoringPassword, PerMinute: cfg.MigrationPagePerMinute}, Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
+		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey, BodyMemory: cfg.BodyMemory,
+		PoolShare:      max(1, cfg.DBMaxConns/2),
 		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
 		Imports:    imports.New(d),
@@ -341,4 +372,18 @@ func (p *instance) run(ctx context.Context, handler http.Handler, w *worker.Work
 	err = g.Wait()
 	p.log.Info("stopped", "mode", p.mode)
 	return err
+}
+
+// applyMemoryLimit sets the Go runtime's memory limit to 90% of the
+// container's (MEMORY_LIMIT), leaving room for what the runtime does not
+// count, unless the limit is zero or one is set already (GOMEMLIMIT). Near
+// it the garbage collector runs more often instead of letting the heap
+// grow to the container's limit and be killed. It returns the limit set.
+func applyMemoryLimit(container int64) (int64, bool) {
+	if container <= 0 || debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		return 0, false
+	}
+	limit := container / 10 * 9
+	debug.SetMemoryLimit(limit)
+	return limit, true
 }

@@ -21,7 +21,12 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/auth"
 )
 
-const testSecret = "test-secret-test-secret-test-secret-0123"
+// testSecret and testPassword are TOKEN_SECRET and MONITORING_PASSWORD of the
+// tests' services: random, as importd refuses secrets that are easy to guess.
+const (
+	testSecret   = "f07fb65b08cc30ae81427df622b4e9ca91e1f6b70f5b97c5305f967c2a6649d7"
+	testPassword = "a97f9afcc67f6ca14ff2920b37fd0e3a"
+)
 
 // service is a running importd started by run() on port 0.
 type service struct {

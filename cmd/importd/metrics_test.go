@@ -207,3 +207,40 @@ func TestMetrics_Addresses(t *testing.T) {
 		}
 	})
 }
+
+// /metrics on HTTP_ADDR, the port clients reach, answered anyone, also
+// under `make run`, which sets MONITORING_USER. With MONITORING_USER set it
+// now asks for that login (wrong ones count as failed attempts); on
+// METRICS_ADDR, a port of its own, it asks for none.
+func TestMetrics_OnTheAPIPortNeedTheMonitoringLogin(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": testPassword})
+	get := func(user, pass string) response {
+		req, _ := http.NewRequest("GET", s.base+"/metrics", nil)
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		return doReq(t, req)
+	}
+	for _, tc := range []struct {
+		name, user, pass string
+		status           int
+		code             string
+	}{
+		{"no login", "", "", 401, "not_authenticated"},
+		{"wrong login", "ops", "guess", 401, "authentication_failed"},
+		{"the login", "ops", testPassword, 200, ""},
+	} {
+		r := get(tc.user, tc.pass)
+		code, _ := r.Body["code"].(string)
+		if r.Status != tc.status || code != tc.code {
+			t.Errorf("%s: %d %q, want %d %q", tc.name, r.Status, code, tc.status, tc.code)
+		}
+		if tc.status == 401 && !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("%s: no basic-auth challenge", tc.name)
+		}
+	}
+	if r := get("ops", testPassword); !strings.Contains(string(r.Raw), "importd_http_requests_total") {
+		t.Errorf("the series are missing: %.200s", r.Raw)
+	}
+}

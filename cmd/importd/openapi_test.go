@@ -440,7 +440,15 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			t.Parallel()
 			want(t, "healthz", c.do(t, "GET", "/healthz", "", nil), 200, "")
 			want(t, "readyz", c.do(t, "GET", "/readyz", "", nil), 200, "")
-			want(t, "metrics", c.do(t, "GET", "/metrics", "", nil), 200, "")
+			metrics := func(user, pass string) response {
+				req, _ := http.NewRequest("GET", c.base+"/metrics", nil)
+				if user != "" {
+					req.SetBasicAuth(user, pass)
+				}
+				return c.doReq(t, req)
+			}
+			want(t, "metrics", metrics(pageUser, pagePass), 200, "")
+			want(t, "metrics without the login", metrics("", ""), 401, "not_authenticated")
 			r := c.do(t, "GET", api.SchemaPath, "", nil)
 			if want(t, "schema", r, 200, ""); string(r.Raw) != string(api.OpenAPI) {
 				t.Error("the served document is not api/openapi.yaml")

@@ -41,7 +41,7 @@ func parkTask(t testing.TB, redisURL string) *asynq.TaskInfo {
 func monitoringReq(t testing.TB, s *service, method, path string) response {
 	t.Helper()
 	req, _ := http.NewRequest(method, s.base+"/monitoring/api"+path, nil)
-	req.SetBasicAuth("ops", "secret-pass")
+	req.SetBasicAuth("ops", testPassword)
 	return doReq(t, req)
 }
 
@@ -52,7 +52,7 @@ func TestDashboard_ReadOnlyByDefaultRefusesChanges(t *testing.T) {
 	t.Parallel()
 	t.Run("default", func(t *testing.T) {
 		t.Parallel()
-		s := startService(t, "api", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": "secret-pass"})
+		s := startService(t, "api", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": testPassword})
 		task := parkTask(t, s.env["REDIS_URL"])
 		calls := []struct{ method, path string }{
 			{"POST", "/queues/accounts:pause"},
@@ -83,7 +83,7 @@ func TestDashboard_ReadOnlyByDefaultRefusesChanges(t *testing.T) {
 	})
 	t.Run("MONITORING_READ_ONLY=false", func(t *testing.T) {
 		t.Parallel()
-		s := startService(t, "api", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": "secret-pass", "MONITORING_READ_ONLY": "false"})
+		s := startService(t, "api", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": testPassword, "MONITORING_READ_ONLY": "false"})
 		task := parkTask(t, s.env["REDIS_URL"])
 		if r := monitoringReq(t, s, "POST", "/queues/accounts:pause"); r.Status != http.StatusNoContent {
 			t.Fatalf("pause on a writable dashboard: %d %s", r.Status, r.Raw)

@@ -714,7 +714,7 @@ func TestProcess_MigrationEmailsGoToTheOutbox(t *testing.T) {
 
 func TestDashboard_ShowsTheAccountsQueueBehindBasicAuth(t *testing.T) {
 	t.Parallel()
-	s := startService(t, "serve", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": "secret-pass"})
+	s := startService(t, "serve", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": testPassword})
 	seedDemo(t, s, admin.Supplier{})
 	tok := s.accessToken(t, s.newKey(t, "k"))
 	s.stage(t, tok, fixture(t, "ACC-DASH"))
@@ -729,7 +729,7 @@ func TestDashboard_ShowsTheAccountsQueueBehindBasicAuth(t *testing.T) {
 	if r := doReq(t, req); r.Status != 401 {
 		t.Errorf("dashboard with a wrong password: %d", r.Status)
 	}
-	req.SetBasicAuth("ops", "secret-pass")
+	req.SetBasicAuth("ops", testPassword)
 	r := doReq(t, req)
 	if r.Status != 200 || !strings.Contains(string(r.Raw), `"queue":"accounts"`) {
 		t.Fatalf("dashboard queue API: %d %s", r.Status, r.Raw)

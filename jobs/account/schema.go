@@ -226,4 +226,4 @@ var accountSchema = v.NewObject(
 	v.Opt("unknown_occupier", v.BooleanValue, func(a *Account) **bool { return &a.UnknownOccupier },
 		v.Codes(CodeCustomerWithUnknown), v.Note("true: nobody is known at the account, and customers must be omitted or empty.")),
 	v.Obj("business", businessSchema, func(a *Account) **Business { return &a.Business }),
-)
+).WithMaxValues(v.AccountMaxValues)

@@ -278,11 +278,16 @@ type claims struct {
 	jwt.RegisteredClaims
 	Kind    string `json:"kind"` // "access" or "refresh"
 	OrigIat int64  `json:"origIat"`
+	// Sid is the refresh session an access token was issued in: when the
+	// session is revoked (a refresh token used twice), its access tokens
+	// stop working too. Zero in tokens issued before it was added.
+	Sid int64 `json:"sid,omitempty"`
 }
 
 // issue signs an access token and the refresh token refreshID, which
-// expires at refreshExp, as recorded by startSession or rotate.
-func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID string, refreshExp time.Time) (TokenPair, error) {
+// expires at refreshExp, of session sid, as recorded by startSession or
+// rotate.
+func (s *Service) issue(keyID int64, name string, origIat time.Time, sid int64, refreshID string, refreshExp time.Time) (TokenPair, error) {
 	now := s.now().UTC().Truncate(time.Second)
 	mk := func(kind, id string, exp time.Time) (string, claims, error) {
 		c := claims{
@@ -295,6 +300,7 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID s
 			},
 			Kind:    kind,
 			OrigIat: origIat.Unix(),
+			Sid:     sid,
 		}
 		t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
 		return t, c, err
@@ -321,26 +327,28 @@ func (s *Service) issue(keyID int64, name string, origIat time.Time, refreshID s
 var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid API key.")
 
 // TokenFromKey exchanges an API key for a token pair. After too many
-// failures from the client's address or with the key, it refuses with
+// failures from the client's address, it refuses with
 // CodeTooManyFailedAttempts (see FailureLimiter).
 func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
-	return guard(ctx, s.limiter, keyPrefixOf(key), func() (TokenPair, error) { return s.tokenFromKey(ctx, key) })
-}
-
-func (s *Service) tokenFromKey(ctx context.Context, key string) (TokenPair, error) {
-	r, ok, err := s.keyBySecret(ctx, key)
+	r, err := guard(ctx, s.limiter, key, func(ctx context.Context) (keyRow, error) {
+		r, ok, err := s.keyBySecret(ctx, key)
+		if err != nil {
+			return keyRow{}, err
+		}
+		if !ok || r.RevokedAt.Valid {
+			return keyRow{}, errBadKey
+		}
+		return r, nil
+	})
 	if err != nil {
 		return TokenPair{}, err
-	}
-	if !ok || r.RevokedAt.Valid {
-		return TokenPair{}, errBadKey
 	}
 	now := s.now().UTC().Truncate(time.Second)
-	id, exp, err := s.startSession(ctx, r.ID, now)
+	sid, id, exp, err := s.startSession(ctx, r.ID, now)
 	if err != nil {
 		return TokenPair{}, err
 	}
-	return s.issue(r.ID, r.Name, now, id, exp)
+	return s.issue(r.ID, r.Name, now, sid, id, exp)
 }
 
 // TokenFromRefresh exchanges a refresh token for a new pair. Each refresh
@@ -348,37 +356,46 @@ func (s *Service) tokenFromKey(ctx context.Context, key string) (TokenPair, erro
 // session ends sessionMaxAge after the key obtained its first pair, whose
 // time is carried over as origIat. Every refusal is invalid_refresh_token,
 // but for CodeTooManyFailedAttempts after too many failures from the
-// client's address.
+// client's address. A refresh token that is signed by the service but
+// refused by its session (used, revoked, over) is no guess and does not
+// count as a failure.
 func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
-	return guard(ctx, s.limiter, "", func() (TokenPair, error) { return s.tokenFromRefresh(ctx, refresh) })
-}
-
-func (s *Service) tokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
 	refused := problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
-	if strings.HasPrefix(refresh, keyPrefix) {
-		return TokenPair{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken,
-			"This is an API key, not a refresh token: pass it as APIKey in the input of obtainServiceToken.")
+	type checked struct {
+		c *claims
+		r keyRow
 	}
-	c, err := s.parse(refresh, "refresh")
-	if err != nil {
-		return TokenPair{}, refused
-	}
-	r, err := s.activeKey(ctx, c)
-	if err != nil {
-		if _, ok := problem.As(err); ok {
-			return TokenPair{}, refused
+	v, err := guard(ctx, s.limiter, refresh, func(ctx context.Context) (checked, error) {
+		if strings.HasPrefix(refresh, keyPrefix) {
+			return checked{}, problem.New(problem.Unauthenticated, CodeInvalidRefreshToken,
+				"This is an API key, not a refresh token: pass it as APIKey in the input of obtainServiceToken.")
 		}
+		c, err := s.parse(refresh, "refresh")
+		if err != nil {
+			return checked{}, refused
+		}
+		r, err := s.activeKey(ctx, c)
+		if err != nil {
+			if _, ok := problem.As(err); ok {
+				return checked{}, refused
+			}
+			return checked{}, err
+		}
+		return checked{c, r}, nil
+	})
+	if err != nil {
 		return TokenPair{}, err
 	}
+	c, r := v.c, v.r
 	now := s.now().UTC().Truncate(time.Second)
-	next, exp, started, err := s.rotate(ctx, r.ID, c.ID, now)
+	sid, next, exp, started, err := s.rotate(ctx, r.ID, c.ID, now)
 	if errors.Is(err, errRefreshRefused) {
 		return TokenPair{}, refused
 	}
 	if err != nil {
 		return TokenPair{}, err
 	}
-	return s.issue(r.ID, r.Name, started, next, exp)
+	return s.issue(r.ID, r.Name, started, sid, next, exp)
 }
 
 func (s *Service) parse(token, kind string) (*claims, error) {
@@ -426,7 +443,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if c, ok := s.tokens.get(token, s.now()); ok {
 		return s.principalOf(ctx, c)
 	}
-	return guard(ctx, s.limiter, "", func() (Principal, error) {
+	return guard(ctx, s.limiter, token, func(ctx context.Context) (Principal, error) {
 		c, err := s.parse(token, "access")
 		if err != nil {
 			detail := "Invalid token."
@@ -441,8 +458,19 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 }
 
 // principalOf returns the principal of the verified claims c, from the
-// cache or the database.
+// cache or the database, unless the refresh session the token was issued in
+// was revoked.
 func (s *Service) principalOf(ctx context.Context, c *claims) (Principal, error) {
+	if c.Sid != 0 {
+		revoked, err := s.sessionRevoked(ctx, c.Sid)
+		if err != nil {
+			return Principal{}, err
+		}
+		if revoked {
+			return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed,
+				"The refresh chain of this token was revoked (a refresh token was used twice); present the API key again.")
+		}
+	}
 	now := time.Now()
 	if id, err := strconv.ParseInt(c.Subject, 10, 64); err == nil {
 		if p, ok := s.cache.get(id, now); ok {
@@ -457,4 +485,22 @@ func (s *Service) principalOf(ctx context.Context, c *claims) (Principal, error)
 	p := r.principal()
 	s.cache.put(p, now, gen)
 	return p, nil
+}
+
+// sessionRevoked reports whether the refresh session sid, in which an
+// access token was issued, was revoked (or is gone), from the cache while
+// Listen runs, else from the database.
+func (s *Service) sessionRevoked(ctx context.Context, sid int64) (bool, error) {
+	now := time.Now()
+	if revoked, ok := s.cache.getSession(sid, now); ok {
+		return revoked, nil
+	}
+	gen := s.cache.generation()
+	var revoked bool
+	err := s.db.GetContext(ctx, &revoked, `SELECT coalesce((SELECT revoked_at IS NOT NULL FROM refresh_sessions WHERE id = $1), true)`, sid)
+	if err != nil {
+		return false, fmt.Errorf("find refresh session: %w", err)
+	}
+	s.cache.putSession(sid, revoked, now, gen)
+	return revoked, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,8 +13,12 @@ import (
 )
 
 // keysChannel is the PostgreSQL NOTIFY channel on which a key's change
-// (revocation) is announced, with the key id as payload.
+// (revocation) is announced, with the key id as payload, and a refresh
+// session's revocation, with sessionNotice and the session id.
 const keysChannel = "importd_api_keys"
+
+// sessionNotice prefixes the payload of a session's revocation.
+const sessionNotice = "session:"
 
 // principalTTL bounds how long a cached principal is trusted. Revocations
 // arrive by NOTIFY within milliseconds; the TTL is the backstop should a
@@ -28,6 +33,10 @@ type principalCache struct {
 	live atomic.Bool
 	mu   sync.RWMutex
 	m    map[int64]cachedPrincipal
+	// sessions holds whether recently seen refresh sessions are revoked,
+	// for the access tokens they issued (Service.sessionRevoked), under
+	// the same rules: evicted by NOTIFY, trusted for principalTTL.
+	sessions map[int64]cachedSession
 	// gen counts evictions. A principal read from the database is cached only
 	// if no eviction happened since the read began: otherwise a revocation
 	// that landed between the read and the put would be undone for a TTL.
@@ -37,6 +46,51 @@ type principalCache struct {
 type cachedPrincipal struct {
 	p  Principal
 	at time.Time
+}
+
+type cachedSession struct {
+	revoked bool
+	at      time.Time
+}
+
+// getSession returns whether the session id is revoked, if known.
+func (c *principalCache) getSession(id int64, now time.Time) (revoked, ok bool) {
+	if !c.live.Load() {
+		return false, false
+	}
+	c.mu.RLock()
+	e, ok := c.sessions[id]
+	c.mu.RUnlock()
+	if !ok || now.Sub(e.at) > principalTTL {
+		return false, false
+	}
+	return e.revoked, true
+}
+
+// putSession caches the state of session id read at at, unless an
+// eviction happened since generation returned gen.
+func (c *principalCache) putSession(id int64, revoked bool, at time.Time, gen uint64) {
+	if !c.live.Load() {
+		return
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		if c.sessions == nil || len(c.sessions) >= maxCachedSessions {
+			c.sessions = map[int64]cachedSession{}
+		}
+		c.sessions[id] = cachedSession{revoked: revoked, at: at}
+	}
+	c.mu.Unlock()
+}
+
+// maxCachedSessions bounds the session cache; when full it starts over.
+const maxCachedSessions = 10_000
+
+func (c *principalCache) evictSession(id int64) {
+	c.mu.Lock()
+	delete(c.sessions, id)
+	c.gen++
+	c.mu.Unlock()
 }
 
 func (c *principalCache) get(id int64, now time.Time) (Principal, bool) {
@@ -80,6 +134,7 @@ func (c *principalCache) evict(id int64) {
 func (c *principalCache) reset(live bool) {
 	c.mu.Lock()
 	c.m = map[int64]cachedPrincipal{}
+	c.sessions = map[int64]cachedSession{}
 	c.gen++
 	c.live.Store(live)
 	c.mu.Unlock()
@@ -122,6 +177,12 @@ func (s *Service) Listen(ctx context.Context, databaseURL string, log *slog.Logg
 			case n := <-l.Notify:
 				if n == nil { // reconnected: the event callback reset the cache
 					continue
+				}
+				if rest, ok := strings.CutPrefix(n.Extra, sessionNotice); ok {
+					if id, err := strconv.ParseInt(rest, 10, 64); err == nil {
+						s.cache.evictSession(id)
+						continue
+					}
 				}
 				if id, err := strconv.ParseInt(n.Extra, 10, 64); err == nil {
 					s.cache.evict(id)

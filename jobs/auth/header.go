@@ -73,9 +73,9 @@ func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Princi
 // returns its principal. The key is read from the database on every call,
 // so a revocation stops it at once. Errors: CodeAuthenticationFailed for an
 // unknown or revoked key, CodeTooManyFailedAttempts after too many failures
-// from the client's address or with the key.
+// from the client's address.
 func (s *Service) AuthenticateKey(ctx context.Context, key string) (Principal, error) {
-	return guard(ctx, s.limiter, keyPrefixOf(key), func() (Principal, error) { return s.authenticateKey(ctx, key) })
+	return guard(ctx, s.limiter, key, func(ctx context.Context) (Principal, error) { return s.authenticateKey(ctx, key) })
 }
 
 func (s *Service) authenticateKey(ctx context.Context, key string) (Principal, error) {

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -26,9 +29,9 @@ const (
 )
 
 // FailureLimiter counts failed authentication attempts per client address
-// and per API key in Redis, so that the count holds across API replicas, and
-// refuses attempts once a count is used up, so that keys and passwords
-// cannot be guessed at speed. It is a GCRA limiter (go-redis/redis_rate):
+// in Redis, so that the count holds across API replicas, and refuses
+// attempts once a count is used up, so that keys and passwords cannot be
+// guessed at speed. It is a GCRA limiter (go-redis/redis_rate):
 // Limit failures may come at once, after which one more is allowed every
 // Window/Limit, and the count is back to nothing Window after the last
 // failure.
@@ -41,14 +44,27 @@ const (
 // A Redis that does not answer lets attempts through (logged): the limit
 // guards against guessing, which 256-bit keys and signed tokens make
 // hopeless anyway, and must not make authentication depend on Redis.
+//
+// There is no count per API key. One was kept by the key's lookup prefix,
+// which `importctl apikey list` prints: 21 wrong keys that shared a victim
+// key's prefix, sent from anywhere, locked its holder out at every address.
+// A key has 256 random bits, so counting the guesses at it by address is
+// enough.
 type FailureLimiter struct {
 	rl    *redis_rate.Limiter
+	rc    redis.UniversalClient
 	limit redis_rate.Limit
 	log   *slog.Logger
+	// timeout bounds each call to Redis (redisTimeout; tests with hundreds
+	// of attempts at once on a loaded machine give more).
+	timeout time.Duration
+	// flights shares one check among attempts with the same credential and
+	// counts that run at once (see guard).
+	flights singleflight.Group
 }
 
 // NewFailureLimiter returns a limiter on rc that allows limit failed
-// attempts per window for each client address and each API key. log
+// attempts per window for each client address. log
 // reports a Redis that does not answer; it must not be nil.
 func NewFailureLimiter(rc redis.UniversalClient, limit int, window time.Duration, log *slog.Logger) *FailureLimiter {
 	if log == nil {
@@ -60,28 +76,20 @@ func NewFailureLimiter(rc redis.UniversalClient, limit int, window time.Duration
 	if window <= 0 {
 		window = DefaultFailureWindow
 	}
-	return &FailureLimiter{rl: redis_rate.NewLimiter(rc), limit: redis_rate.Limit{Rate: limit, Burst: limit, Period: window}, log: log}
+	return &FailureLimiter{rl: redis_rate.NewLimiter(rc), rc: rc, timeout: redisTimeout, limit: redis_rate.Limit{Rate: limit, Burst: limit, Period: window}, log: log}
 }
 
-// redis_rate prefixes its own "rate:" to these.
-const (
-	addrCounter = "importd:auth-failures:addr:"
-	keyCounter  = "importd:auth-failures:key:"
-)
+// addrCounter prefixes the Redis key of an address's count; redis_rate
+// prefixes its own "rate:" to it.
+const addrCounter = "importd:auth-failures:addr:"
 
 // counters returns the Redis keys of the counts an attempt falls under: its
-// client address (from ctx; none without one) and, when the credential is
-// an API key, the key's lookup prefix. The prefix holds 8 random characters
-// of the key, so only someone who has seen the key can spend its count.
-func counters(ctx context.Context, keyPrefix string) []string {
-	var out []string
+// client address's (from ctx), or none without one.
+func counters(ctx context.Context) []string {
 	if a := ClientAddr(ctx); a != "" {
-		out = append(out, addrCounter+addrGroup(a))
+		return []string{addrCounter + addrGroup(a)}
 	}
-	if keyPrefix != "" {
-		out = append(out, keyCounter+keyPrefix)
-	}
-	return out
+	return nil
 }
 
 // addrGroup is the unit of the address count: the address itself for IPv4,
@@ -104,86 +112,148 @@ func addrGroup(a string) string {
 // authentication wait for the client's dial retries.
 const redisTimeout = 250 * time.Millisecond
 
-// check refuses the attempt when one of its counts is used up, with the
-// time until the next attempt is allowed.
-func (l *FailureLimiter) check(ctx context.Context, counters []string) error {
+// refund gives back one failure spent by reserve: the GCRA's theoretical
+// arrival time goes back by one emission interval, and the key goes when
+// that is in the past. redis_rate's own AllowN with a cost of -1 does not
+// do it exactly: it never lowers a time below now, so a success just after
+// a quiet spell would leave a failure counted.
+var refund = redis.NewScript(`
+local tat = tonumber(redis.call("GET", KEYS[1]))
+if not tat then return 0 end
+local now = redis.call("TIME")
+now = (now[1] - 1483228800) + (now[2] / 1000000)
+local new_tat = tat - tonumber(ARGV[1])
+if new_tat <= now then
+  redis.call("DEL", KEYS[1])
+else
+  redis.call("SET", KEYS[1], new_tat, "EX", math.ceil(new_tat - now))
+end
+return 1
+`)
+
+// reserve spends one failure of each counter before the credential is
+// checked: the check of the count and its spending are one atomic step in
+// Redis (redis_rate's GCRA script), so attempts sent at once cannot all
+// pass the check before any of them is counted (1,000 wrong keys sent
+// together once had 954 checked against a limit of 20). When a count is
+// used up it gives back what it spent and refuses the attempt with the
+// time until the next one is allowed. It returns the counters it spent on,
+// for release.
+func (l *FailureLimiter) reserve(ctx context.Context, counters []string) ([]string, error) {
 	if l == nil || len(counters) == 0 {
-		return nil
+		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
+	var spent []string
 	for _, c := range counters {
-		// AllowAtMost of 0 spends nothing: it only says whether one more
-		// failure would be allowed now, and if not, when.
-		res, err := l.rl.AllowAtMost(ctx, c, l.limit, 0)
+		res, err := l.rl.AllowN(ctx, c, l.limit, 1)
 		if err != nil {
 			l.log.WarnContext(ctx, "failed-attempt limit not checked: redis did not answer", "error", err.Error())
-			return nil
+			return spent, nil
 		}
-		if res.RetryAfter > 0 {
+		if res.Allowed == 0 {
+			l.release(ctx, spent)
 			p := problem.New(problem.TooManyRequests, CodeTooManyFailedAttempts,
 				"Too many failed authentication attempts; retry in "+strconv.Itoa(max(1, int(res.RetryAfter.Round(time.Second).Seconds())))+" s.")
 			p.RetryAfter = res.RetryAfter
-			return p
+			return nil, p
 		}
+		spent = append(spent, c)
 	}
-	return nil
+	return spent, nil
 }
 
-// fail counts a failed attempt against each of its counters.
-func (l *FailureLimiter) fail(ctx context.Context, counters []string) {
-	if l == nil || len(counters) == 0 {
+// release gives back the failures that reserve spent, for an attempt that
+// did not fail.
+func (l *FailureLimiter) release(ctx context.Context, spent []string) {
+	if l == nil || len(spent) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
-	for _, c := range counters {
-		if _, err := l.rl.Allow(ctx, c, l.limit); err != nil {
-			l.log.WarnContext(ctx, "failed attempt not counted: redis did not answer", "error", err.Error())
+	interval := l.limit.Period.Seconds() / float64(l.limit.Rate)
+	for _, c := range spent {
+		// redis_rate stores its counts under its own "rate:" prefix.
+		if err := refund.Run(ctx, l.rc, []string{"rate:" + c}, interval).Err(); err != nil {
+			l.log.WarnContext(ctx, "successful attempt not given back: redis did not answer", "error", err.Error())
 			return
 		}
 	}
 }
 
-// guard runs attempt unless a count of the attempt is used up, and counts
-// it as failed when it is refused for its credential. A missing credential
-// (not_authenticated) and a malformed token request are not attempts.
-func guard[T any](ctx context.Context, l *FailureLimiter, keyPrefix string, attempt func() (T, error)) (T, error) {
-	cs := counters(ctx, keyPrefix)
-	if err := l.check(ctx, cs); err != nil {
-		var zero T
-		return zero, err
+// checkTimeout bounds a shared check of a credential (guard), which no
+// single request's cancellation stops.
+const checkTimeout = 10 * time.Second
+
+// guard runs attempt, the check of credential, unless a count of the
+// attempt is used up: it spends a failure of each count first (reserve)
+// and gives it back unless the attempt is refused for its credential. A
+// missing credential (not_authenticated) and a malformed token request are
+// not attempts.
+//
+// Attempts with the same credential and counts that run at once share one
+// check and one spent failure: a client that sends its new token or key
+// with 32 requests at once is not refused for having 32 checks in flight,
+// and a guesser gains nothing, as only different credentials are guesses.
+// So attempt must only check: what it returns is handed to every caller
+// that shares it (a token pair is issued after it, for each caller).
+func guard[T any](ctx context.Context, l *FailureLimiter, credential string, attempt func(context.Context) (T, error)) (T, error) {
+	cs := counters(ctx)
+	if l == nil || len(cs) == 0 {
+		return attempt(ctx)
 	}
-	out, err := attempt()
-	if p, ok := problem.As(err); ok && p.Kind == problem.Unauthenticated && p.Code != CodeNotAuthenticated {
-		l.fail(ctx, cs)
-	}
+	h := sha256.Sum256([]byte(credential))
+	flight := strings.Join(cs, "\x00") + "\x00" + string(h[:])
+	v, err, _ := l.flights.Do(flight, func() (any, error) {
+		// The check is shared: the first caller's hang-up must not fail
+		// the others.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
+		defer cancel()
+		spent, err := l.reserve(ctx, cs)
+		if err != nil {
+			return nil, err
+		}
+		out, err := attempt(ctx)
+		if p, ok := problem.As(err); !ok || p.Kind != problem.Unauthenticated || p.Code == CodeNotAuthenticated {
+			l.release(ctx, spent)
+		}
+		return out, err
+	})
+	out, _ := v.(T)
 	return out, err
 }
 
 // CheckLogin runs right, the check of a login that is neither an API key
 // nor a token (the MONITORING_USER login of the dashboard and the migration
-// page), under the count of the client address in ctx. While that count is
-// used up it returns a 429 CodeTooManyFailedAttempts problem without calling
-// right; otherwise it returns what right returns, and counts false as a
-// failed attempt. No count is kept per login: guesses at it from one address
-// must not lock its holder out at every other address.
-func (l *FailureLimiter) CheckLogin(ctx context.Context, right func() bool) (bool, error) {
-	cs := counters(ctx, "")
-	if err := l.check(ctx, cs); err != nil {
-		return false, err
+// page), under the count of the client address in ctx, as guard runs the
+// check of a key: one failure is spent before right runs and given back if
+// it returns true, and while the count is used up it returns a 429
+// CodeTooManyFailedAttempts problem without calling right. credential is
+// the login as given, which only identifies checks that can be shared. No
+// count is kept per login: guesses at it from one address must not lock its
+// holder out at every other address.
+func (l *FailureLimiter) CheckLogin(ctx context.Context, credential string, right func() bool) (bool, error) {
+	ok, err := guard(ctx, l, credential, func(context.Context) (bool, error) {
+		if right() {
+			return true, nil
+		}
+		return false, errWrongLogin
+	})
+	if errors.Is(err, errWrongLogin) {
+		return false, nil
 	}
-	if right() {
-		return true, nil
-	}
-	l.fail(ctx, cs)
-	return false, nil
+	return ok, err
 }
+
+// errWrongLogin is the failure of a CheckLogin: an Unauthenticated problem,
+// so that guard counts it.
+var errWrongLogin = problem.New(problem.Unauthenticated, CodeAuthenticationFailed, "Wrong login.")
 
 // CheckLogin is FailureLimiter.CheckLogin with the limiter of s (none
 // without WithFailureLimiter).
-func (s *Service) CheckLogin(ctx context.Context, right func() bool) (bool, error) {
-	return s.limiter.CheckLogin(ctx, right)
+func (s *Service) CheckLogin(ctx context.Context, credential string, right func() bool) (bool, error) {
+	return s.limiter.CheckLogin(ctx, credential, right)
 }
 
 // WithFailureLimiter returns a copy of s whose authentications go through
@@ -208,12 +278,4 @@ func WithClientAddr(ctx context.Context, addr string) context.Context {
 func ClientAddr(ctx context.Context) string {
 	a, _ := ctx.Value(clientAddrKey{}).(string)
 	return a
-}
-
-// keyPrefixOf is the lookup prefix of what looks like an API key, or "".
-func keyPrefixOf(key string) string {
-	if len(key) < lookupLength || !strings.HasPrefix(key, keyPrefix) || strings.ContainsFunc(key[:lookupLength], notKeyChar) {
-		return ""
-	}
-	return key[:lookupLength]
 }

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -110,5 +112,78 @@ func TestRefresh_SessionEndsAtItsMaximumAge(t *testing.T) {
 	_, err = short.TokenFromRefresh(ctx, pair.RefreshToken)
 	if diff := cmp.Diff(CodeInvalidRefreshToken, refusedCode(err)); diff != "" {
 		t.Errorf("refresh past a lowered cap (-want +got):\n%s", diff)
+	}
+}
+
+// An access token obtained before its refresh chain was revoked kept
+// working until it expired, up to TOKEN_TTL after the revocation. Access
+// tokens now carry their session, and a revoked session refuses them: on
+// the replica that revoked it at once, and on another, which caches
+// principals and sessions, as soon as the revocation's NOTIFY arrives.
+func TestRefresh_RevokedChainRefusesItsAccessTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := dbtest.NewDatabase(t)
+	d, err := db.Open(ctx, url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	key, err := CreateKey(ctx, d, "chain", "", AllSuppliers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	revoker := New(d, secret)
+	// other is another replica: it listens for revocations and caches.
+	other := New(d, secret)
+	lctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	if err := other.Listen(lctx, url, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	first, err := revoker.TokenFromKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := revoker.TokenFromRefresh(ctx, first.RefreshToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unrelated, err := revoker.TokenFromKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range []string{first.Token, second.Token, unrelated.Token} {
+		for _, s := range []*Service{revoker, other} {
+			if _, err := s.Authenticate(ctx, tok); err != nil {
+				t.Fatalf("before the revocation: %v", err)
+			}
+		}
+	}
+	// The first refresh token, used again, revokes its chain.
+	if _, err := revoker.TokenFromRefresh(ctx, first.RefreshToken); refusedCode(err) != CodeInvalidRefreshToken {
+		t.Fatalf("reuse: %v", err)
+	}
+	for _, tok := range []string{first.Token, second.Token} {
+		if _, err := revoker.Authenticate(ctx, tok); refusedCode(err) != CodeAuthenticationFailed {
+			t.Errorf("an access token of the revoked chain on the revoking replica: %v, want %s", err, CodeAuthenticationFailed)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := other.Authenticate(ctx, tok)
+			if refusedCode(err) == CodeAuthenticationFailed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("an access token of the revoked chain on another replica: %v after 20 s", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, s := range []*Service{revoker, other} {
+		if _, err := s.Authenticate(ctx, unrelated.Token); err != nil {
+			t.Errorf("a token of another chain of the key: %v", err)
+		}
 	}
 }

@@ -17,7 +17,7 @@ func TestVerifiedTokens_ExpireAndKeepTheirKind(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	s := New(nil, []byte("0123456789abcdef0123456789abcdef")).WithClock(func() time.Time { return start })
-	pair, err := s.issue(1, "k", start, "r1", start.Add(RefreshTTL))
+	pair, err := s.issue(1, "k", start, 0, "r1", start.Add(RefreshTTL))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -143,8 +146,10 @@ func CleanRoot(root string) (string, error) {
 type Store struct {
 	bucket *blob.Bucket
 	// local is true for a file:// bucket, whose keys are file names and can
-	// fail in ways an object store cannot (see Exists).
+	// fail in ways an object store cannot (see Exists); dir is its
+	// directory.
 	local bool
+	dir   string
 	// log reports a store that did not answer (Check).
 	log *slog.Logger
 }
@@ -165,7 +170,48 @@ func Open(ctx context.Context, rawURL string, log *slog.Logger) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("documents: open %s bucket: %w", u.Scheme, err)
 	}
-	return &Store{bucket: b, local: u.Scheme == "file", log: log}, nil
+	st := &Store{bucket: b, local: u.Scheme == "file", log: log}
+	if st.local {
+		if st.dir, err = filepath.Abs(filepath.FromSlash(u.Path)); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("documents: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// insideRoot reports whether the file of key in a file:// bucket, once
+// every symbolic link on its way is resolved, lies under the directory of
+// root. The paths are checked for ".." (ValidPath), but a link in one
+// supplier's directory to another's let the first ask whether the
+// second's documents exist (and importctl document put write there). A
+// key that does not exist yet is judged by its nearest existing directory.
+func (s *Store) insideRoot(root, key string) (bool, error) {
+	rootDir := filepath.Join(s.dir, filepath.FromSlash(strings.Trim(root, "/")))
+	p := filepath.Join(s.dir, filepath.FromSlash(key))
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return false, err
+		}
+		if p == rootDir || len(p) <= len(s.dir) {
+			return true, nil // nothing exists below the root: no link to follow
+		}
+		p = filepath.Dir(p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // a dangling link
+	}
+	if err != nil {
+		return false, err
+	}
+	realRoot, err := filepath.EvalSymlinks(rootDir)
+	if err != nil {
+		return false, err
+	}
+	return real == realRoot || strings.HasPrefix(real, realRoot+string(filepath.Separator)), nil
 }
 
 // Close releases the bucket.
@@ -178,6 +224,15 @@ func (s *Store) Exists(ctx context.Context, root, path string) (bool, error) {
 	key := Key(root, path)
 	if len(key) > MaxPathLength {
 		return false, nil
+	}
+	if s.local {
+		inside, err := s.insideRoot(root, key)
+		if err != nil && !unholdableLocalKey(key, err) {
+			return false, fmt.Errorf("documents: exists %q: %w", key, err)
+		}
+		if !inside {
+			return false, nil
+		}
 	}
 	ok, err := s.bucket.Exists(ctx, key)
 	if err != nil && s.local && unholdableLocalKey(key, err) {
@@ -208,6 +263,16 @@ func (s *Store) Put(ctx context.Context, root, path string, r io.Reader) (key st
 			"%q is not a normalised path relative to the supplier's document root (no \\, no empty, . or .. segment).", path)
 	}
 	key = Key(root, path)
+	if s.local {
+		inside, err := s.insideRoot(root, key)
+		if err != nil {
+			return "", fmt.Errorf("documents: put %q: %w", key, err)
+		}
+		if !inside {
+			return "", problem.Invalidf(CodeInvalidPath, "path",
+				"%q leads out of the supplier's document root through a symbolic link.", path)
+		}
+	}
 	w, err := s.bucket.NewWriter(ctx, key, nil)
 	if err != nil {
 		return "", fmt.Errorf("documents: put %q: %w", key, err)

@@ -12,6 +12,7 @@ import (
 	_ "gocloud.dev/blob/fileblob" // file:// buckets
 
 	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // newStore opens a file:// bucket in a directory of the test's own: a real
@@ -181,4 +182,72 @@ func TestExists_LeadingSlashNamesTheSameDocument(t *testing.T) {
 			t.Errorf("Exists(%q) = %v, %v; want true", p, ok, err)
 		}
 	}
+}
+
+// A symbolic link in one supplier's directory of a file:// store, to
+// another supplier's, told the first whether the second's documents exist:
+// paths cannot contain "..", but the link needs none. The real path of a
+// document, links resolved, must now lie under the supplier's root: a link
+// out of it names nothing, and importctl document put refuses to write
+// through it. Links that stay inside the root still work.
+func TestStore_LinksOutOfTheRootNameNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, dir := newStore(t)
+	for _, f := range []string{"suppliers/B/secret.pdf", "suppliers/A/2024/own.pdf"} {
+		p := filepath.Join(dir, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("%PDF"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"suppliers/A/peek":     "../B",
+		"suppliers/A/abs":      filepath.Join(dir, "suppliers", "B"),
+		"suppliers/A/file.pdf": "../B/secret.pdf",
+		"suppliers/A/mine":     "2024",
+		"suppliers/A/dangling": "../B/none",
+	} {
+		if err := os.Symlink(target, filepath.Join(dir, filepath.FromSlash(link))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, want := range map[string]bool{
+		"peek/secret.pdf": false,
+		"abs/secret.pdf":  false,
+		"file.pdf":        false,
+		"dangling":        false,
+		"mine/own.pdf":    true,
+		"2024/own.pdf":    true,
+		"peek/none.pdf":   false,
+	} {
+		got, err := s.Exists(ctx, "suppliers/A", path)
+		if err != nil || got != want {
+			t.Errorf("Exists(suppliers/A, %s) = %v, %v; want %v", path, got, err, want)
+		}
+	}
+	if ok, err := s.Exists(ctx, "suppliers/B", "secret.pdf"); !ok || err != nil {
+		t.Errorf("B's own document: %v, %v", ok, err)
+	}
+	for path, want := range map[string]string{"peek/planted.pdf": documents.CodeInvalidPath, "mine/new.pdf": "", "new/deeper/x.pdf": ""} {
+		_, err := s.Put(ctx, "suppliers/A", path, strings.NewReader("%PDF"))
+		if got := codeOf(err); got != want {
+			t.Errorf("Put(suppliers/A, %s): %v, want code %q", path, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "suppliers", "B", "planted.pdf")); err == nil {
+		t.Error("a document was written into B's root through A's link")
+	}
+}
+
+func codeOf(err error) string {
+	if p, ok := problem.As(err); ok {
+		return p.Code
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return ""
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Which selects the import processes a list covers.
@@ -35,22 +33,23 @@ type Page struct {
 // MaxPageLimit bounds ?limit=.
 const MaxPageLimit = 10000
 
-// fetchSize is how many rows each FETCH from the cursor brings. It bounds
-// memory: the list is never held whole, whatever its length.
+// fetchSize is how many rows each page of a list reads. It bounds memory:
+// the list is never held whole, whatever its length.
 const fetchSize = 1000
-
-// listIdleTimeout is the longest the listing's transaction may stay idle
-// between statements: well above the API's per-write deadline, so that it
-// only ends a session whose caller is stuck.
-const listIdleTimeout = "2min"
 
 // datetimeLayout is the spec's datetime form.
 const datetimeLayout = "2006-01-02T15:04:05Z"
 
 // List calls emit for each process of the supplier in the order of external
-// account numbers. It reads them through a server-side cursor, so a supplier
-// with millions of accounts is listed with flat memory. An error from emit
-// stops the listing and is returned.
+// account numbers. It reads them a page of fetchSize at a time by keyset
+// (the external account numbers after the last one emitted), each page in
+// a query of its own whose connection goes back to the pool before any of
+// its items is emitted: emit writes to the client, and a client that reads
+// slowly must not hold a database connection. A server-side cursor in one
+// transaction did: 40 slow readers held 20 of 20 connections idle in
+// transaction, and another supplier's client got no answer. So a list is not
+// one snapshot: an account staged meanwhile after the page being written
+// appears in it. An error from emit stops the listing and is returned.
 func (s *Service) List(ctx context.Context, supplier string, which Which, page Page, visible func(string) bool, emit func(Item) error) error {
 	id, err := s.supplierID(ctx, supplier, visible)
 	if err != nil {
@@ -63,55 +62,52 @@ func (s *Service) List(ctx context.Context, supplier string, which Which, page P
 	case Imported:
 		cond = " AND service_account_number IS NOT NULL"
 	}
-	limit := "ALL"
-	if page.Limit > 0 {
-		limit = fmt.Sprint(page.Limit)
-	}
-	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only; closing the cursor is all it does
-	// The transaction is idle while rows are written to the client. The API
-	// bounds each write, but should a caller ever block between FETCHes for
-	// longer, PostgreSQL ends the session rather than leave a pooled
-	// connection idle in transaction (a client that stopped reading once held
-	// every connection of the pool this way).
-	if _, err := tx.ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '"+listIdleTimeout+"'"); err != nil {
-		return fmt.Errorf("list: %w", err)
-	}
-	_, err = tx.ExecContext(ctx, `DECLARE processes NO SCROLL CURSOR FOR
-		SELECT external_account_number, service_account_number, account_created_at
+	q := `SELECT external_account_number, service_account_number, account_created_at
 		FROM import_processes
-		WHERE supplier_id = $1 AND external_account_number > $2`+cond+`
-		ORDER BY external_account_number LIMIT `+limit, id, page.After)
-	if err != nil {
-		return fmt.Errorf("list: declare: %w", err)
-	}
+		WHERE supplier_id = $1 AND external_account_number > $2` + cond + `
+		ORDER BY external_account_number LIMIT $3`
+	after, left := page.After, page.Limit
 	for {
-		n, err := fetch(ctx, tx, emit)
+		n := fetchSize
+		if page.Limit > 0 {
+			n = min(n, left)
+		}
+		items, err := s.listPage(ctx, q, id, after, n)
 		if err != nil {
 			return err
 		}
-		if n < fetchSize {
+		for _, it := range items {
+			if err := emit(it); err != nil {
+				return err
+			}
+		}
+		if len(items) < n {
 			return nil
+		}
+		after = items[len(items)-1].ExternalAccountNumber
+		if page.Limit > 0 {
+			if left -= len(items); left == 0 {
+				return nil
+			}
 		}
 	}
 }
 
-func fetch(ctx context.Context, tx *sqlx.Tx, emit func(Item) error) (int, error) {
-	rows, err := tx.QueryContext(ctx, fmt.Sprintf("FETCH %d FROM processes", fetchSize))
+// listPage reads one page of a list, whole, so that its connection is back
+// in the pool when List emits it.
+func (s *Service) listPage(ctx context.Context, q string, supplierID int64, after string, n int) ([]Item, error) {
+	rows, err := s.db.QueryContext(ctx, q, supplierID, after, n)
 	if err != nil {
-		return 0, fmt.Errorf("list: fetch: %w", err)
+		return nil, fmt.Errorf("list: %w", err)
 	}
 	defer rows.Close()
-	n := 0
+	items := make([]Item, 0, n)
 	for rows.Next() {
 		var it Item
 		var number sql.NullString
 		var created sql.NullTime
 		if err := rows.Scan(&it.ExternalAccountNumber, &number, &created); err != nil {
-			return n, fmt.Errorf("list: scan: %w", err)
+			return nil, fmt.Errorf("list: scan: %w", err)
 		}
 		if number.Valid {
 			it.ServiceAccountNumber = &number.String
@@ -120,10 +116,10 @@ func fetch(ctx context.Context, tx *sqlx.Tx, emit func(Item) error) (int, error)
 			ts := created.Time.UTC().Format(datetimeLayout)
 			it.AccountCreatedAt = &ts
 		}
-		n++
-		if err := emit(it); err != nil {
-			return n, err
-		}
+		items = append(items, it)
 	}
-	return n, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	return items, nil
 }

@@ -21,31 +21,31 @@ const CodeParseError = "parse_error"
 // checked for syntax (Bind then reports too_many_items); a value the binding
 // does not read (an unknown field, an array where a string belongs, a body
 // that is not an object) keeps only its kind; and the tree keeps at most
-// MaxValues values.
+// the schema's value budget (MaxValues unless WithMaxValues lowered it).
 //
 // It returns the root object, or a *problem.Error: of kind Invalid with code
 // parse_error for malformed JSON (the detail names the byte offset of the
 // problem) or valid JSON that is not an object (the detail names what the
 // body is); of kind TooLarge with code request_too_large for a body with
-// more than MaxValues values.
+// more values than the budget.
 func (o *Object[T]) ParseBody(body []byte) (*Value, *problem.Error) {
-	return parseBody(body, &Spec{Type: TypeObject, Object: o.spec})
+	return parseBody(body, &Spec{Type: TypeObject, Object: o.spec}, o.MaxValues())
 }
 
 // ParseBody parses a request body without a schema (the GraphQL request) as
 // Object.ParseBody does: any JSON object, with DefaultMaxItems elements per
 // array.
 func ParseBody(body []byte) (*Value, *problem.Error) {
-	return parseBody(body, freeForm)
+	return parseBody(body, freeForm, MaxValues)
 }
 
-func parseBody(body []byte, root *Spec) (*Value, *problem.Error) {
-	p := parser{s: string(body), limited: true}
+func parseBody(body []byte, root *Spec, maxValues int) (*Value, *problem.Error) {
+	p := parser{s: string(body), limited: true, maxValues: maxValues}
 	v, err := p.parse(root)
 	switch {
 	case errors.Is(err, errTooManyValues):
 		return nil, problem.New(problem.TooLarge, CodeRequestTooLarge,
-			fmt.Sprintf("The request body has more than %d JSON values; send the items in several requests.", MaxValues))
+			fmt.Sprintf("The request body has more than %d JSON values; send the items in several requests.", maxValues))
 	case err != nil:
 		return nil, problem.New(problem.Invalid, CodeParseError, "JSON parse error: "+err.Error()+".")
 	}

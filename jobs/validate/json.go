@@ -52,9 +52,10 @@ type Value struct {
 	// Raw is the exact input text of the value, for fields kept as JSON.
 	Raw string
 	// Truncated is set by ParseBody on an array with more elements than its
-	// item limit: Items holds the elements up to the limit, and the others
-	// were only checked for syntax, never built. Binders refuse such an array
-	// with too_many_items.
+	// item limit, or an object with more than DefaultMaxMembers members:
+	// Items or Members holds those up to the limit, and the others were only
+	// checked for syntax, never built. Binders refuse such a value with
+	// too_many_items.
 	Truncated bool
 	Items     []Value
 	Members   []Member
@@ -119,6 +120,8 @@ type parser struct {
 	// its item limit of elements, and the tree at most MaxValues values.
 	limited bool
 	values  int // values kept so far
+	// maxValues is the budget of a limited parse.
+	maxValues int
 	// Elements and members of the arrays and objects being parsed, so that
 	// each gets one slice of exactly its length when it is complete instead
 	// of a slice grown by appending (up to twice as large, plus garbage).
@@ -133,7 +136,7 @@ var errTooManyValues = fmt.Errorf("more than %d values", MaxValues)
 // keep counts one more value kept in the tree.
 func (p *parser) keep() error {
 	p.values++
-	if p.limited && p.values > MaxValues {
+	if p.limited && p.values > p.maxValues {
 		return errTooManyValues
 	}
 	return nil
@@ -242,7 +245,9 @@ func (p *parser) enter() error {
 }
 
 // object parses an object that f describes. Unless keep is set it only
-// checks the syntax: v gets its Kind and no members.
+// checks the syntax: v gets its Kind and no members. In a limited parse, the
+// members beyond DefaultMaxMembers are checked the same way and v is marked
+// Truncated.
 func (p *parser) object(v *Value, f *Spec, keep bool) error {
 	if err := p.enter(); err != nil {
 		return err
@@ -259,11 +264,19 @@ func (p *parser) object(v *Value, f *Spec, keep bool) error {
 		return nil
 	}
 	base := len(p.members)
+	limit := -1
+	if keep && p.limited {
+		limit = DefaultMaxMembers
+	}
+	keeping := keep
 	// m and it (in array) are declared outside their loops: Go's escape
 	// analysis moves a variable of a loop body whose address reaches a
 	// recursive call to the heap, one allocation per member.
 	var m Member
-	for {
+	for n := 0; ; n++ {
+		if keeping && n == limit {
+			v.Truncated, keeping = true, false
+		}
 		if p.i >= len(p.s) {
 			return p.eof()
 		}
@@ -285,13 +298,13 @@ func (p *parser) object(v *Value, f *Spec, keep bool) error {
 		p.skipSpace()
 		m = Member{Key: key}
 		child := skipSpec
-		if keep {
+		if keeping {
 			child = f.memberSpec(key)
 		}
 		if err := p.value(&m.Value, child); err != nil {
 			return err
 		}
-		if keep {
+		if keeping {
 			if err := p.keep(); err != nil {
 				return err
 			}

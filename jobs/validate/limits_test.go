@@ -2,7 +2,9 @@ package validate
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +84,120 @@ func TestParseBody_ArraysBeyondTheirLimitAreReportedAtTheirPath(t *testing.T) {
 				if e.Code == CodeTooManyItems && !strings.Contains(e.Detail, "no more than") {
 					t.Errorf("detail %q does not state the limit", e.Detail)
 				}
+			}
+		})
+	}
+}
+
+// members is a JSON object of n members "k0" to "k<n-1>", each holding 1,
+// then the members of tail.
+func members(n int, tail string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		fmt.Fprintf(&b, `"k%d":1,`, i)
+	}
+	b.WriteString(tail)
+	return strings.TrimSuffix(b.String(), ",") + "}"
+}
+
+func TestParseBody_ObjectsBeyondTheMemberLimitAreReportedAtTheirPath(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body string
+		want []pair
+	}{
+		{"free-form object at the limit", `{"name":"c","extra":` + members(DefaultMaxMembers, "") + `}`, []pair{}},
+		{"free-form object one member over", `{"name":"c","extra":` + members(DefaultMaxMembers+1, "") + `}`,
+			[]pair{{"extra", CodeTooManyItems}}},
+		{"nested free-form object over, its members up to the limit still checked",
+			`{"name":"c","extra":{"a":[` + members(DefaultMaxMembers-1, `"k0":2,"z":3`) + `]}}`,
+			[]pair{{"extra.a.0", CodeTooManyItems}, {"extra.a.0.k0", CodeDuplicateKey}}},
+		{"a duplicate among many keys is found", `{"name":"c","extra":` + members(DefaultMaxMembers-1, `"k500":2`) + `}`,
+			[]pair{{"extra.k500", CodeDuplicateKey}}},
+		{"schema object over: no required field is reported missing", members(DefaultMaxMembers+1, ""),
+			[]pair{{"", CodeTooManyItems}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, errs := bindCrate(t, tt.body)
+			got := pairs(errs)
+			// A schema object's unknown members are each a problem of their own.
+			got = slices.DeleteFunc(got, func(p pair) bool { return p.Code == CodeUnknownField })
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+			for _, e := range errs {
+				if e.Code == CodeTooManyItems && !strings.Contains(e.Detail, fmt.Sprintf("no more than %d members", DefaultMaxMembers)) {
+					t.Errorf("detail %q does not state the limit", e.Detail)
+				}
+			}
+		})
+	}
+}
+
+// TestParseBody_HundredThousandKeysAreRefusedFast reproduces the attack on
+// free-form objects: a metadata value of 100,000 keys (1.3 MB) took 16.7 s
+// of CPU, as each key was compared with every key before it, in the body's
+// free-form values and in the members a union of another variant keeps. The
+// body parser now keeps DefaultMaxMembers members of an object and checks
+// them in linear time, and the check of a tree that Parse built in full
+// (no member limit) is linear too. The bound is far above the milliseconds
+// it takes and far below the seconds of the quadratic check.
+func TestParseBody_HundredThousandKeysAreRefusedFast(t *testing.T) {
+	t.Parallel()
+	obj := members(100_000, "")
+	tests := []struct {
+		name  string
+		check func() []pair
+		want  []pair
+	}{
+		{"free-form field", func() []pair {
+			_, _, errs := bindCrate(t, `{"name":"c","extra":`+obj+`}`)
+			return pairs(errs)
+		}, []pair{{"extra", CodeTooManyItems}}},
+		{"union of another variant", func() []pair {
+			root, perr := gadgetSchema.ParseBody([]byte(`{"kind":"TREATED",` + obj[1:]))
+			if perr != nil {
+				t.Fatal(perr)
+			}
+			var w Walker
+			var g gadget
+			gadgetSchema.Bind(&w, root, &g)
+			return pairs(w.Errors)
+		}, []pair{{"", CodeTooManyItems}}},
+		{"CheckFreeForm of a full tree", func() []pair {
+			v, err := Parse([]byte(members(100_000, `"k99999":2`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w Walker
+			CheckFreeForm(&w, v, nil)
+			return pairs(w.Errors)
+		}, []pair{{"k99999", CodeDuplicateKey}}},
+		{"union of another variant, full tree", func() []pair {
+			v, err := Parse([]byte(`{"kind":"TREATED",` + members(100_000, `"k99999":2`)[1:]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w Walker
+			var g gadget
+			gadgetSchema.Bind(&w, v, &g)
+			return pairs(w.Errors)
+		}, []pair{{"k99999", CodeDuplicateKey}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			got := tt.check()
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("took %v", took)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
 	}

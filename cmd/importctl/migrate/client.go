@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +94,10 @@ func (c *client) obtain(ctx context.Context, input map[string]any) error {
 	transient := 0
 	op := func() (struct{}, error) {
 		raw, status, _, err := c.send(ctx, http.MethodPost, "/v1/graphql/", "", body)
+		var usage *errUsage
+		if errors.As(err, &usage) {
+			return struct{}{}, backoff.Permanent(err)
+		}
 		if err != nil || status >= 500 || status == http.StatusTooManyRequests {
 			if transient++; transient > c.maxTransient {
 				if err == nil {
@@ -178,6 +184,12 @@ func (c *client) send(ctx context.Context, method, path, token string, body []by
 		return nil, 0, nil, err
 	}
 	defer res.Body.Close()
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		return nil, res.StatusCode, res.Header, &errUsage{fmt.Sprintf(
+			"the service answered %d, a redirect to %q: importctl follows no redirect, as it would send the API key or token along "+
+				"(a 307 re-sends the token request, key included, to wherever it points); give the final address with --url",
+			res.StatusCode, res.Header.Get("Location"))}
+	}
 	raw, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
 	if err != nil {
 		return nil, 0, nil, err
@@ -217,7 +229,10 @@ func (c *client) do(ctx context.Context, method, path string, body []byte, n *co
 		}
 		forceToken = false
 		raw, status, hdr, err := c.send(ctx, method, path, tok, body)
+		var usage *errUsage
 		switch {
+		case errors.As(err, &usage):
+			return answer{}, backoff.Permanent(err)
 		case err != nil:
 			if transient++; transient > c.maxTransient {
 				return answer{}, backoff.Permanent(&errConnection{err})
@@ -258,4 +273,27 @@ func oneLine(b []byte) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// refuseRedirects is the CheckRedirect of the client's HTTP client: a
+// redirect is returned as the answer (send refuses it) rather than
+// followed. Go's client drops the Authorization header on a redirect to
+// another host, but re-sends the body of a 307 or 308, and the body of the
+// token request holds the API key.
+func refuseRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// InsecureURL reports whether base is a plain http:// URL to a host other
+// than this machine (localhost or a loopback address), across which the
+// API key and the tokens would travel in clear.
+func InsecureURL(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || !ip.IsLoopback()
 }

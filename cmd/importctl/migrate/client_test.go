@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,5 +89,75 @@ func TestClientDo_RetriesWhatTheServiceAsksToBeRetried(t *testing.T) {
 	var conn *errConnection
 	if !errors.As(err, &conn) {
 		t.Errorf("service gone: %v, want an errConnection", err)
+	}
+}
+
+// Behind a 307 to another host the client re-sent its token request, the
+// API key in its body, to that host. It now follows no redirect at all, to
+// another host or its own: the run stops with a usage error that names
+// the redirect, and the other host hears nothing.
+func TestClient_FollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var heard []string
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		heard = append(heard, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		tokenHandler(w)
+	}))
+	defer elsewhere.Close()
+	for _, tc := range []struct{ name, to string }{
+		{"to another host", elsewhere.URL + "/v1/graphql/"},
+		{"to its own host", "/v1/graphql/other/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/graphql/other/" {
+					tokenHandler(w)
+					return
+				}
+				http.Redirect(w, r, tc.to, http.StatusTemporaryRedirect)
+			}))
+			defer srv.Close()
+			cfg := Config{BaseURL: srv.URL, APIKey: "bik_secret", Team: "x", Cohort: "-", ReportDir: "-", Retries: 3,
+				InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+			if err := cfg.check(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := newClient(cfg).accessToken(context.Background(), false)
+			var usage *errUsage
+			if !errors.As(err, &usage) || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), tc.to) {
+				t.Errorf("token request behind a redirect: %v, want a usage error naming the 307 and %s", err, tc.to)
+			}
+			if cfg.HTTPClient.CheckRedirect != nil {
+				t.Error("the caller's HTTP client was changed")
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 0 {
+		t.Errorf("the other host received %v", heard)
+	}
+}
+
+func TestInsecureURL_PlainHTTPToAnotherMachine(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]bool{
+		"http://import.example":        true,
+		"http://10.0.0.5:8080":         true,
+		"HTTP://import.example/":       true,
+		"http://127.0.0.1:8080":        false,
+		"http://127.8.9.10":            false,
+		"http://[::1]:8080":            false,
+		"http://localhost:8080":        false,
+		"http://api.localhost":         false,
+		"https://import.example":       false,
+		"http://localhost.example.com": true,
+	} {
+		if got := InsecureURL(url); got != want {
+			t.Errorf("InsecureURL(%q) = %v, want %v", url, got, want)
+		}
 	}
 }

@@ -132,7 +132,9 @@ func (cfg *Config) check() error {
 }
 
 func newClient(cfg Config) *client {
-	return &client{base: strings.TrimRight(cfg.BaseURL, "/"), apiKey: cfg.APIKey, hc: cfg.HTTPClient,
+	hc := *cfg.HTTPClient // a copy: the caller's client keeps its own redirect policy
+	hc.CheckRedirect = refuseRedirects
+	return &client{base: strings.TrimRight(cfg.BaseURL, "/"), apiKey: cfg.APIKey, hc: &hc,
 		timeout: cfg.RequestTimeout, maxTransient: cfg.Retries, newBackOff: func() backoff.BackOff {
 			b := backoff.NewExponentialBackOff()
 			b.InitialInterval, b.MaxInterval, b.RandomizationFactor = cfg.InitialBackoff, cfg.MaxBackoff, 0.5

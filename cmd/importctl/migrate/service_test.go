@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-const testSecret = "test-secret-test-secret-test-secret-0123"
+const testSecret = "f07fb65b08cc30ae81427df622b4e9ca91e1f6b70f5b97c5305f967c2a6649d7" // random: importd refuses secrets that are easy to guess
 
 // service is a running `importd serve` with the catalogue that generated
 // cohorts name, a payment vendor simulator and an API key.
