@@ -53,7 +53,7 @@ func TestDashboard_RendersOfflineWithoutRequestsToOtherHosts(t *testing.T) {
 	t.Parallel()
 	hole := blackHole(t)
 	ctx, problems := browser(t, chromedp.Flag("host-resolver-rules", "MAP * "+hole+", EXCLUDE 127.0.0.1"))
-	s := startService(t, "dashboard", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": "dashboard-pass-0123"})
+	s := startService(t, "dashboard", map[string]string{"MONITORING_USER": "ops", "MONITORING_PASSWORD": testPassword})
 	u, err := url.Parse(s.base + "/monitoring/")
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestDashboard_RendersOfflineWithoutRequestsToOtherHosts(t *testing.T) {
 	tctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
 	err = chromedp.Run(tctx,
-		basicAuth("ops", "dashboard-pass-0123"),
+		basicAuth("ops", testPassword),
 		chromedp.Navigate(u.String()),
 		chromedp.Poll(`document.getElementById("root") && document.getElementById("root").innerText.includes("Queues")`, nil,
 			chromedp.WithPollingTimeout(40*time.Second)),
