@@ -94,6 +94,11 @@ type soakSample struct {
 	// RSS is each process's resident set in bytes, by name: api,
 	// worker-1, worker-2, vendor-sim, runner, redis.
 	RSS map[string]int64
+	// CPU is the CPU time in seconds used so far by importd (the API and
+	// the workers), postgres (the run's cluster), redis and the runner;
+	// CPUPerAccount is its difference over the slice per account created,
+	// in milliseconds.
+	CPU, CPUPerAccount map[string]float64
 	// Redis INFO memory's used_memory and DBSIZE.
 	RedisUsed, RedisKeys int64
 	DBSize               int64
@@ -101,6 +106,7 @@ type soakSample struct {
 	Autovacuums          int64 // runs so far, every table
 	DeadTuples           int64 // every table
 	DeadTop              string
+	IndexBytes           int64 // every index of the schema
 	Relations            []relSize
 	SummaryTime          time.Duration
 	E13Time              time.Duration
@@ -174,7 +180,7 @@ func runSoak(t *testing.T, cfg soakConfig) []soakSample {
 	}
 	// A report directory used before holds a journal that would make the
 	// runner skip everything: the run starts from nothing.
-	for _, f := range []string{migrate.JournalFile, migrate.FailuresCSV, migrate.FailuresNDJSON, "soak.csv", "soak-relations.csv"} {
+	for _, f := range []string{migrate.JournalFile, migrate.FailuresCSV, migrate.FailuresNDJSON, "soak.csv", "soak-relations.csv", "soak.html"} {
 		os.Remove(filepath.Join(dir, f))
 	}
 	ctl := importctlBinary(t)
@@ -240,13 +246,14 @@ func runSoak(t *testing.T, cfg soakConfig) []soakSample {
 	table := soakTable(before, samples)
 	t.Log("\n" + table)
 	writeSoakCSV(t, dir, samples)
+	writeSoakChart(t, dir, samples)
 	targets := soakTargets(before, samples)
 	t.Log("\n" + targets.String())
 	t.Log("\n" + r.redisKeyPrefixes(ctx))
 	t.Log("\n" + logSummary(r.logDir))
 	if cfg.AssertTargets {
 		for _, tg := range targets {
-			if !tg.Met {
+			if !tg.Met && !tg.Unjudged {
 				t.Errorf("target missed: %s: %s", tg.Name, tg.Figure)
 			}
 		}
@@ -280,7 +287,7 @@ func (r *soakRun) accounts(ctx context.Context) int {
 // taken before the run, which measures no slice).
 func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSample {
 	t := r.t
-	s := soakSample{Slice: k, at: time.Now(), RSS: map[string]int64{}}
+	s := soakSample{Slice: k, at: time.Now(), RSS: map[string]int64{}, CPU: map[string]float64{}, CPUPerAccount: map[string]float64{}}
 	s.Accounts = r.accounts(ctx)
 	s.e5 = r.e5Histogram()
 	procs := map[string]*osProc{"api": r.api, "vendor-sim": r.vendor, "runner": r.runner, "redis": r.redis.proc}
@@ -292,6 +299,14 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 			s.RSS[name] = rss(p.cmd.Process.Pid)
 		}
 	}
+	for _, p := range append([]*osProc{r.api}, r.workers...) {
+		s.CPU["importd"] += procCPUSeconds(p)
+	}
+	s.CPU["redis"] = procCPUSeconds(r.redis.proc)
+	if r.runner != nil {
+		s.CPU["runner"] = procCPUSeconds(r.runner)
+	}
+	s.CPU["postgres"] = r.postgresCPU()
 	info, err := r.rc.Info(ctx, "memory").Result()
 	if err != nil {
 		t.Fatalf("redis INFO memory: %v", err)
@@ -309,6 +324,7 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 	get(&s.walLSN, `SELECT pg_current_wal_lsn()::text`)
 	get(&s.Autovacuums, `SELECT coalesce(sum(autovacuum_count), 0)::bigint FROM pg_stat_user_tables`)
 	get(&s.DeadTuples, `SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables`)
+	get(&s.IndexBytes, `SELECT coalesce(sum(pg_relation_size(oid)), 0)::bigint FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'i'`)
 	get(&s.DeadTop, `SELECT coalesce(string_agg(relname || '=' || n_dead_tup, ' ' ORDER BY n_dead_tup DESC), '')
 		FROM (SELECT relname, n_dead_tup FROM pg_stat_user_tables WHERE n_dead_tup > 0 ORDER BY n_dead_tup DESC LIMIT 3) d`)
 	// Tables with their TOAST and indexes, and indexes alone: the largest
@@ -331,6 +347,11 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 		delta := histogramDelta(s.e5, prev.e5)
 		s.E5Count = int(delta.GetSampleCount())
 		s.E5P50, s.E5P99 = histogramQuantile(delta, 0.5), histogramQuantile(delta, 0.99)
+		if n := s.Accounts - prev.Accounts; n > 0 {
+			for name, c := range s.CPU {
+				s.CPUPerAccount[name] = (c - prev.CPU[name]) * 1000 / float64(n)
+			}
+		}
 	}
 	return s
 }
@@ -391,6 +412,77 @@ func histogramQuantile(h *dto.Histogram, q float64) float64 {
 		lower, below = b.GetUpperBound(), c
 	}
 	return lower
+}
+
+// userHZ is the unit of the CPU times in /proc: USER_HZ, which Linux fixes
+// at 100 for every interface it exports to user space.
+const userHZ = 100
+
+// statCPU is the user and system time in seconds of process pid, with its
+// waited-for children's when children is set, and its parent's pid, from
+// /proc/pid/stat; ok is false once it has exited.
+func statCPU(pid int, children bool) (cpu float64, ppid int, ok bool) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name, in parentheses, may hold spaces: fields count from
+	// after its closing parenthesis (field 3, state, comes first).
+	st := string(raw)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	field := func(n int) float64 { // n as numbered in proc(5)
+		v, _ := strconv.ParseFloat(f[n-3], 64)
+		return v / userHZ
+	}
+	cpu = field(14) + field(15) // utime, stime
+	if children {
+		cpu += field(16) + field(17) // cutime, cstime
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return cpu, ppid, true
+}
+
+// procCPUSeconds is the CPU time of one of the run's processes: from /proc
+// while it runs, from its wait status once it has ended.
+func procCPUSeconds(p *osProc) float64 {
+	select {
+	case <-p.done:
+		return (p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()).Seconds()
+	default:
+	}
+	cpu, _, _ := statCPU(p.cmd.Process.Pid, false)
+	return cpu
+}
+
+// postgresCPU is the CPU time of the run's own PostgreSQL cluster: its
+// postmaster's with the children it has waited for (the backends that
+// exited), and each live child's. 0 on a shared server, whose processes
+// serve others too.
+func (r *soakRun) postgresCPU() float64 {
+	if r.pg == nil {
+		return 0
+	}
+	raw, err := os.ReadFile(filepath.Join(r.pg.data, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	postmaster, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0
+	}
+	total, _, _ := statCPU(postmaster, true)
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if cpu, ppid, ok := statCPU(pid, false); ok && ppid == postmaster {
+			total += cpu
+		}
+	}
+	return total
 }
 
 // rss is process pid's resident set (VmRSS) in bytes; 0 once it has exited.
@@ -584,6 +676,11 @@ var soakColumns = []struct {
 	{"wal_mb", func(s soakSample) string { return fmt.Sprintf("%.0f", mb(s.WAL)) }},
 	{"autovacuums", func(s soakSample) string { return strconv.FormatInt(s.Autovacuums, 10) }},
 	{"dead_tuples", func(s soakSample) string { return strconv.FormatInt(s.DeadTuples, 10) }},
+	{"index_mb", func(s soakSample) string { return fmt.Sprintf("%.0f", mb(s.IndexBytes)) }},
+	{"cpu_importd_ms_per_acc", func(s soakSample) string { return fmt.Sprintf("%.1f", s.CPUPerAccount["importd"]) }},
+	{"cpu_postgres_ms_per_acc", func(s soakSample) string { return fmt.Sprintf("%.1f", s.CPUPerAccount["postgres"]) }},
+	{"cpu_redis_ms_per_acc", func(s soakSample) string { return fmt.Sprintf("%.2f", s.CPUPerAccount["redis"]) }},
+	{"cpu_runner_ms_per_acc", func(s soakSample) string { return fmt.Sprintf("%.1f", s.CPUPerAccount["runner"]) }},
 	{"summary_ms", func(s soakSample) string { return fmt.Sprintf("%.0f", s.SummaryTime.Seconds()*1000) }},
 	{"e13_ms", func(s soakSample) string { return fmt.Sprintf("%.0f", s.E13Time.Seconds()*1000) }},
 	{"e13_rows_per_s", func(s soakSample) string { return fmt.Sprintf("%.0f", e13Rate(s)) }},
@@ -692,11 +789,99 @@ func writeSoakCSV(t *testing.T, dir string, samples []soakSample) {
 	write("soak-relations.csv", rels)
 }
 
+// soakChartPage is soak.html: the samples drawn with the progress page's
+// uPlot and colours (api/migrationui), one chart per kind of figure, the
+// accounts created on the x axis. The page is one file, the library
+// inlined, so that it opens from the report directory.
+const soakChartPage = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Soak: %d accounts</title>
+<style>%s
+body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
+h1 { font-size: 1.3rem; } h2 { font-size: 1rem; margin: 1.2rem 0 0.3rem; }</style>
+<script>%s</script></head>
+<body><h1>Soak: %d accounts, sampled every tenth</h1><div id="charts"></div>
+<script>
+var d = %s;
+var colours = ["#1b7f3b", "#c0392b", "#2c5aa0", "#b8860b", "#7b3fa0", "#555555"];
+function chart(title, unit, names) {
+  var h = document.createElement("h2"); h.textContent = title;
+  var el = document.createElement("div");
+  document.getElementById("charts").append(h, el);
+  var series = [{ label: "Accounts" }];
+  names.forEach(function (n, i) { series.push({ label: n, stroke: colours[i %% colours.length], width: 2 }); });
+  new uPlot({ width: Math.min(window.innerWidth - 40, 900), height: 220, series: series,
+    axes: [{ label: "Accounts created" }, { label: unit }],
+    scales: { x: { time: false }, y: { range: function (u, min, max) { return [0, Math.max(max, 1)]; } } } },
+    [d.accounts].concat(names.map(function (n) { return d[n]; })), el);
+}
+chart("Throughput per slice", "accounts/s", ["accounts/s"]);
+chart("E5 latency per slice", "ms", ["E5 p50", "E5 p99"]);
+chart("Resident memory", "MB", ["api", "worker-1", "worker-2", "runner", "redis"]);
+chart("Redis used_memory", "MB", ["redis used_memory"]);
+chart("Database", "MB", ["database size", "WAL in the slice"]);
+chart("Progress summary and full E13 list", "ms", ["summary.json", "E13"]);
+chart("CPU per account created", "ms", ["CPU importd", "CPU postgres", "CPU redis", "CPU runner"]);
+</script></body></html>
+`
+
+// writeSoakChart writes soak.html (soakChartPage).
+func writeSoakChart(t *testing.T, dir string, samples []soakSample) {
+	t.Helper()
+	static := "../../api/migrationui/static/"
+	lib, err := os.ReadFile(static + "uPlot.iife.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	css, err := os.ReadFile(static + "uPlot.min.css")
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string][]any{}
+	add := func(name string, v any) { series[name] = append(series[name], v) }
+	nullable := func(v float64) any {
+		if math.IsNaN(v) || v == 0 {
+			return nil
+		}
+		return v
+	}
+	for _, s := range samples {
+		add("accounts", s.Accounts)
+		add("accounts/s", s.Rate)
+		add("E5 p50", nullable(s.E5P50*1000))
+		add("E5 p99", nullable(s.E5P99*1000))
+		for _, p := range []string{"api", "worker-1", "worker-2", "runner", "redis"} {
+			add(p, nullable(mb(s.RSS[p])))
+		}
+		add("redis used_memory", mb(s.RedisUsed))
+		add("database size", mb(s.DBSize))
+		add("WAL in the slice", mb(s.WAL))
+		add("summary.json", s.SummaryTime.Seconds()*1000)
+		add("E13", s.E13Time.Seconds()*1000)
+		for _, p := range []string{"importd", "postgres", "redis", "runner"} {
+			add("CPU "+p, s.CPUPerAccount[p])
+		}
+	}
+	data, err := json.Marshal(series)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := samples[len(samples)-1].Accounts
+	// The library's text goes into a <script> element as it is: it holds
+	// no "</script".
+	page := fmt.Sprintf(soakChartPage, accounts, css, lib, accounts, data)
+	if err := os.WriteFile(filepath.Join(dir, "soak.html"), []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // soakTarget is one of the soak's targets, with its figure.
 type soakTarget struct {
 	Name   string
 	Figure string
 	Met    bool
+	// Unjudged is a target the run was too short to judge: printed, never
+	// asserted.
+	Unjudged bool
 }
 
 type soakTargetList []soakTarget
@@ -706,7 +891,10 @@ func (ts soakTargetList) String() string {
 	b.WriteString("targets:\n")
 	for _, tg := range ts {
 		mark := "met"
-		if !tg.Met {
+		switch {
+		case tg.Unjudged:
+			mark = "n/a"
+		case !tg.Met:
 			mark = "MISSED"
 		}
 		fmt.Fprintf(&b, "  %-6s %-52s %s\n", mark, tg.Name, tg.Figure)
@@ -741,28 +929,30 @@ func soakTargets(before soakSample, samples []soakSample) soakTargetList {
 	}
 	var ts soakTargetList
 	tr := ratio(last.Rate, first.Rate)
-	ts = append(ts, soakTarget{"last slice's accounts/s >= 0.9 x the first's",
-		fmt.Sprintf("%.1f / %.1f = %.2f", last.Rate, first.Rate, tr), tr >= 0.9})
+	ts = append(ts, soakTarget{Name: "last slice's accounts/s >= 0.9 x the first's",
+		Figure: fmt.Sprintf("%.1f / %.1f = %.2f", last.Rate, first.Rate, tr), Met: tr >= 0.9})
 	for _, name := range []string{"api", "worker-1", "worker-2"} {
 		rr := ratio(float64(last.RSS[name]), float64(first.RSS[name]))
-		ts = append(ts, soakTarget{fmt.Sprintf("%s RSS at the end <= 1.2 x after the first slice", name),
-			fmt.Sprintf("%.0f MB / %.0f MB = %.2f", mb(last.RSS[name]), mb(first.RSS[name]), rr), rr <= 1.2})
+		ts = append(ts, soakTarget{Name: fmt.Sprintf("%s RSS at the end <= 1.2 x after the first slice", name),
+			Figure: fmt.Sprintf("%.0f MB / %.0f MB = %.2f", mb(last.RSS[name]), mb(first.RSS[name]), rr), Met: rr <= 1.2})
 	}
-	steady := first
-	note := fmt.Sprintf(" (the run was shorter than %s: not yet steady, compared with slice 1)", redisSteady)
+	// A run shorter than redisSteady cannot tell a bound from growth: its
+	// ratio to slice 1 is printed, not judged.
+	steady, unjudged, note := first, true, fmt.Sprintf(" (not judged: no sample %s after the start, when Redis can be steady)", redisSteady)
 	if i := slices.IndexFunc(samples, func(s soakSample) bool { return s.Elapsed >= redisSteady }); i >= 0 {
-		steady, note = samples[i], ""
+		steady, unjudged, note = samples[i], false, ""
 	}
 	rm := ratio(float64(last.RedisUsed), float64(steady.RedisUsed))
-	ts = append(ts, soakTarget{fmt.Sprintf("Redis used_memory at the end <= 1.2 x at slice %d", steady.Slice),
-		fmt.Sprintf("%.1f MB / %.1f MB = %.2f, keys %d / %d%s", mb(last.RedisUsed), mb(steady.RedisUsed), rm, last.RedisKeys, steady.RedisKeys, note), rm <= 1.2})
-	ts = append(ts, soakTarget{"progress summary at the end < 300 ms",
-		fmt.Sprintf("%.0f ms", last.SummaryTime.Seconds()*1000), last.SummaryTime < 300*time.Millisecond})
-	ts = append(ts, soakTarget{"E13 full list at the end >= 20,000 rows/s",
-		fmt.Sprintf("%d rows in %.0f ms = %.0f rows/s", last.E13Rows, last.E13Time.Seconds()*1000, e13Rate(last)), e13Rate(last) >= 20000})
+	ts = append(ts, soakTarget{Name: fmt.Sprintf("Redis used_memory at the end <= 1.2 x at slice %d", steady.Slice),
+		Figure: fmt.Sprintf("%.1f MB / %.1f MB = %.2f, keys %d / %d%s", mb(last.RedisUsed), mb(steady.RedisUsed), rm, last.RedisKeys, steady.RedisKeys, note),
+		Met:    rm <= 1.2, Unjudged: unjudged})
+	ts = append(ts, soakTarget{Name: "progress summary at the end < 300 ms",
+		Figure: fmt.Sprintf("%.0f ms", last.SummaryTime.Seconds()*1000), Met: last.SummaryTime < 300*time.Millisecond})
+	ts = append(ts, soakTarget{Name: "E13 full list at the end >= 20,000 rows/s",
+		Figure: fmt.Sprintf("%d rows in %.0f ms = %.0f rows/s", last.E13Rows, last.E13Time.Seconds()*1000, e13Rate(last)), Met: e13Rate(last) >= 20000})
 	created := last.Accounts - before.Accounts
-	ts = append(ts, soakTarget{"database size per account (a figure, not a target)",
-		fmt.Sprintf("%.0f bytes (%.0f MB for %d accounts)", float64(last.DBSize-before.DBSize)/float64(max(created, 1)), mb(last.DBSize-before.DBSize), created), true})
+	ts = append(ts, soakTarget{Name: "database size per account (a figure, not a target)",
+		Figure: fmt.Sprintf("%.0f bytes (%.0f MB for %d accounts)", float64(last.DBSize-before.DBSize)/float64(max(created, 1)), mb(last.DBSize-before.DBSize), created), Met: true})
 	return ts
 }
 
