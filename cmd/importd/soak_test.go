@@ -249,7 +249,8 @@ func runSoak(t *testing.T, cfg soakConfig) []soakSample {
 	writeSoakChart(t, dir, samples)
 	targets := soakTargets(before, samples)
 	t.Log("\n" + targets.String())
-	t.Log("\n" + r.redisKeyPrefixes(ctx))
+	keys, unexpiring := r.redisKeyPrefixes(ctx)
+	t.Log("\n" + keys)
 	t.Log("\n" + logSummary(r.logDir))
 	if cfg.AssertTargets {
 		for _, tg := range targets {
@@ -259,6 +260,14 @@ func runSoak(t *testing.T, cfg soakConfig) []soakSample {
 		}
 	}
 	r.finalChecks(t, ctx, cohortPath, invalid, samples[len(samples)-1])
+	// The service's own keys: one that is written per account or per
+	// task and never expires grows with the accounts done, which a run of
+	// any size shows (Asynq's keys are its janitor's to bound).
+	for prefix, n := range unexpiring {
+		if n > soakMaxUnexpiring {
+			t.Errorf("redis: %d keys %s without an expiry: they grow with the accounts done", n, prefix)
+		}
+	}
 	return samples
 }
 
@@ -580,7 +589,10 @@ func (r *soakRun) token() string {
 // count is: a key with an expiry is bounded by the run's rate, one without
 // by nothing but whoever deletes it (Asynq's janitor deletes its finished
 // tasks' hashes after their retention).
-func (r *soakRun) redisKeyPrefixes(ctx context.Context) string {
+//
+// It also returns, for each prefix outside Asynq's namespace, how many of
+// its keys have no expiry.
+func (r *soakRun) redisKeyPrefixes(ctx context.Context) (string, map[string]int) {
 	type count struct{ keys, noExpiry int }
 	counts := map[string]*count{}
 	var batch []string
@@ -612,15 +624,21 @@ func (r *soakRun) redisKeyPrefixes(ctx context.Context) string {
 	for iter.Next(ctx) {
 		if batch = append(batch, iter.Val()); len(batch) == 1000 {
 			if err := flush(); err != nil {
-				return "redis keys: " + err.Error()
+				r.t.Fatalf("redis keys: %v", err)
 			}
 		}
 	}
 	if err := iter.Err(); err != nil {
-		return "redis keys: " + err.Error()
+		r.t.Fatalf("redis keys: %v", err)
 	}
 	if err := flush(); err != nil {
-		return "redis keys: " + err.Error()
+		r.t.Fatalf("redis keys: %v", err)
+	}
+	unexpiring := map[string]int{}
+	for k, c := range counts {
+		if !strings.HasPrefix(k, "asynq:") && c.noExpiry > 0 {
+			unexpiring[k] = c.noExpiry
+		}
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
@@ -639,8 +657,13 @@ func (r *soakRun) redisKeyPrefixes(ctx context.Context) string {
 		}
 		fmt.Fprintf(&b, "  %-50s %8d %10d\n", k, counts[k].keys, counts[k].noExpiry)
 	}
-	return b.String()
+	return b.String(), unexpiring
 }
+
+// soakMaxUnexpiring is how many keys of one prefix outside Asynq's may
+// live without an expiry: a handful of singletons (the E5 limiter's set,
+// say), far fewer than the accounts of the smallest soak.
+const soakMaxUnexpiring = 20
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
