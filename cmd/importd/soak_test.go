@@ -107,15 +107,23 @@ type soakSample struct {
 	DeadTuples           int64 // every table
 	DeadTop              string
 	IndexBytes           int64 // every index of the schema
-	Relations            []relSize
-	SummaryTime          time.Duration
-	E13Time              time.Duration
-	E13Rows              int
+	// Connections: PostgreSQL's backends on the run's database and the
+	// sessions it opened over the slice (pg_stat_database), Redis's
+	// clients and the connections it accepted over the slice (INFO).
+	PGBackends, PGNewSessions, RedisClients, RedisNewConns int64
+	// APIGoroutines is the API's go_goroutines.
+	APIGoroutines int
+	Relations     []relSize
+	SummaryTime   time.Duration
+	E13Time       time.Duration
+	E13Rows       int
 
 	// For the next sample's differences.
-	at     time.Time
-	walLSN string
-	e5     *dto.Histogram
+	at         time.Time
+	walLSN     string
+	e5         *dto.Histogram
+	pgSessions int64 // opened so far
+	redisConns int64 // accepted so far
 }
 
 // soakRun is a run in progress: the chaos harness's processes, the vendor
@@ -298,7 +306,7 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 	t := r.t
 	s := soakSample{Slice: k, at: time.Now(), RSS: map[string]int64{}, CPU: map[string]float64{}, CPUPerAccount: map[string]float64{}}
 	s.Accounts = r.accounts(ctx)
-	s.e5 = r.e5Histogram()
+	s.e5, s.APIGoroutines = r.apiMetrics()
 	procs := map[string]*osProc{"api": r.api, "vendor-sim": r.vendor, "runner": r.runner, "redis": r.redis.proc}
 	for i, w := range r.workers {
 		procs[fmt.Sprintf("worker-%d", i+1)] = w
@@ -316,11 +324,13 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 		s.CPU["runner"] = procCPUSeconds(r.runner)
 	}
 	s.CPU["postgres"] = r.postgresCPU()
-	info, err := r.rc.Info(ctx, "memory").Result()
+	info, err := r.rc.Info(ctx).Result() // the default sections: memory, clients, stats among them
 	if err != nil {
-		t.Fatalf("redis INFO memory: %v", err)
+		t.Fatalf("redis INFO: %v", err)
 	}
 	s.RedisUsed = infoField(info, "used_memory")
+	s.RedisClients = infoField(info, "connected_clients")
+	s.redisConns = infoField(info, "total_connections_received")
 	if s.RedisKeys, err = r.rc.DBSize(ctx).Result(); err != nil {
 		t.Fatalf("redis DBSIZE: %v", err)
 	}
@@ -330,6 +340,8 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 		}
 	}
 	get(&s.DBSize, `SELECT pg_database_size(current_database())`)
+	get(&s.PGBackends, `SELECT numbackends::bigint FROM pg_stat_database WHERE datname = current_database()`)
+	get(&s.pgSessions, `SELECT sessions FROM pg_stat_database WHERE datname = current_database()`)
 	get(&s.walLSN, `SELECT pg_current_wal_lsn()::text`)
 	get(&s.Autovacuums, `SELECT coalesce(sum(autovacuum_count), 0)::bigint FROM pg_stat_user_tables`)
 	get(&s.DeadTuples, `SELECT coalesce(sum(n_dead_tup), 0)::bigint FROM pg_stat_user_tables`)
@@ -353,6 +365,7 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 			s.Rate = float64(s.Accounts-prev.Accounts) / d
 		}
 		get(&s.WAL, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint`, s.walLSN, prev.walLSN)
+		s.PGNewSessions, s.RedisNewConns = s.pgSessions-prev.pgSessions, s.redisConns-prev.redisConns
 		delta := histogramDelta(s.e5, prev.e5)
 		s.E5Count = int(delta.GetSampleCount())
 		s.E5P50, s.E5P99 = histogramQuantile(delta, 0.5), histogramQuantile(delta, 0.99)
@@ -365,8 +378,9 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 	return s
 }
 
-// e5Histogram scrapes the API's /metrics for E5's latency histogram.
-func (r *soakRun) e5Histogram() *dto.Histogram {
+// apiMetrics scrapes the API's /metrics for E5's latency histogram and
+// the API's goroutines.
+func (r *soakRun) apiMetrics() (*dto.Histogram, int) {
 	res, err := r.http.Get(r.apiURL + "/metrics")
 	if err != nil {
 		r.t.Fatalf("GET /metrics: %v", err)
@@ -377,11 +391,13 @@ func (r *soakRun) e5Histogram() *dto.Histogram {
 	if err != nil {
 		r.t.Fatalf("parse /metrics: %v", err)
 	}
-	m, ok := scrape{families: fams}.metric("importd_http_request_duration_seconds", map[string]string{"method": "POST", "route": processPath})
+	sc := scrape{families: fams}
+	goroutines := int(sc.value("go_goroutines", nil))
+	m, ok := sc.metric("importd_http_request_duration_seconds", map[string]string{"method": "POST", "route": processPath})
 	if !ok || m.Histogram == nil {
-		return &dto.Histogram{} // no E5 request yet
+		return &dto.Histogram{}, goroutines // no E5 request yet
 	}
-	return m.Histogram
+	return m.Histogram, goroutines
 }
 
 // histogramDelta is the histogram of the observations between prev and cur.
@@ -700,6 +716,11 @@ var soakColumns = []struct {
 	{"autovacuums", func(s soakSample) string { return strconv.FormatInt(s.Autovacuums, 10) }},
 	{"dead_tuples", func(s soakSample) string { return strconv.FormatInt(s.DeadTuples, 10) }},
 	{"index_mb", func(s soakSample) string { return fmt.Sprintf("%.0f", mb(s.IndexBytes)) }},
+	{"pg_backends", func(s soakSample) string { return strconv.FormatInt(s.PGBackends, 10) }},
+	{"pg_new_sessions", func(s soakSample) string { return strconv.FormatInt(s.PGNewSessions, 10) }},
+	{"redis_clients", func(s soakSample) string { return strconv.FormatInt(s.RedisClients, 10) }},
+	{"redis_new_conns", func(s soakSample) string { return strconv.FormatInt(s.RedisNewConns, 10) }},
+	{"api_goroutines", func(s soakSample) string { return strconv.Itoa(s.APIGoroutines) }},
 	{"cpu_importd_ms_per_acc", func(s soakSample) string { return fmt.Sprintf("%.1f", s.CPUPerAccount["importd"]) }},
 	{"cpu_postgres_ms_per_acc", func(s soakSample) string { return fmt.Sprintf("%.1f", s.CPUPerAccount["postgres"]) }},
 	{"cpu_redis_ms_per_acc", func(s soakSample) string { return fmt.Sprintf("%.2f", s.CPUPerAccount["redis"]) }},
@@ -844,6 +865,7 @@ chart("Redis used_memory", "MB", ["redis used_memory"]);
 chart("Database", "MB", ["database size", "WAL in the slice"]);
 chart("Progress summary and full E13 list", "ms", ["summary.json", "E13"]);
 chart("CPU per account created", "ms", ["CPU importd", "CPU postgres", "CPU redis", "CPU runner"]);
+chart("Connections and goroutines", "count", ["PostgreSQL backends", "PostgreSQL sessions opened in the slice", "Redis clients", "Redis connections accepted in the slice", "API goroutines"]);
 </script></body></html>
 `
 
@@ -883,6 +905,11 @@ func writeSoakChart(t *testing.T, dir string, samples []soakSample) {
 		for _, p := range []string{"importd", "postgres", "redis", "runner"} {
 			add("CPU "+p, s.CPUPerAccount[p])
 		}
+		add("PostgreSQL backends", s.PGBackends)
+		add("PostgreSQL sessions opened in the slice", s.PGNewSessions)
+		add("Redis clients", s.RedisClients)
+		add("Redis connections accepted in the slice", s.RedisNewConns)
+		add("API goroutines", s.APIGoroutines)
 	}
 	data, err := json.Marshal(series)
 	if err != nil {
