@@ -223,6 +223,9 @@ func runSoak(t *testing.T, cfg soakConfig) []soakSample {
 	r.runner = startProc(t, r.logDir, "runner", ctl, []string{"run", cohortPath, "--url", r.apiURL, "--team", "Ops",
 		"--report", dir, "--concurrency", strconv.Itoa(cfg.Concurrency), "--progress-every", "30s"},
 		map[string]string{"IMPORTCTL_API_KEY": r.key})
+	// A run that fails before the runner ends does not leave it retrying
+	// against a service that is gone.
+	t.Cleanup(func() { r.runner.signal(syscall.SIGKILL); r.runner.wait(10 * time.Second) })
 	deadline := time.Now().Add(cfg.Deadline)
 	var samples []soakSample
 	prev := before
