@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long chaos check-ports stack-up stack-down env build install lint bench bench-migrate fuzz
+.PHONY: help run test test-long chaos soak check-ports stack-up stack-down env build install lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -109,6 +109,18 @@ chaos: ## Faults at volume: 5,000 accounts while workers, the API, Redis and Pos
 	# separate processes; test-env only installs the servers when missing.
 	$(test-env)
 	$(GO) test -tags chaos -run '^TestChaos_Full$$' -count 1 -v -timeout 60m ./cmd/importd
+
+SOAK_ACCOUNTS ?= 200000
+SOAK_REPORT ?= $(LOCAL)/soak
+soak: ## A long run at size: SOAK_ACCOUNTS (default 200,000) through importctl run, one API and two workers, sampled every 10% into SOAK_REPORT/soak.csv (docs/performance.md, "Soak")
+	# The test starts a PostgreSQL, a Redis, the vendor simulator and the
+	# importd processes of its own, and runs the built importctl; test-env
+	# only installs the servers when missing. SOAK_CONCURRENCY (default 16)
+	# is the runner's --concurrency; SOAK_HOURS (default 12) bounds the run.
+	$(test-env)
+	export SOAK_ACCOUNTS="$(SOAK_ACCOUNTS)" SOAK_REPORT="$(abspath $(SOAK_REPORT))"
+	mkdir -p "$$SOAK_REPORT"
+	$(GO) test -tags soak -run '^TestSoak_Full$$' -count 1 -v -timeout 24h ./cmd/importd 2>&1 | tee "$$SOAK_REPORT/soak.log"
 
 # The local defaults below keep their secrets in .local/, readable by the
 # owner alone, so that restarts keep tokens and dashboard logins valid.

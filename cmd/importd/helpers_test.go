@@ -2,6 +2,8 @@ package main
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -27,4 +29,16 @@ func waitTCP(t testing.TB, addr string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s did not open", addr)
+}
+
+// TestMain removes the binaries that importdBinary and importctlBinary
+// built for the chaos and soak runs (tens of MB each) once the tests end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, bin := range []string{builtBin, ctlBin} {
+		if bin != "" {
+			os.RemoveAll(filepath.Dir(bin))
+		}
+	}
+	os.Exit(code)
 }
