@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -24,10 +25,9 @@ type Validator struct {
 	// the staged payload again without it: supply types are never removed
 	// from the catalogue, so one known at staging is known at creation.
 	SupplyTypes SupplyTypeCatalog
-	// Now returns the current time; nil means time.Now. No rule of the
-	// payload depends on it today (a note's unpin_at is compared with its
-	// created_at, never with now); it is kept so that a rule that needs
-	// the date can be tested with a fixed clock.
+	// Now returns the current time; nil means time.Now. Only the
+	// statements' rule that no statement ends after today (UTC) reads it
+	// (a note's unpin_at is compared with its created_at, never with now).
 	Now func() time.Time
 }
 
@@ -82,6 +82,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	c.checkSupplyAddresses()
 	c.checkMetadata()
 	note.Check(&c.w, "notes", c.a.Notes)
+	postimport.CheckStatements(&c.w, "statements", c.a.Statements, validate.DateOf(c.now))
 	c.checkBusiness()
 	if len(c.w.Errors) > 0 {
 		return nil, c.w.Errors.Err(CodeFailedValidation, detailFailed)
