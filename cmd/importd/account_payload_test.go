@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -153,5 +154,46 @@ func TestAccount_WithoutBillingAddressBillsTheFirstSupplyAddress(t *testing.T) {
 	want := billing{Street: new("14 Albert Road\nFlat 2\nDidsbury\nManchester"), Postcode: new("M20 2GL"), Country: "GB"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("billing address (-want +got):\n%s", diff)
+	}
+}
+
+// TestAccount_StatementsAreStoredAsE8StoresThem: an account payload that
+// carries statements as the reference's GB account example has them is
+// staged (E4) and created (E5), and the statements are the account's
+// historical statements: stored in E8's table, so that E8 then refuses the
+// same statement_id as one the account already has.
+func TestAccount_StatementsAreStoredAsE8StoresThem(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	body := fixture(t, "ACC-ST")
+	delete(body, "notes") // their document needs a store; not the subject here
+	body["statements"] = []any{
+		map[string]any{"bill_period_from_date": "2019-06-01", "bill_period_to_date": "2019-07-01",
+			"statement_path": "/EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "statement_id": "54321"},
+		map[string]any{"bill_period_from_date": "2019-07-01", "bill_period_to_date": "2019-08-01",
+			"statement_path": "/EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf", "statement_id": "12345"},
+	}
+	s.stage(t, tok, body)
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-ST", false))
+	if r.Status != 201 {
+		t.Fatalf("E5: %d %s", r.Status, r.Raw)
+	}
+	var got []string
+	if err := s.db.Select(&got, `SELECT concat_ws(' ', h.statement_id, h.bill_period_from_date, h.bill_period_to_date, h.statement_path)
+		FROM historical_statements h JOIN accounts a ON a.id = h.account_id
+		WHERE a.service_account_number = $1 ORDER BY h.id`, r.Body["service_account_number"]); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"54321 2019-06-01 2019-07-01 /EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf",
+		"12345 2019-07-01 2019-08-01 /EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored statements (-want +got):\n%s", diff)
+	}
+	r = s.do(t, "POST", pathStatements, tok, map[string]any{"import_supplier": "DEMO", "external_account_number": "ACC-ST",
+		"statements": []any{map[string]any{"statement_id": "54321", "bill_period_from_date": "2019-06-01", "bill_period_to_date": "2019-07-01"}}})
+	if r.Status != 400 || !strings.Contains(string(r.Raw), `"code":"historical_statement_already_exists"`) {
+		t.Errorf("E8 of a statement the account has: %d %s", r.Status, r.Raw)
 	}
 }

@@ -116,3 +116,35 @@ func TestNotes_ReferenceExampleOverE6(t *testing.T) {
 		}
 	}
 }
+
+// E5 looks up the documents of the payload's statements as E8 does: while
+// the supplier requires documents, a missing one refuses the account at its
+// attr, and one in the store is accepted.
+func TestProcess_StatementDocumentsAreLookedUpWhenTheSupplierRequiresThem(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{DocumentRoot: "demo/docs", RequireDocuments: true})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	withStatement := func(ean, path string) map[string]any {
+		acc := fixture(t, ean)
+		acc["statements"] = []any{map[string]any{"statement_id": "1", "bill_period_from_date": "2019-06-01",
+			"bill_period_to_date": "2019-07-01", "statement_path": path}}
+		return acc
+	}
+
+	s.stage(t, tok, withStatement("ACC-MISSING", "statements/never-uploaded.pdf"))
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-MISSING", false))
+	errs, _ := r.Body["errors"].([]any)
+	if r.Status != 400 || len(errs) != 1 {
+		t.Fatalf("E5 with a missing statement document: %d %s", r.Status, r.Raw)
+	}
+	got := errs[0].(map[string]any)
+	if got["code"] != "path_does_not_exist_in_file_store" || got["attr"] != "statements.0.statement_path" {
+		t.Errorf("problem %v", got)
+	}
+
+	s.stage(t, tok, withStatement("ACC-STORED", fixtureDocument))
+	if r := s.do(t, "POST", processPath, tok, processBody("ACC-STORED", false)); r.Status != 201 {
+		t.Errorf("E5 with a stored statement document: %d %s", r.Status, r.Raw)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -23,17 +24,17 @@ import (
 // pointers or slices that stay nil when the caller omitted them, so that the
 // encoding omits them too; an empty array that was sent stays an empty array.
 type Account struct {
-	ImportSupplier        string            `json:"import_supplier"`
-	ExternalAccountNumber string            `json:"external_account_number"`
-	BillingAddress        *BillingAddress   `json:"billing_address,omitzero"`
-	Metadata              []Metadata        `json:"metadata,omitzero"`
-	Customers             []Customer        `json:"customers,omitzero"`
-	SupplyAddresses       []SupplyAddress   `json:"supply_addresses,omitzero"`
-	Ledgers               []json.RawMessage `json:"ledgers,omitzero"`
-	Statements            []json.RawMessage `json:"statements,omitzero"`
-	Notes                 []note.Note       `json:"notes,omitzero"`
-	UnknownOccupier       *bool             `json:"unknown_occupier,omitzero"`
-	Business              *Business         `json:"business,omitzero"`
+	ImportSupplier        string                 `json:"import_supplier"`
+	ExternalAccountNumber string                 `json:"external_account_number"`
+	BillingAddress        *BillingAddress        `json:"billing_address,omitzero"`
+	Metadata              []Metadata             `json:"metadata,omitzero"`
+	Customers             []Customer             `json:"customers,omitzero"`
+	SupplyAddresses       []SupplyAddress        `json:"supply_addresses,omitzero"`
+	Ledgers               []json.RawMessage      `json:"ledgers,omitzero"`
+	Statements            []postimport.Statement `json:"statements,omitzero"`
+	Notes                 []note.Note            `json:"notes,omitzero"`
+	UnknownOccupier       *bool                  `json:"unknown_occupier,omitzero"`
+	Business              *Business              `json:"business,omitzero"`
 
 	// Supplier is the import supplier that ImportSupplier names, as the
 	// catalogue returned it during validation. It is not part of the payload.

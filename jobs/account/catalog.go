@@ -23,6 +23,9 @@ type Supplier struct {
 	// RequireDocuments: the documents that notes name must be in the store
 	// (checked by E5's worker, never by E3 or E4).
 	RequireDocuments bool
+	// TimeZone is the IANA zone in which the supplier's "today" is dated
+	// (a statement may not end after it); "" reads as UTC.
+	TimeZone string
 }
 
 // Catalog answers what validation needs to know from outside the payload.
@@ -88,6 +91,7 @@ type supplierRow struct {
 	DocumentRoot    sql.NullString `db:"document_root"`
 	MigrationEmails sql.NullBool   `db:"migration_emails"`
 	RequireDocs     sql.NullBool   `db:"require_documents"`
+	TimeZone        sql.NullString `db:"time_zone"`
 }
 
 func (r supplierRow) toSupplier() (Supplier, bool) {
@@ -95,7 +99,8 @@ func (r supplierRow) toSupplier() (Supplier, bool) {
 		return Supplier{}, false
 	}
 	return Supplier{ID: r.ID.Int64, Code: r.Code.String, Status: r.Status.String, Country: r.Country.String,
-		DocumentRoot: r.DocumentRoot.String, MigrationEmails: r.MigrationEmails.Bool, RequireDocuments: r.RequireDocs.Bool}, true
+		DocumentRoot: r.DocumentRoot.String, MigrationEmails: r.MigrationEmails.Bool, RequireDocuments: r.RequireDocs.Bool,
+		TimeZone: r.TimeZone.String}, true
 }
 
 func (c *pgCatalog) isVisible(code string) bool { return c.visible == nil || c.visible(code) }
@@ -105,8 +110,8 @@ func (c *pgCatalog) Supplier(ctx context.Context, code string) (Supplier, bool, 
 		return Supplier{}, false, nil
 	}
 	var r supplierRow
-	err := c.db.GetContext(ctx, &r, `SELECT id, code, status, country, document_root, migration_emails, require_documents
-		FROM import_suppliers WHERE code = $1`, code)
+	err := c.db.GetContext(ctx, &r, `SELECT id, code, status, country, document_root, migration_emails, require_documents,
+		time_zone FROM import_suppliers WHERE code = $1`, code)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Supplier{}, false, nil
 	}
@@ -151,7 +156,7 @@ func (c *pgCatalog) ContractExists(ctx context.Context, supplierID int64, identi
 // exist; an invisible supplier is asked for as ”, which no code matches
 // (the table's CHECK allows only [A-Z0-9_]+).
 const lookupSQL = `SELECT s.id, s.code, s.status, s.country, s.document_root, s.migration_emails, s.require_documents,
-	ARRAY(SELECT c FROM unnest($2::text[]) WITH ORDINALITY AS u(c, n)
+	s.time_zone, ARRAY(SELECT c FROM unnest($2::text[]) WITH ORDINALITY AS u(c, n)
 		WHERE NOT EXISTS (SELECT 1 FROM tariffs t WHERE t.code = u.c) ORDER BY n) AS missing,
 	COALESCE($3 <> '' AND EXISTS (SELECT 1 FROM business_contracts b
 		WHERE b.supplier_id = s.id AND b.identifier = $3), false) AS contract
@@ -166,7 +171,7 @@ func (c *pgCatalog) Lookup(ctx context.Context, supplierCode string, tariffCodes
 	var missing pq.StringArray
 	var contract bool
 	err := c.stmts.QueryRowxContext(ctx, lookupSQL, supplierCode, pq.Array(tariffCodes), contractIdentifier).Scan(
-		&r.ID, &r.Code, &r.Status, &r.Country, &r.DocumentRoot, &r.MigrationEmails, &r.RequireDocs, &missing, &contract)
+		&r.ID, &r.Code, &r.Status, &r.Country, &r.DocumentRoot, &r.MigrationEmails, &r.RequireDocs, &r.TimeZone, &missing, &contract)
 	if err != nil {
 		return Lookup{}, fmt.Errorf("catalogue lookup: %w", err)
 	}

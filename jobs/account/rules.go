@@ -2,9 +2,11 @@ package account
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -66,7 +68,7 @@ var semanticRules = append([]rule{
 	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A decimal number written as a string, as the reference's pattern `^-?\\d{0,10}(?:\\.\\d{0,10})?$` has it, with at least one digit: an optional minus sign, at most 10 digits before the point and at most 10 after it (so at most 22 characters, the field's `max_length`). Leading zeros (`\"00512.5\"`), `\".5\"` and `\"5.\"` are readings; an exponent, a plus sign or spaces are not. The value is kept as sent. Source: reference 6.4 (`reading_value` pattern)."},
 	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence). Source: reference 6.1."},
 	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier. Source: spec 2.2."},
-}, noteRules()...)
+}, slices.Concat(noteRules(), statementRules())...)
 
 // noteRules are the note rules of jobs/note, in the same words as in
 // jobs/postimport/RULES.md.
@@ -74,6 +76,16 @@ func noteRules() []rule {
 	out := make([]rule, len(note.Rules))
 	for i, r := range note.Rules {
 		out[i] = rule{r.Code, r.At, r.Row()}
+	}
+	return out
+}
+
+// statementRules are the rules of one historical statement that E8 checks
+// too, in the same words as in jobs/postimport/RULES.md.
+func statementRules() []rule {
+	out := make([]rule, len(postimport.StatementItemRules))
+	for i, r := range postimport.StatementItemRules {
+		out[i] = rule{r.Code, "`statements[]." + r.Field + "`", r.Text}
 	}
 	return out
 }

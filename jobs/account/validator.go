@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -24,10 +25,9 @@ type Validator struct {
 	// the staged payload again without it: supply types are never removed
 	// from the catalogue, so one known at staging is known at creation.
 	SupplyTypes SupplyTypeCatalog
-	// Now returns the current time; nil means time.Now. No rule of the
-	// payload depends on it today (a note's unpin_at is compared with its
-	// created_at, never with now); it is kept so that a rule that needs
-	// the date can be tested with a fixed clock.
+	// Now returns the current time; nil means time.Now. Only the
+	// statements' rule that no statement ends after today (UTC) reads it
+	// (a note's unpin_at is compared with its created_at, never with now).
 	Now func() time.Time
 }
 
@@ -82,6 +82,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	c.checkSupplyAddresses()
 	c.checkMetadata()
 	note.Check(&c.w, "notes", c.a.Notes)
+	postimport.CheckStatements(&c.w, "statements", c.a.Statements, c.today())
 	c.checkBusiness()
 	if len(c.w.Errors) > 0 {
 		return nil, c.w.Errors.Err(CodeFailedValidation, detailFailed)
@@ -365,4 +366,17 @@ func (c *checker) checkBusiness() {
 	}
 	c.w.AddAt("business.business_contract_identifier", CodeContractNotFound,
 		"No business contract %q exists for import supplier %s; create the business (E1) first.", b.BusinessContractIdentifier, c.supplier.Code)
+}
+
+// today is the date of now in the supplier's time zone, in which the rules
+// that compare a date with today date it (UTC when the supplier has none or
+// was not found, or its zone does not load).
+func (c *checker) today() validate.Date {
+	loc := time.UTC
+	if c.supplier.TimeZone != "" {
+		if l, err := time.LoadLocation(c.supplier.TimeZone); err == nil {
+			loc = l
+		}
+	}
+	return validate.DateOf(c.now.In(loc))
 }

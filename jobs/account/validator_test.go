@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -46,7 +47,7 @@ func TestValidate_FixtureIsValidAndNormalised(t *testing.T) {
 		Metadata: string(a.Metadata[0].Value),
 	}
 	want := view{
-		Supplier: Supplier{ID: got.Supplier.ID, Code: "DEMO", Status: "Ongoing", Country: "GB", DocumentRoot: "imports/demo"},
+		Supplier: Supplier{ID: got.Supplier.ID, Code: "DEMO", Status: "Ongoing", Country: "GB", DocumentRoot: "imports/demo", TimeZone: "UTC"},
 		Email:    "Amelia.Hughes@brightmail.co.uk", Mobile: "+447911123456", Landline: "+441614960123", Alt: "+442079460018",
 		SecondLandline: "",
 		Country:        "GB", BillingPostcode: "M20 2GL", SupplyPostcode: "SK4 1AB",
@@ -165,6 +166,27 @@ func edits(fs ...func(testing.TB, doc) doc) func(testing.TB, doc) doc {
 var exponents = edits(set(meter+"meter_type.amps_low", json.Number("1e2")), set(meter+"registers.0.multiplier", json.Number("2.5E-1")),
 	set(meter+"meter_number", json.Number("1e2")), set(elec+"call_number", json.Number("4.20E+1")))
 
+// referenceStatements are the statements of the reference's GB account
+// example, as a client copies them into its payload.
+func referenceStatements() []any {
+	return []any{
+		map[string]any{"bill_period_from_date": "2019-06-01", "bill_period_to_date": "2019-07-01",
+			"statement_path": "/EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "statement_id": "54321"},
+		map[string]any{"bill_period_from_date": "2019-07-01", "bill_period_to_date": "2019-08-01",
+			"statement_path": "/EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf", "statement_id": "12345"},
+	}
+}
+
+// statement is a historical statement of the account payload with more
+// fields given as name, value pairs.
+func statement(id, from, to string, more ...any) map[string]any {
+	st := map[string]any{"statement_id": id, "bill_period_from_date": from, "bill_period_to_date": to}
+	for i := 0; i+1 < len(more); i += 2 {
+		st[more[i].(string)] = more[i+1]
+	}
+	return st
+}
+
 const (
 	elec  = "supply_addresses.0.supply_points.0."
 	elec2 = "supply_addresses.1.supply_points.0."
@@ -193,8 +215,27 @@ var ruleCases = []ruleCase{
 	{name: "date that does not exist", edit: set(elec+"agreements.0.effective_from", "2023-02-29"), want: []pair{{elec + "agreements.0.effective_from", "invalid_date"}}},
 	{name: "datetime without T and Z", edit: set("notes.0.created_at", "2025-05-20 09:30:00"), want: []pair{{"notes.0.created_at", "invalid_datetime"}}},
 	{name: "datetime without offset", edit: set("notes.0.unpin_at", "2026-01-01T00:00:00"), want: []pair{{"notes.0.unpin_at", "invalid_datetime"}}},
-	{name: "ledger entries not supported", edit: set("ledgers", []any{map[string]any{"amount": 1}}), want: []pair{{"ledgers.0", "not_supported"}}},
-	{name: "statement entries not supported", edit: set("statements", []any{map[string]any{}, map[string]any{}}), want: []pair{{"statements.0", "not_supported"}, {"statements.1", "not_supported"}}},
+	{name: "ledger of the reference's GB example not supported", edit: set("ledgers", []any{map[string]any{
+		"current_statement_transactions": []any{map[string]any{"transaction_id": "2", "transaction_date": "2019-08-05", "amount": "20.00",
+			"type": "PAYMENT", "reason": "ACCOUNT_CHARGE_PAYMENT"}},
+		"historical_statement_transactions": []any{map[string]any{"transaction_id": "3", "transaction_date": "2018-08-05", "amount": "10.00",
+			"type": "PAYMENT", "reason": "ACCOUNT_CHARGE_PAYMENT"}},
+		"last_statement_closing_date": "2019-07-31", "last_statement_balance": "20.00", "last_statement_issue_date": "2019-08-01",
+		"ledger_balance": "30.00"}}), want: []pair{{"ledgers.0", "not_supported"}}},
+	{name: "statement without its id and period", edit: set("statements", []any{map[string]any{}}),
+		want: []pair{{"statements.0.statement_id", "required"}, {"statements.0.bill_period_from_date", "required"}, {"statements.0.bill_period_to_date", "required"}}},
+	{name: "statement field E8 does not know", edit: set("statements", []any{statement("1", "2019-06-01", "2019-07-01", "is_reversed", true)}),
+		want: []pair{{"statements.0.is_reversed", "unknown_field"}}},
+	{name: "statement id twice in the account", edit: set("statements", []any{statement("1", "2019-06-01", "2019-07-01"), statement("1", "2019-07-01", "2019-08-01")}),
+		want: []pair{{"statements.1.statement_id", "duplicate_statement_ids"}}},
+	{name: "statement period that starts after it ends", edit: set("statements", []any{statement("1", "2019-07-02", "2019-07-01")}),
+		want: []pair{{"statements.0.bill_period_from_date", "start_date_later_than_end_date"}}},
+	{name: "statement that ends after today", edit: set("statements", []any{statement("1", "2025-06-01", "2025-06-16")}),
+		want: []pair{{"statements.0.bill_period_to_date", "historical_statement_period_end_in_future"}}},
+	{name: "statement gross amount beyond 64 bits", edit: set("statements", []any{statement("1", "2019-06-01", "2019-07-01", "gross_amount", json.Number("1e19"))}),
+		want: []pair{{"statements.0.gross_amount", "amount_out_of_range"}}},
+	{name: "statement path with a .. segment", edit: set("statements", []any{statement("1", "2019-06-01", "2019-07-01", "statement_path", "a/../b.pdf")}),
+		want: []pair{{"statements.0.statement_path", "invalid_document_path"}}},
 	{name: "metadata value not an object", edit: set("metadata.0.value", "883421"), want: []pair{{"metadata.0.value", "invalid"}}},
 	{name: "user detail value not a string", edit: set("customers.0.user_details.0.value", 7), want: []pair{{"customers.0.user_details.0.value", "invalid"}}},
 	{name: "preference not a boolean", edit: set("customers.0.customer_preferences.opted_into_sms", "yes"), want: []pair{{"customers.0.customer_preferences.opted_into_sms", "invalid"}}},
@@ -416,6 +457,19 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 	}{
 		{name: "external account number of exactly 128 characters", edit: set("external_account_number", strings.Repeat("A", 128))},
 		{name: "unknown occupier without customers", edit: edits(del("customers"), set("unknown_occupier", true))},
+		{name: "statements as in the reference's GB account example", edit: set("statements", referenceStatements()),
+			check: func(t *testing.T, a *Account) {
+				p1, p2 := "/EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "/EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf"
+				want := []postimport.Statement{
+					{StatementID: "54321", BillPeriodFromDate: "2019-06-01", BillPeriodToDate: "2019-07-01", StatementPath: &p1},
+					{StatementID: "12345", BillPeriodFromDate: "2019-07-01", BillPeriodToDate: "2019-08-01", StatementPath: &p2},
+				}
+				if diff := cmp.Diff(want, a.Statements); diff != "" {
+					t.Errorf("statements (-want +got):\n%s", diff)
+				}
+			}},
+		{name: "statements with every field E8 takes", edit: set("statements", []any{statement("S-1", "2019-06-01", "2019-07-01",
+			"number", "A-0001", "issued_date", "2019-07-02", "gross_amount", json.Number("12345"), "statement_path", "s/1.pdf")})},
 		{name: "unknown occupier with an empty customer list", edit: edits(set("customers", []any{}), set("unknown_occupier", true))},
 		{name: "address parts of 512 characters, as the reference allows", edit: edits(set("billing_address.locality", strings.Repeat("L", 512)),
 			set("supply_addresses.0.supply_address1", strings.Repeat("A", 512)))},

@@ -20,6 +20,7 @@ import (
 	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -300,8 +301,15 @@ type (
 		Agreements   []agreementRow     `json:"ag,omitempty"`
 		Readings     []readingRow       `json:"tr,omitempty"`
 		Metadata     []account.Metadata `json:"md,omitempty"`
+		Statements   []statementRow     `json:"st,omitempty"`
 		Notes        json.RawMessage    `json:"notes,omitempty"`
 		Emails       []emailRow         `json:"em,omitempty"`
+	}
+	// statementRow is a historical statement as E8 stores it; its fields
+	// are the columns of historical_statements.
+	statementRow struct {
+		N int `json:"n"`
+		postimport.Statement
 	}
 	accountRow struct {
 		Number          string  `json:"number"`
@@ -493,6 +501,9 @@ func createDocument(acc *account.Account, opt Options, createdAt time.Time, numb
 		}
 	}
 	d.Metadata = acc.Metadata
+	for i, st := range acc.Statements {
+		d.Statements = append(d.Statements, statementRow{N: i, Statement: st})
+	}
 	if len(acc.Notes) > 0 {
 		notes, err := note.InsertRows(acc.Notes, opt.Now)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -35,6 +36,7 @@ func createAccountRowByRow(ctx context.Context, tx *sqlx.Tx, acc *account.Accoun
 	customerIDs := w.customers(acc.Customers)
 	w.supplyAddresses(acc.SupplyAddresses)
 	w.metadata(acc.Metadata)
+	w.statements(acc.Statements)
 	if w.err == nil {
 		if err := note.Insert(ctx, tx, c.AccountID, acc.Notes, opt.Now); err != nil {
 			w.err = fmt.Errorf("create account: %w", err)
@@ -137,6 +139,21 @@ func (w *rbrWriter) supplyAddresses(addresses []account.SupplyAddress) {
 		for j, sp := range sa.SupplyPoints {
 			w.supplyPoint(addrID, j, sp)
 		}
+	}
+}
+
+// statements writes the account's historical statements, in order.
+func (w *rbrWriter) statements(sts []postimport.Statement) {
+	for _, st := range sts {
+		var issued *string
+		if st.IssuedDate != nil {
+			d := string(*st.IssuedDate)
+			issued = &d
+		}
+		w.exec(`INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date,
+			bill_period_to_date, issued_date, gross_amount, statement_path) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			w.accountID, st.StatementID, st.Number, string(st.BillPeriodFromDate), string(st.BillPeriodToDate), issued,
+			st.GrossAmount, st.StatementPath)
 	}
 }
 

@@ -86,9 +86,21 @@ func createFixtures(t testing.TB) map[string]createFixture {
 				"agreements": []any{map[string]any{"tariff_code": "LP-STD", "effective_from": "2020-01-01"}}},
 		},
 	})
+	// The fixture carries statements as the reference's GB account example
+	// has them, and one with every field.
+	fixture := read("account.json")
+	fixture["statements"] = []any{
+		map[string]any{"bill_period_from_date": "2019-06-01", "bill_period_to_date": "2019-07-01",
+			"statement_path": "/EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "statement_id": "54321"},
+		map[string]any{"bill_period_from_date": "2019-07-01", "bill_period_to_date": "2019-08-01",
+			"statement_path": "/EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf", "statement_id": "12345"},
+		map[string]any{"statement_id": "S-3", "number": "A-0003", "bill_period_from_date": "2019-08-01",
+			"bill_period_to_date": "2019-09-01", "issued_date": "2019-09-02", "gross_amount": 12345, "statement_path": "s/3.pdf"},
+	}
 	return map[string]createFixture{
-		"fixture": {enc(read("account.json")), []string{"registers", "transfer_readings", "heat_pump_supply_points",
-			"water_heater_supply_points", "note_documents", "email_outbox", "customer_phone_numbers", "customer_user_details"}},
+		"fixture": {enc(fixture), []string{"registers", "transfer_readings", "heat_pump_supply_points",
+			"water_heater_supply_points", "note_documents", "email_outbox", "customer_phone_numbers", "customer_user_details",
+			"historical_statements"}},
 		"reference": {enc(read("reference_account.json")), []string{"notes", "account_metadata"}},
 		"lights":    {enc(lights), []string{"light_pole_supply_points", "electricity_supply_points", "agreements"}},
 	}
@@ -109,6 +121,7 @@ var createTables = map[string][]string{
 	"electricity_supply_points": nil, "heat_pump_supply_points": nil, "light_pole_supply_points": nil,
 	"water_heater_supply_points": nil, "meters": nil, "registers": nil, "agreements": nil, "transfer_readings": nil,
 	"account_metadata": nil, "notes": nil, "note_documents": nil, "email_outbox": {"created_at"},
+	"historical_statements": {"created_at"},
 }
 
 // dumpAccounts returns every row of createTables as JSON, ids included,

@@ -25,6 +25,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/note"
+	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -120,11 +121,12 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 	}
 	if acc != nil && invalid == nil && acc.Supplier.RequireDocuments {
 		// For a supplier that requires documents, the documents the notes
-		// name must exist, as for E6. The check reads the store, so it runs
+		// and the statements name must exist, as for E6 and E8. The check reads the store, so it runs
 		// before the transaction, like validation; a document deleted in
 		// between is not caught, as it would not be after the commit either.
 		var errs problem.List
-		err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, note.DocumentRefs("notes", acc.Notes), &errs)
+		refs := append(note.DocumentRefs("notes", acc.Notes), postimport.StatementDocumentRefs("statements", acc.Statements)...)
+		err := documents.Check(ctx, c.docs, acc.Supplier.DocumentRoot, refs, &errs)
 		if pe, ok := problem.As(err); ok && pe.Code == documents.CodeStoreNotConfigured {
 			// A worker's configuration does not change between retries:
 			// the account fails at once (500, like the same code from E6),

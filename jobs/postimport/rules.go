@@ -2,6 +2,7 @@ package postimport
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bulkimport/bulkimport/jobs/documents"
@@ -76,18 +77,43 @@ var (
 		{CodeTooManyItems, "`transactions`", fmt.Sprintf("At most %d transactions per request. Source: spec 8 leaves array lengths to the service; this keeps a request to one short database transaction.", MaxTransactions)},
 		{validate.CodeInvalid, "`check_previously_added`, `force_add_to_current_statement`", "Query parameters are `true` or `false` (also `1` or `0`), given at most once; empty or omitted means `true`. Source: spec E7 (both are booleans)."},
 	}
-	statementRules = []rule{
+	statementRules = slices.Concat([]rule{
 		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: reference 10 (historical-statements/create, 404)."},
-		{CodeDuplicateStatementIDs, "`statements.N.statement_id`", "A statement id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`historical_statement_already_exists`), within one request."},
 		{CodeStatementExists, "`statements.N.statement_id`", "The account has no statement with this id yet: ids are unique per account, so a re-sent request is refused, never doubled. Source: reference 3.5 (`historical_statement_already_exists`)."},
-		{CodeStartAfterEnd, "`statements.N.bill_period_from_date`", "Not after `bill_period_to_date`. Source: reference 9 (`start_date_later_than_end_date`)."},
-		{CodeStatementInFuture, "`statements.N.bill_period_to_date`", "Not after today in the supplier's time zone: a historical statement covers a past period. Source: reference 9 (`historical_statement_period_end_in_future`)."},
-		{CodeAmountOutOfRange, "`statements.N.gross_amount`", "Fits a 64-bit integer. Source: reference 3.5 (`gross_amount` is an integer)."},
-		{CodeInvalidDocumentPath, "`statements.N.statement_path`", pathRule + " Source: spec 2.8 (a path relative to the supplier's root)."},
-		{CodeDocumentNotFound, "`statements.N.statement_path`", existsRule},
+	}, statementItemRules("`statements.N.%s`"), []rule{
 		{CodeTooManyItems, "`statements`", fmt.Sprintf("At most %d statements per request. Source: spec 8 leaves array lengths to the service.", MaxStatements)},
-	}
+	})
 )
+
+// StatementRule is a rule of one historical statement that E8 and the
+// account payload's statements[] both check (CheckStatements and the
+// document check): Field is the statement's field it is reported at.
+type StatementRule struct {
+	Code, Field, Text string
+}
+
+// StatementItemRules are the statement rules that E8 and the account
+// payload share, in the words of both
+// RULES.md files. TestRules_EveryRuleIsTested here and the account's
+// TestRules_EverySemanticCodeIsTested keep each one tested.
+var StatementItemRules = []StatementRule{
+	{CodeDuplicateStatementIDs, "statement_id", "A statement id appears once in the list (reported at the second occurrence). Source: reference 3.5 (`historical_statement_already_exists`), within one list."},
+	{CodeStartAfterEnd, "bill_period_from_date", "Not after `bill_period_to_date`. Source: reference 9 (`start_date_later_than_end_date`)."},
+	{CodeStatementInFuture, "bill_period_to_date", "Not after today in the supplier's time zone: a historical statement covers a past period. Source: reference 9 (`historical_statement_period_end_in_future`)."},
+	{CodeAmountOutOfRange, "gross_amount", "Fits a 64-bit integer. Source: reference 3.5 (`gross_amount` is an integer)."},
+	{CodeInvalidDocumentPath, "statement_path", pathRule},
+	{CodeDocumentNotFound, "statement_path", existsRule},
+}
+
+// statementItemRules writes StatementItemRules as rows, each reported at
+// the field written into at, a format with one %s.
+func statementItemRules(at string) []rule {
+	out := make([]rule, len(StatementItemRules))
+	for i, r := range StatementItemRules {
+		out[i] = rule{r.Code, fmt.Sprintf(at, r.Field), r.Text}
+	}
+	return out
+}
 
 const (
 	pathRule   = "A path relative to the import supplier's document root: no backslash, no control character, no empty, `.` or `..` segment, at most 1024 bytes. One leading `/` is allowed: `/a/b.pdf` and `a/b.pdf` name the same document. Source: spec 2.8."

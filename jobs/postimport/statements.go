@@ -40,7 +40,10 @@ type Statement struct {
 	StatementPath *string `json:"statement_path,omitzero"`
 }
 
-var statementSchema = v.NewObject(
+// StatementSchema is the field table of one historical statement: E8's
+// statements[] and the account payload's statements[] (spec 2.2) share it,
+// with CheckStatements, so that a statement is the same wherever it is sent.
+var StatementSchema = v.NewObject(
 	v.Req("statement_id", v.StringValue, func(s *Statement) *string { return &s.StatementID }, v.MaxLength(maxCode),
 		v.Codes(CodeDuplicateStatementIDs, CodeStatementExists), v.Note("Unique per account.")),
 	v.Opt("number", v.StringValue, func(s *Statement) **string { return &s.Number }, v.MaxLength(maxCode),
@@ -61,7 +64,7 @@ var statementsSchema = v.NewObject(
 		v.Codes(CodeAccountNotFound)),
 	v.Req("external_account_number", v.StringValue, func(r *StatementsRequest) *string { return &r.ExternalAccountNumber },
 		v.MaxLength(maxAccountRef), v.Codes(CodeAccountNotFound)),
-	v.List("statements", statementSchema, func(r *StatementsRequest) *[]Statement { return &r.Statements }, v.Required(),
+	v.List("statements", StatementSchema, func(r *StatementsRequest) *[]Statement { return &r.Statements }, v.Required(),
 		v.MaxItems(MaxStatements), v.Note(fmt.Sprintf("At most %d statements; all are created, or none.", MaxStatements))),
 )
 
@@ -121,35 +124,55 @@ func parseStatements(body []byte, todayFor func(supplier string) v.Date) (*State
 	var r StatementsRequest
 	var w v.Walker
 	statementsSchema.Bind(&w, root, &r)
-	seen := make(map[string]bool, len(r.Statements))
-	today := todayFor(r.ImportSupplier)
-	for i := range r.Statements {
-		st := &r.Statements[i]
+	CheckStatements(&w, "statements", r.Statements, todayFor(r.ImportSupplier))
+	return &r, w.Errors, nil
+}
+
+// CheckStatements runs the rules of StatementItemRules that need neither
+// the database nor the document store on sts, the statements at the list
+// path list, reporting each problem at list.N.field; today is the date no
+// statement may end after. E8 and the account payload both call it.
+func CheckStatements(w *v.Walker, list string, sts []Statement, today v.Date) {
+	seen := make(map[string]bool, len(sts))
+	for i := range sts {
+		st := &sts[i]
 		if id := st.StatementID; id != "" {
 			if seen[id] {
-				w.AddAt(v.Attr("statements", i, "statement_id"), CodeDuplicateStatementIDs,
-					"Statement id %q appears more than once in the request.", id)
+				w.AddAt(v.Attr(list, i, "statement_id"), CodeDuplicateStatementIDs,
+					"Statement id %q appears more than once.", id)
 			}
 			seen[id] = true
 		}
 		if st.BillPeriodFromDate != "" && st.BillPeriodToDate != "" && st.BillPeriodFromDate > st.BillPeriodToDate {
-			w.AddAt(v.Attr("statements", i, "bill_period_from_date"), CodeStartAfterEnd,
+			w.AddAt(v.Attr(list, i, "bill_period_from_date"), CodeStartAfterEnd,
 				"bill_period_from_date (%s) is later than bill_period_to_date (%s).", st.BillPeriodFromDate, st.BillPeriodToDate)
 		}
 		// A historical statement covers a closed period. One that ends in
 		// the future would start the open period after today, where no
 		// transaction could ever be dated.
 		if d := st.BillPeriodToDate; d != "" && d > today {
-			w.AddAt(v.Attr("statements", i, "bill_period_to_date"), CodeStatementInFuture,
+			w.AddAt(v.Attr(list, i, "bill_period_to_date"), CodeStatementInFuture,
 				"bill_period_to_date (%s) is after today (%s); a historical statement covers a past period.", d, today)
 		}
 		if p := st.StatementPath; p != nil && *p != "" {
 			if msg := documents.PathProblem(*p); msg != "" {
-				w.AddAt(v.Attr("statements", i, "statement_path"), CodeInvalidDocumentPath, "%s", msg)
+				w.AddAt(v.Attr(list, i, "statement_path"), CodeInvalidDocumentPath, "%s", msg)
 			}
 		}
 	}
-	return &r, w.Errors, nil
+}
+
+// StatementDocumentRefs returns the document paths that the statements at
+// the list path list name, valid ones only (the others are refused by
+// CheckStatements), for documents.Check.
+func StatementDocumentRefs(list string, sts []Statement) []documents.Ref {
+	var refs []documents.Ref
+	for i, st := range sts {
+		if st.StatementPath != nil && documents.ValidPath(*st.StatementPath) {
+			refs = append(refs, documents.Ref{Attr: v.Attr(list, i, "statement_path"), Path: *st.StatementPath})
+		}
+	}
+	return refs
 }
 
 // CreateStatements is E8. It creates every posted statement, or none, and
@@ -170,12 +193,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	var refs []documents.Ref
-	for i, st := range r.Statements {
-		if st.StatementPath != nil && documents.ValidPath(*st.StatementPath) {
-			refs = append(refs, documents.Ref{Attr: v.Attr("statements", i, "statement_path"), Path: *st.StatementPath})
-		}
-	}
+	refs := StatementDocumentRefs("statements", r.Statements)
 	if err := s.preflight(ctx, r.ImportSupplier, r.ExternalAccountNumber, visible, refs, &errs); err != nil {
 		return nil, err
 	}

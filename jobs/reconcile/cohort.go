@@ -85,13 +85,7 @@ func FromCohortLine(ctx context.Context, line Line, country string) (Summary, er
 		if err != nil {
 			return Summary{}, &LineError{Part: "statements", Err: err}
 		}
-		for _, st := range r.Statements {
-			c.Statements = append(c.Statements, CanonicalSt{
-				StatementID: st.StatementID, Number: st.Number, BillPeriodFromDate: string(st.BillPeriodFromDate),
-				BillPeriodToDate: string(st.BillPeriodToDate), IssuedDate: datePtr(st.IssuedDate),
-				GrossAmount: st.GrossAmount, StatementPath: st.StatementPath,
-			})
-		}
+		c.Statements = append(c.Statements, statementsFromPayload(r.Statements)...)
 	}
 	if len(line.PaymentInstruction) > 0 {
 		var pi map[string]json.RawMessage
@@ -113,6 +107,20 @@ func FromCohortLine(ctx context.Context, line Line, country string) (Summary, er
 	s := summarise(&c)
 	s.TransactionsSum, s.LedgerBalance = money(sum), money(balance)
 	return s, nil
+}
+
+// statementsFromPayload is the canonical form of historical statements as
+// sent, with the account (statements) or with E8.
+func statementsFromPayload(sts []postimport.Statement) []CanonicalSt {
+	var out []CanonicalSt
+	for _, st := range sts {
+		out = append(out, CanonicalSt{
+			StatementID: st.StatementID, Number: st.Number, BillPeriodFromDate: string(st.BillPeriodFromDate),
+			BillPeriodToDate: string(st.BillPeriodToDate), IssuedDate: datePtr(st.IssuedDate),
+			GrossAmount: st.GrossAmount, StatementPath: st.StatementPath,
+		})
+	}
+	return out
 }
 
 // LineError is a part of a cohort line that the service would refuse.
@@ -194,6 +202,7 @@ func canonicalFromPayload(a *account.Account) (Canonical, error) {
 		c.Metadata = append(c.Metadata, CanonicalField{Name: m.Key, Value: v})
 	}
 	c.Notes = notesFromPayload(a.Notes)
+	c.Statements = statementsFromPayload(a.Statements)
 	return c, nil
 }
 

@@ -35,7 +35,8 @@ import (
 // metadata, payload notes (one with a document path) and E6 notes, E7
 // transactions with line and tax items, one of them dated before the open
 // statement period (E7 moves it and pins a note of its own, which the
-// summary must leave out), E8 statements and an E9 payment instruction.
+// summary must leave out), payload statements and E8 statements, and an E9
+// payment instruction.
 func fullLine(t testing.TB, ean string) []byte {
 	t.Helper()
 	raw, err := os.ReadFile("../../../jobs/account/testdata/account.json")
@@ -47,6 +48,10 @@ func fullLine(t testing.TB, ean string) []byte {
 		t.Fatal(err)
 	}
 	acc["external_account_number"] = ean
+	// A statement the account payload carries, as the reference's GB
+	// example does; E8's statements below come after it.
+	acc["statements"] = []any{map[string]any{"statement_id": ean + "-S0", "bill_period_from_date": "2025-02-01",
+		"bill_period_to_date": "2025-03-01", "statement_path": "/" + ean + "/2025-02-01-to-2025-03-01.pdf"}}
 	sas := acc["supply_addresses"].([]any)
 	sa := sas[1].(map[string]any)
 	sa["supply_points"] = append(sa["supply_points"].([]any), map[string]any{
@@ -193,7 +198,7 @@ func TestReconcile_CohortAndServiceSummariesAgreeForEveryChildKind(t *testing.T)
 	}
 	full := want["FULL-A"]
 	if full.Customers != 2 || full.SupplyPoints != 5 || full.Meters != 2 || full.Notes != 4 || full.Transactions != 3 ||
-		full.Statements != 2 || full.PaymentInstructions != 1 || full.TransactionsSum != "210.50" || full.LedgerBalance != "30.50" {
+		full.Statements != 3 || full.PaymentInstructions != 1 || full.TransactionsSum != "210.50" || full.LedgerBalance != "30.50" {
 		t.Errorf("full line summary %+v", full)
 	}
 	var moved int

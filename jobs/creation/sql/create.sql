@@ -170,6 +170,15 @@ metadata AS (
 	INSERT INTO account_metadata (account_id, key, value)
 	SELECT acc.id, m.key, m.value
 	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'md') AS m (key text, value jsonb) JOIN acc ON {{.SameAccount "acc.x = s.x"}}),
+statement AS (
+	INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date, bill_period_to_date,
+		issued_date, gross_amount, statement_path)
+	SELECT acc.id, t.statement_id, t.number, t.bill_period_from_date, t.bill_period_to_date, t.issued_date,
+		t.gross_amount, t.statement_path
+	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'st') AS t (n int, statement_id text, number text,
+		bill_period_from_date date, bill_period_to_date date, issued_date date, gross_amount bigint, statement_path text)
+	JOIN acc ON {{.SameAccount "acc.x = s.x"}}
+	ORDER BY s.x, t.n),
 {{.Notes}},
 email AS (
 	INSERT INTO email_outbox (account_id, customer_id, to_address, subject, body)

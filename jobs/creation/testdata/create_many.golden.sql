@@ -138,6 +138,15 @@ metadata AS (
 	INSERT INTO account_metadata (account_id, key, value)
 	SELECT acc.id, m.key, m.value
 	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'md') AS m (key text, value jsonb) JOIN acc ON acc.x = s.x),
+statement AS (
+	INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date, bill_period_to_date,
+		issued_date, gross_amount, statement_path)
+	SELECT acc.id, t.statement_id, t.number, t.bill_period_from_date, t.bill_period_to_date, t.issued_date,
+		t.gross_amount, t.statement_path
+	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'st') AS t (n int, statement_id text, number text,
+		bill_period_from_date date, bill_period_to_date date, issued_date date, gross_amount bigint, statement_path text)
+	JOIN acc ON acc.x = s.x
+	ORDER BY s.x, t.n),
 note_in AS MATERIALIZED (
 			SELECT nextval('notes_id_seq') AS id, s.x, n.*
 			FROM docs s CROSS JOIN jsonb_to_recordset((doc->'notes')->'n')
