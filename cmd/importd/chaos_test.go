@@ -40,6 +40,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/cmd/importctl/reconcile"
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
@@ -812,6 +813,7 @@ func (r *chaosRun) finalChecks(answers []answer) map[string]int {
 	} else if !errors.Is(err, asynq.ErrQueueNotFound) {
 		t.Errorf("list active tasks: %v", err)
 	}
+	c["accounts that differ from their line, missing or extra (importctl reconcile)"] = r.reconcile()
 
 	// The clients' answers against the database.
 	type row struct {
@@ -995,4 +997,39 @@ func TestChaos_FaultsDuringARunLoseNothing(t *testing.T) {
 		// that a fault leaks shows at the end.
 		Env: map[string]string{"PROCESS_CONCURRENCY_LIMIT": "20"}})
 	t.Log("\n" + res.table())
+}
+
+// reconcile runs importctl reconcile over the cohort the run staged, through
+// the API, as a migration team would after a migration: every account must
+// be in the service with the children, balances and content (its digest) of
+// its line, and no other account. It returns how many accounts differ, are
+// missing or are extra, with the lines it could not read; -1 when it could
+// not finish.
+func (r *chaosRun) reconcile() int {
+	t := r.t
+	dir := filepath.Join(r.logDir, "reconcile")
+	cohortPath := filepath.Join(r.logDir, "cohort.ndjson")
+	f, err := os.Create(cohortPath)
+	if err != nil {
+		t.Errorf("reconcile: %v", err)
+		return -1
+	}
+	w := bufio.NewWriter(f)
+	for i := range r.cfg.Accounts {
+		fmt.Fprintf(w, "{\"account\":%s}\n", cohortPayload(t, i))
+	}
+	if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		t.Errorf("reconcile: %v", err)
+		return -1
+	}
+	res, err := reconcile.Run(context.Background(), reconcile.Config{Cohort: cohortPath, BaseURL: r.apiURL, APIKey: r.key,
+		ReportDir: dir, TempDir: r.logDir})
+	if err != nil {
+		t.Errorf("importctl reconcile could not finish: %v", err)
+		return -1
+	}
+	var summary bytes.Buffer
+	res.WriteSummary(&summary)
+	t.Logf("importctl reconcile (report in %s):\n%s", dir, summary.String())
+	return res.Mismatched + res.Missing + res.Extra + res.Malformed + res.Invalid + res.Duplicates
 }

@@ -71,7 +71,9 @@ const soakSlices = 10
 
 // soakMonitoring is the MONITORING_USER login of the run's API, for the
 // progress page's summary.json.
-const soakMonitoringUser, soakMonitoringPassword = "soak", "soak-monitoring-password"
+// The monitoring login of the soak's service: the password must pass
+// importd's entropy check.
+const soakMonitoringUser, soakMonitoringPassword = "soak", "d6c1e0a77b5f42a9b1c3e8f09a2d4b67"
 
 // relSize is one table (with its TOAST and indexes) or index and its size.
 type relSize struct {
@@ -384,11 +386,17 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 // apiMetrics scrapes the API's /metrics for E5's latency histogram and
 // the API's goroutines.
 func (r *soakRun) apiMetrics() (*dto.Histogram, int) {
-	res, err := r.http.Get(r.apiURL + "/metrics")
+	// /metrics on the API's address needs the MONITORING_USER login.
+	req, _ := http.NewRequest(http.MethodGet, r.apiURL+"/metrics", nil)
+	req.SetBasicAuth(soakMonitoringUser, soakMonitoringPassword)
+	res, err := r.http.Do(req)
 	if err != nil {
 		r.t.Fatalf("GET /metrics: %v", err)
 	}
 	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		r.t.Fatalf("GET /metrics: %s", res.Status)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(res.Body)
 	if err != nil {
@@ -1186,9 +1194,18 @@ func (r *soakRun) finalChecks(t *testing.T, ctx context.Context, cohortPath stri
 		t.Errorf("failure report (-expect file +failures.ndjson):\n%s", d)
 	}
 
-	// importctl reconcile: when it exists, the soak runs it here over the
-	// cohort and the report directory, and fails on any difference it
-	// reports, beside the checks above.
+	// importctl reconcile, through the API as a migration team runs it:
+	// every line the run did not report as refused must be in the service
+	// with its children, balances and content (the digest), and nothing
+	// else may be. It exits 0 only then.
+	rec := exec.Command(r.importctl, "reconcile", cohortPath, "--url", r.apiURL, "--report", filepath.Join(r.dir, "reconcile"),
+		"--failures", r.dir)
+	rec.Env = append(os.Environ(), "IMPORTCTL_API_KEY="+r.key)
+	out, err := rec.CombinedOutput()
+	t.Logf("importctl reconcile:\n%s", out)
+	if err != nil {
+		t.Errorf("importctl reconcile found differences or could not finish (%v); its report is in %s", err, filepath.Join(r.dir, "reconcile"))
+	}
 
 	if last.E13Rows != len(want) {
 		t.Errorf("the last E13 list had %d rows, want %d (every valid line)", last.E13Rows, len(want))
