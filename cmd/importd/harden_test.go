@@ -17,22 +17,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
-// stallList opens a raw connection that asks for path and never reads the
-// answer, as a client that has stopped reading does. Its receive buffer is
-// small, so the server's writes block once the kernel's buffers are full.
-func stallList(t *testing.T, addr, path, tok string) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	_ = conn.(*net.TCPConn).SetReadBuffer(1024)
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: importd\r\nAuthorization: Token %s\r\n\r\n", path, tok); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // idleInTransaction counts the service's sessions that wait inside a
 // transaction.
 func idleInTransaction(t *testing.T, s *service) int {
@@ -56,9 +40,10 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 	}
 }
 
-// stallListStarted is stallList that returns once the answer's status line
-// has arrived, so that the list is known to be in flight; then it reads no
-// more.
+// stallListStarted opens a raw connection that asks for path and returns
+// once the answer's status line has arrived, so that the list is known to be
+// in flight; then it reads no more, as a client that has stopped reading
+// does.
 func stallListStarted(t *testing.T, addr, path, tok string) {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
