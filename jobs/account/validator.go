@@ -60,6 +60,12 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	if perr != nil {
 		return nil, perr
 	}
+	// A request whose client hung up stops between the phases of its
+	// validation (parse, bind, look up, check), so that the work that goes
+	// on after it is one phase's, each linear in a bounded body.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("validate account: %w", err)
+	}
 
 	now := time.Now
 	if v.Now != nil {
@@ -68,6 +74,9 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	c := checker{now: now().UTC()}
 	accountSchema.Bind(&c.w, root, &c.a)
 	validate.NoteSubject(ctx, c.a.ImportSupplier, c.a.ExternalAccountNumber)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("validate account: %w", err)
+	}
 
 	if err := c.lookup(ctx, v.Catalog); err != nil {
 		return nil, fmt.Errorf("validate account: %w", err)
@@ -76,6 +85,9 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 		if err := c.checkSupplyTypes(ctx, v.SupplyTypes); err != nil {
 			return nil, fmt.Errorf("validate account: %w", err)
 		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("validate account: %w", err)
 	}
 	c.checkCustomers()
 	c.checkBillingAddress()

@@ -3,6 +3,7 @@ package account
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -865,5 +866,23 @@ func referenceNotes() []any {
 		map[string]any{"body": "Some important pinned note.", "is_pinned": true, "unpin_at": "2020-06-01T12:00:00Z"},
 		map[string]any{"created_at": "2020-02-01T12:00:00Z", "body": "Some important note with an attachment.",
 			"document_paths": []any{map[string]any{"document_path": "some/path/to/a/document.pdf"}}},
+	}
+}
+
+// A request whose client hung up stops validating at the next phase: a
+// payload that needs no catalogue lookup, which used to be checked to the
+// end and refused field by field, comes back as the cancellation.
+func TestValidate_ACancelledRequestStopsBeforeTheChecks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	body := []byte(`{"customers": [{"given_name": "A", "email": "not an address", "mobile": "12345"}]}`)
+	_, err := b.v.Validate(ctx, body)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Validate after the client hung up: %v, want context.Canceled", err)
+	}
+	if _, err := b.v.Validate(context.Background(), body); !errors.As(err, new(*problem.Error)) {
+		t.Errorf("the same payload on a live request: %v, want a refusal", err)
 	}
 }
