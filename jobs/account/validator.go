@@ -381,14 +381,5 @@ func (c *checker) checkBusiness() {
 }
 
 // today is the date of now in the supplier's time zone, in which the rules
-// that compare a date with today date it (UTC when the supplier has none or
-// was not found, or its zone does not load).
-func (c *checker) today() validate.Date {
-	loc := time.UTC
-	if c.supplier.TimeZone != "" {
-		if l, err := time.LoadLocation(c.supplier.TimeZone); err == nil {
-			loc = l
-		}
-	}
-	return validate.DateOf(c.now.In(loc))
-}
+// that compare a date with today date it.
+func (c *checker) today() validate.Date { return validate.DateIn(c.now, c.supplier.TimeZone) }

@@ -26,7 +26,7 @@ type zones struct {
 }
 
 type zoneEntry struct {
-	loc  *time.Location
+	name string
 	read time.Time
 }
 
@@ -34,33 +34,27 @@ func newZones(d *sqlx.DB, now func() time.Time) *zones {
 	return &zones{db: d, m: map[string]zoneEntry{}, now: now}
 }
 
-// today is the date of t in supplier's time zone. A supplier that does not
-// exist, or a database out of reach, dates it in UTC: the request's own
-// checks of the supplier report the first, and the second fails the
-// request anyway.
+// today is the date of t in supplier's time zone (validate.DateIn). A
+// supplier that does not exist, or a database out of reach, dates it in
+// UTC: the request's own checks of the supplier report the first, and the
+// second fails the request anyway.
 func (z *zones) today(ctx context.Context, supplier string, t time.Time) v.Date {
-	return v.DateOf(t.In(z.location(ctx, supplier)))
+	return v.DateIn(t, z.zone(ctx, supplier))
 }
 
-func (z *zones) location(ctx context.Context, supplier string) *time.Location {
+func (z *zones) zone(ctx context.Context, supplier string) string {
 	z.mu.Lock()
 	e, ok := z.m[supplier]
 	z.mu.Unlock()
 	if ok && z.now().Sub(e.read) < zoneTTL {
-		return e.loc
+		return e.name
 	}
 	var name string
 	if err := z.db.GetContext(ctx, &name, `SELECT time_zone FROM import_suppliers WHERE code = $1`, supplier); err != nil {
-		return time.UTC
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		// importctl checks the name when the operator sets it; a zone this
-		// binary's time zone database lacks is dated in UTC.
-		loc = time.UTC
+		return ""
 	}
 	z.mu.Lock()
-	z.m[supplier] = zoneEntry{loc: loc, read: z.now()}
+	z.m[supplier] = zoneEntry{name: name, read: z.now()}
 	z.mu.Unlock()
-	return loc
+	return name
 }
