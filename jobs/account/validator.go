@@ -63,7 +63,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	// A request whose client hung up stops between the phases of its
 	// validation (parse, bind, look up, check), so that the work that goes
 	// on after it is one phase's, each linear in a bounded body.
-	if err := ctx.Err(); err != nil {
+	if err := validate.Checkpoint(ctx, validate.Parsed); err != nil {
 		return nil, fmt.Errorf("validate account: %w", err)
 	}
 
@@ -74,7 +74,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	c := checker{now: now().UTC()}
 	accountSchema.Bind(&c.w, root, &c.a)
 	validate.NoteSubject(ctx, c.a.ImportSupplier, c.a.ExternalAccountNumber)
-	if err := ctx.Err(); err != nil {
+	if err := validate.Checkpoint(ctx, validate.Bound); err != nil {
 		return nil, fmt.Errorf("validate account: %w", err)
 	}
 
@@ -86,7 +86,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 			return nil, fmt.Errorf("validate account: %w", err)
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	if err := validate.Checkpoint(ctx, validate.LookedUp); err != nil {
 		return nil, fmt.Errorf("validate account: %w", err)
 	}
 	c.checkCustomers()

@@ -621,10 +621,10 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, errs, perr := Parse(data)
-		if perr != nil {
-			if perr.Code != CodeParseError || len(errs) != 0 {
-				t.Fatalf("parse error with problems: %v %v", perr, errs)
+		r, errs, err := Parse(context.Background(), data)
+		if err != nil {
+			if perr, ok := problem.As(err); !ok || perr.Code != CodeParseError || len(errs) != 0 {
+				t.Fatalf("parse error with problems: %v %v", err, errs)
 			}
 			return
 		}

@@ -32,16 +32,24 @@ func New(d *sqlx.DB, now func() time.Time) *Service {
 
 // Parse decodes body and checks every rule that needs nothing outside the
 // request. It returns the bound request (as far as it could be bound) and
-// every problem found; it never fails for any other reason. A body that is
-// not JSON or not an object gives a parse_error.
-func Parse(body []byte) (Request, problem.List, *problem.Error) {
+// every problem found. It fails only for a body that is not JSON or not an
+// object, with a parse_error *problem.Error, or for a request whose client
+// hung up: it stops between its phases (validate.Checkpoint) with an error
+// that wraps ctx's.
+func Parse(ctx context.Context, body []byte) (Request, problem.List, error) {
 	var r Request
 	root, perr := requestSchema.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}
+	if err := validate.Checkpoint(ctx, validate.Parsed); err != nil {
+		return r, nil, fmt.Errorf("business: %w", err)
+	}
 	var w validate.Walker
 	requestSchema.Bind(&w, root, &r)
+	if err := validate.Checkpoint(ctx, validate.Bound); err != nil {
+		return r, nil, fmt.Errorf("business: %w", err)
+	}
 	checkRequest(&w, &r)
 	return r, w.Errors, nil
 }
@@ -123,9 +131,9 @@ func AlreadyExists(externalBusinessIdentifier string, id int64) *problem.Error {
 // business_failed_validation (problems in Errors) or business_already_exists;
 // anything else is an infrastructure failure.
 func (s *Service) Create(ctx context.Context, body []byte, visible func(string) bool) (Result, error) {
-	r, errs, perr := Parse(body)
-	if perr != nil {
-		return Result{}, perr
+	r, errs, err := Parse(ctx, body)
+	if err != nil {
+		return Result{}, err
 	}
 	validate.NoteSubject(ctx, r.ImportSupplierCode, "")
 	l, err := s.lookup(ctx, s.db, r, visible)

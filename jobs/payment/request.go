@@ -2,7 +2,9 @@ package payment
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
@@ -96,26 +98,57 @@ var businessRequestSchema = v.NewObject(
 // request alone allows. It returns the request, bound as far as it could be,
 // and every problem; a body that is not a JSON object gives a parse_error.
 func ParseAccountRequest(body []byte) (AccountRequest, problem.List, *problem.Error) {
+	// A context that is never cancelled leaves the body's own refusal as
+	// the only failure.
+	r, errs, err := parseAccountRequest(context.Background(), body)
+	perr, _ := problem.As(err)
+	return r, errs, perr
+}
+
+// parseAccountRequest is ParseAccountRequest for a request: it also fails
+// when the request's client hung up, stopping between its phases
+// (validate.Checkpoint) with an error that wraps ctx's.
+func parseAccountRequest(ctx context.Context, body []byte) (AccountRequest, problem.List, error) {
 	var r AccountRequest
 	root, perr := accountRequestSchema.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}
+	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
+		return r, nil, fmt.Errorf("payment: %w", err)
+	}
 	var w v.Walker
 	accountRequestSchema.Bind(&w, root, &r)
+	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+		return r, nil, fmt.Errorf("payment: %w", err)
+	}
 	return r, w.Errors, nil
 }
 
 // ParseBusinessRequest decodes and checks the body of E2, as
 // ParseAccountRequest does for E9.
 func ParseBusinessRequest(body []byte) (BusinessRequest, problem.List, *problem.Error) {
+	r, errs, err := parseBusinessRequest(context.Background(), body)
+	perr, _ := problem.As(err)
+	return r, errs, perr
+}
+
+// parseBusinessRequest is ParseBusinessRequest for a request, as
+// parseAccountRequest is for E9.
+func parseBusinessRequest(ctx context.Context, body []byte) (BusinessRequest, problem.List, error) {
 	var r BusinessRequest
 	root, perr := businessRequestSchema.ParseBody(body)
 	if perr != nil {
 		return r, nil, perr
 	}
+	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
+		return r, nil, fmt.Errorf("payment: %w", err)
+	}
 	var w v.Walker
 	businessRequestSchema.Bind(&w, root, &r)
+	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+		return r, nil, fmt.Errorf("payment: %w", err)
+	}
 	if r.Accounts != nil && len(r.Accounts) == 0 {
 		w.AddAt("accounts", v.CodeRequired, "At least one account is required.")
 	}

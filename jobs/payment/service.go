@@ -161,9 +161,9 @@ LEFT JOIN accounts a ON a.supplier_id = s.id AND a.external_account_number = $3`
 // payment_verification_unfinished), Unavailable (queue_unavailable), or an
 // infrastructure failure.
 func (s *Service) CreateForAccount(ctx context.Context, body []byte, visible func(string) bool) (AccountResult, error) {
-	req, errs, perr := ParseAccountRequest(body)
-	if perr != nil {
-		return AccountResult{}, perr
+	req, errs, err := parseAccountRequest(ctx, body)
+	if err != nil {
+		return AccountResult{}, err
 	}
 	validate.NoteSubject(ctx, req.ImportSupplier, req.ExternalAccountNumber)
 	var c struct {
@@ -238,9 +238,9 @@ func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible fu
 			return BusinessResult{}, errs.Err(CodeFailedValidation, detailFailed)
 		}
 	}
-	req, errs, perr := ParseBusinessRequest(body)
-	if perr != nil {
-		return BusinessResult{}, perr
+	req, errs, err := parseBusinessRequest(ctx, body)
+	if err != nil {
+		return BusinessResult{}, err
 	}
 	validate.NoteSubject(ctx, req.ImportSupplierCode, "")
 	var c struct {

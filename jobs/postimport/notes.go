@@ -31,9 +31,9 @@ var notesSchema = v.NewObject(
 // of Kind Invalid with every problem: code parse_error (no field problems)
 // for a body that is not a JSON object, else notes_failed_validation.
 func ParseNotes(body []byte) (*NotesRequest, error) {
-	r, errs, perr := parseNotes(body)
-	if perr != nil {
-		return nil, perr
+	r, errs, err := parseNotes(context.Background(), body)
+	if err != nil {
+		return nil, err
 	}
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
@@ -43,14 +43,23 @@ func ParseNotes(body []byte) (*NotesRequest, error) {
 
 const detailNotesFailed = "Could not validate the notes; nothing was created."
 
-func parseNotes(body []byte) (*NotesRequest, problem.List, *problem.Error) {
+// parseNotes decodes and checks the body of E6. It fails for a body that is
+// not a JSON object (a parse_error *problem.Error), or for a request whose
+// client hung up: it stops between its phases (validate.Checkpoint).
+func parseNotes(ctx context.Context, body []byte) (*NotesRequest, problem.List, error) {
 	root, perr := notesSchema.ParseBody(body)
 	if perr != nil {
 		return nil, nil, perr
 	}
+	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
+		return nil, nil, fmt.Errorf("notes: %w", err)
+	}
 	var r NotesRequest
 	var w v.Walker
 	notesSchema.Bind(&w, root, &r)
+	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+		return nil, nil, fmt.Errorf("notes: %w", err)
+	}
 	note.Check(&w, "notes", r.Notes)
 	return &r, w.Errors, nil
 }
@@ -65,9 +74,9 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 	// Whole seconds: created_at is answered in YYYY-MM-DDTHH:MM:SSZ, and
 	// a re-sent note must compare equal to what was stored.
 	now := s.now().UTC().Truncate(time.Second)
-	r, errs, perr := parseNotes(body)
-	if perr != nil {
-		return nil, perr
+	r, errs, err := parseNotes(ctx, body)
+	if err != nil {
+		return nil, err
 	}
 	v.NoteSubject(ctx, r.ImportSupplier, r.ExternalAccountNumber)
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
@@ -80,7 +89,7 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
 	}
 	var out []note.Result
-	err := s.inTx(ctx, func(tx preparedTx) error {
+	err = s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err

@@ -104,9 +104,9 @@ const detailStatementsFailed = "Could not validate the historical statements; no
 // with every problem: code parse_error for a body that is not a JSON
 // object, else historical_statements_failed_validation.
 func ParseStatements(body []byte, today time.Time) (*StatementsRequest, error) {
-	r, errs, perr := parseStatements(body, func(string) v.Date { return v.DateOf(today.UTC()) })
-	if perr != nil {
-		return nil, perr
+	r, errs, err := parseStatements(context.Background(), body, func(string) v.Date { return v.DateOf(today.UTC()) })
+	if err != nil {
+		return nil, err
 	}
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
@@ -115,16 +115,29 @@ func ParseStatements(body []byte, today time.Time) (*StatementsRequest, error) {
 }
 
 // parseStatements decodes and checks the body; todayFor dates "today" for
-// the request's supplier, once that is read from the body.
-func parseStatements(body []byte, todayFor func(supplier string) v.Date) (*StatementsRequest, problem.List, *problem.Error) {
+// the request's supplier, once that is read from the body. It fails for a
+// body that is not a JSON object (a parse_error *problem.Error), or for a
+// request whose client hung up: it stops between its phases
+// (validate.Checkpoint).
+func parseStatements(ctx context.Context, body []byte, todayFor func(supplier string) v.Date) (*StatementsRequest, problem.List, error) {
 	root, perr := statementsSchema.ParseBody(body)
 	if perr != nil {
 		return nil, nil, perr
 	}
+	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
+		return nil, nil, fmt.Errorf("statements: %w", err)
+	}
 	var r StatementsRequest
 	var w v.Walker
 	statementsSchema.Bind(&w, root, &r)
-	CheckStatements(&w, "statements", r.Statements, todayFor(r.ImportSupplier))
+	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+		return nil, nil, fmt.Errorf("statements: %w", err)
+	}
+	today := todayFor(r.ImportSupplier)
+	if err := v.Checkpoint(ctx, v.LookedUp); err != nil {
+		return nil, nil, fmt.Errorf("statements: %w", err)
+	}
+	CheckStatements(&w, "statements", r.Statements, today)
 	return &r, w.Errors, nil
 }
 
@@ -185,9 +198,9 @@ func StatementDocumentRefs(list string, sts []Statement) []documents.Ref {
 // caller may see, Unavailable (500) when documents cannot be checked.
 func (s *Service) CreateStatements(ctx context.Context, body []byte, visible func(string) bool) (*StatementsRequest, error) {
 	now := s.now()
-	r, errs, perr := parseStatements(body, func(supplier string) v.Date { return s.zones.today(ctx, supplier, now) })
-	if perr != nil {
-		return nil, perr
+	r, errs, err := parseStatements(ctx, body, func(supplier string) v.Date { return s.zones.today(ctx, supplier, now) })
+	if err != nil {
+		return nil, err
 	}
 	v.NoteSubject(ctx, r.ImportSupplier, r.ExternalAccountNumber)
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
@@ -200,7 +213,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	err := s.inTx(ctx, func(tx preparedTx) error {
+	err = s.inTx(ctx, func(tx preparedTx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err

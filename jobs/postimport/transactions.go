@@ -1,6 +1,7 @@
 package postimport
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -232,9 +233,9 @@ func parseOptions(q url.Values, errs *problem.List) TransactionOptions {
 func ParseTransactions(body []byte, query url.Values, today time.Time) (*TransactionsRequest, TransactionOptions, error) {
 	var errs problem.List
 	opts := parseOptions(query, &errs)
-	r, perr := parseTransactions(body, func(string) v.Date { return v.DateOf(today.UTC()) }, &errs)
-	if perr != nil {
-		return nil, opts, transactionsParseFailure(perr)
+	r, err := parseTransactions(context.Background(), body, func(string) v.Date { return v.DateOf(today.UTC()) }, &errs)
+	if err != nil {
+		return nil, opts, err
 	}
 	if len(errs) > 0 {
 		return nil, opts, TransactionsFailure(errs, r.raw)
@@ -243,11 +244,17 @@ func ParseTransactions(body []byte, query url.Values, today time.Time) (*Transac
 }
 
 // parseTransactions decodes and checks the body; todayFor dates "today" for
-// the request's supplier, once that is read from the body.
-func parseTransactions(body []byte, todayFor func(supplier string) v.Date, errs *problem.List) (*TransactionsRequest, *problem.Error) {
+// the request's supplier, once that is read from the body. It fails for a
+// body that is not a JSON object (E7's form of a parse_error), or for a
+// request whose client hung up: it stops between its phases
+// (validate.Checkpoint).
+func parseTransactions(ctx context.Context, body []byte, todayFor func(supplier string) v.Date, errs *problem.List) (*TransactionsRequest, error) {
 	root, perr := transactionsSchema.ParseBody(body)
 	if perr != nil {
-		return nil, perr
+		return nil, transactionsParseFailure(perr)
+	}
+	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
+		return nil, fmt.Errorf("transactions: %w", err)
 	}
 	var r TransactionsRequest
 	w := v.Walker{Errors: *errs}
@@ -262,8 +269,14 @@ func parseTransactions(body []byte, todayFor func(supplier string) v.Date, errs 
 			break // Bind used the first; a repeated key is a problem of its own
 		}
 	}
-	seen := make(map[string]bool, len(r.Transactions))
+	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+		return nil, fmt.Errorf("transactions: %w", err)
+	}
 	today := todayFor(r.ImportSupplier)
+	if err := v.Checkpoint(ctx, v.LookedUp); err != nil {
+		return nil, fmt.Errorf("transactions: %w", err)
+	}
+	seen := make(map[string]bool, len(r.Transactions))
 	for i := range r.Transactions {
 		t := &r.Transactions[i]
 		at := func(parts ...any) string { return v.Attr(append([]any{"transactions", i}, parts...)...) }

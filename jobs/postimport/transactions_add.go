@@ -27,12 +27,12 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 	var errs problem.List
 	opts := parseOptions(query, &errs)
 	var today v.Date
-	r, perr := parseTransactions(body, func(supplier string) v.Date {
+	r, err := parseTransactions(ctx, body, func(supplier string) v.Date {
 		today = s.zones.today(ctx, supplier, now)
 		return today
 	}, &errs)
-	if perr != nil {
-		return nil, transactionsParseFailure(perr)
+	if err != nil {
+		return nil, err
 	}
 	v.NoteSubject(ctx, r.ImportSupplier, r.ExternalAccountNumber)
 	if hasErrorAt(errs, "import_supplier", "external_account_number") {
@@ -42,7 +42,7 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 		return res, err
 	}
 	var res *TransactionsResult
-	err := s.inTx(ctx, func(tx preparedTx) error {
+	err = s.inTx(ctx, func(tx preparedTx) error {
 		var err error
 		res, err = addTransactions(ctx, tx, r, opts, now, today, errs, visible)
 		return err

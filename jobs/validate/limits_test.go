@@ -191,10 +191,9 @@ func TestParseBody_HundredThousandKeysAreRefusedFast(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			start := time.Now()
-			got := tt.check()
-			if took := time.Since(start); took > 3*time.Second {
-				t.Errorf("took %v", took)
+			var got []pair
+			if took := cpuTime(func() { got = tt.check() }); took > 3*time.Second {
+				t.Errorf("took %v of CPU", took)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
@@ -273,16 +272,18 @@ func TestParseBody_TenMiBOfZerosIsRefusedFastWithLittleMemory(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			start := time.Now()
-			root, perr := crateSchema.ParseBody([]byte(tt.body))
+			var perr *problem.Error
 			var got []pair
-			if perr == nil {
-				var w Walker
-				var c crate
-				crateSchema.Bind(&w, root, &c)
-				got = pairs(w.Errors)
-			}
-			took := time.Since(start)
+			took := cpuTime(func() {
+				var root *Value
+				root, perr = crateSchema.ParseBody([]byte(tt.body))
+				if perr == nil {
+					var w Walker
+					var c crate
+					crateSchema.Bind(&w, root, &c)
+					got = pairs(w.Errors)
+				}
+			})
 			runtime.ReadMemStats(&after)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
@@ -295,9 +296,9 @@ func TestParseBody_TenMiBOfZerosIsRefusedFastWithLittleMemory(t *testing.T) {
 				t.Errorf("allocated %d MiB for a %d MiB body", alloc>>20, len(tt.body)>>20)
 			}
 			if took > 5*time.Second {
-				t.Errorf("took %v", took)
+				t.Errorf("took %v of CPU", took)
 			}
-			t.Logf("%v", took)
+			t.Logf("%v of CPU", took)
 		})
 	}
 }
