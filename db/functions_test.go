@@ -3,6 +3,7 @@ package db_test
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,5 +75,44 @@ func TestFunctions_FileIsTheMigratedSchemas(t *testing.T) {
 	}
 	if d := cmp.Diff(string(want), got); d != "" {
 		t.Errorf("functions.sql is not the migrated schema's (go test ./db -run TestFunctions -update) (-file +schema):\n%s", d)
+	}
+}
+
+// PostgreSQL plans the query of a SQL-language function that it cannot
+// inline (one that reads a table cannot be) again on every call; PL/pgSQL
+// keeps its plans for the session. A function that requests call must be
+// PL/pgSQL then; the ones listed run rarely, on an operator's command.
+func TestFunctions_TableReadingFunctionsKeepTheirPlans(t *testing.T) {
+	t.Parallel()
+	rarelyCalled := map[string]bool{"progress_rebuild": true}
+	d := dbtest.New(t)
+	var fns []struct {
+		Name string `db:"proname"`
+		Src  string `db:"prosrc"`
+	}
+	if err := d.Select(&fns, `
+		SELECT p.proname, p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		JOIN pg_language l ON l.oid = p.prolang
+		WHERE n.nspname = 'public' AND l.lanname = 'sql'
+		  AND NOT EXISTS (SELECT 1 FROM pg_depend e WHERE e.objid = p.oid AND e.deptype = 'e')`); err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	if err := d.Select(&tables, `SELECT tablename FROM pg_tables WHERE schemaname = 'public'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fns {
+		if rarelyCalled[f.Name] {
+			continue
+		}
+		words := strings.FieldsFunc(strings.ToLower(f.Src), func(r rune) bool {
+			return !(r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+		})
+		for i := 1; i < len(words); i++ {
+			if (words[i-1] == "from" || words[i-1] == "join") && slices.Contains(tables, words[i]) {
+				t.Errorf("%s is a SQL-language function that reads table %s: write it in PL/pgSQL, so that its plan is kept", f.Name, words[i])
+				break
+			}
+		}
 	}
 }

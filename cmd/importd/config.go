@@ -36,6 +36,7 @@ type Config struct {
 	MonitoringReadOnly      bool
 	MigrationPagePerMinute  int
 	MetricsAddr             string
+	MetricsProfiles         bool
 	SMTPURL                 string
 	MaxBodyBytes            int64
 	ReadHeaderTimeout       time.Duration
@@ -166,6 +167,11 @@ var vars = []variable{
 		}
 		c.MetricsAddr = v
 		return nil
+	}},
+	{"METRICS_PROFILES", "false", "when true METRICS_ADDR also serves Go's runtime profiles under /debug/pprof/ (go tool pprof http://METRICS_ADDR/debug/pprof/profile); needs METRICS_ADDR", 0, func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.MetricsProfiles = b
+		return err
 	}},
 	{"SMTP_URL", "", "smtp://user:pass@host:port for migration e-mails; when unset e-mails are only recorded in the outbox", 0, func(c *Config, v string) error {
 		u, err := url.Parse(v)
@@ -319,6 +325,9 @@ func loadConfig(getenv func(string) string, needs need) (*Config, error) {
 	}
 	if (c.MonitoringUser == "") != (c.MonitoringPassword == "") {
 		problems = append(problems, "MONITORING_PASSWORD: MONITORING_USER and MONITORING_PASSWORD must be set together")
+	}
+	if c.MetricsProfiles && c.MetricsAddr == "" {
+		problems = append(problems, "METRICS_PROFILES: needs METRICS_ADDR (profiles are served only on the metrics port)")
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("configuration: %s", strings.Join(problems, "; "))

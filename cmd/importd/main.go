@@ -343,7 +343,7 @@ func (p *instance) run(ctx context.Context, handler http.Handler, w *worker.Work
 		return err
 	}
 	if mln != nil {
-		serveMetrics(gctx, g, mln, p.metrics.Handler(p.log), cfg.ShutdownTimeout, p.log)
+		serveMetrics(gctx, g, mln, p.metrics.Handler(p.log), cfg.MetricsProfiles, cfg.ShutdownTimeout, p.log)
 	}
 	// No ReadTimeout or WriteTimeout: they would bound whole requests,
 	// which E5's wait and the streamed lists outlast. The API bounds body

@@ -498,6 +498,7 @@ func TestConfig_ErrorNamesTheVariable(t *testing.T) {
 		{"half monitoring", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "MONITORING_USER": "a"}, "MONITORING_PASSWORD:"},
 		{"no account writers", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "ACCOUNT_WRITERS": "0"}, "ACCOUNT_WRITERS:"},
 		{"bad account batch", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "ACCOUNT_BATCH": "many"}, "ACCOUNT_BATCH:"},
+		{"profiles without their port", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "METRICS_PROFILES": "true"}, "METRICS_PROFILES: needs METRICS_ADDR"},
 		{"bad log format", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "REDIS_URL": "redis://127.0.0.1:1/0", "TOKEN_SECRET": testSecret, "LOG_FORMAT": "xml"}, "LOG_FORMAT: must be json or text"},
 	}
 	for _, tc := range cases {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -79,10 +80,20 @@ func listenMetrics(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveMetrics serves only GET /metrics on ln until ctx is done.
-func serveMetrics(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, shutdownTimeout time.Duration, log *slog.Logger) {
+// serveMetrics serves GET /metrics on ln until ctx is done, and with
+// profiles the runtime profiles of net/http/pprof under /debug/pprof/. They
+// are served only here, on the operators' port, never on HTTP_ADDR: a
+// profile shows the process's internals and costs CPU while it runs.
+func serveMetrics(ctx context.Context, g *errgroup.Group, ln net.Listener, h http.Handler, profiles bool, shutdownTimeout time.Duration, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	if profiles {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("serving metrics", "addr", ln.Addr().String())
 	g.Go(func() error {

@@ -192,6 +192,27 @@ func TestMetrics_Addresses(t *testing.T) {
 			t.Errorf("METRICS_ADDR serves more than /metrics: %d", r.Status)
 		}
 	})
+	t.Run("METRICS_PROFILES serves the runtime profiles there alone", func(t *testing.T) {
+		t.Parallel()
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		s := startService(t, "serve", map[string]string{"METRICS_ADDR": addr, "METRICS_PROFILES": "true"})
+		req, _ := http.NewRequest("GET", "http://"+addr+"/debug/pprof/heap?debug=1", nil)
+		if r := doReq(t, req); r.Status != 200 || !strings.Contains(string(r.Raw), "heap profile") {
+			t.Errorf("heap profile on METRICS_ADDR: %d %.200s", r.Status, r.Raw)
+		}
+		if r := s.do(t, "GET", "/debug/pprof/heap", "", nil); r.Status != 404 {
+			t.Errorf("/debug/pprof/ on HTTP_ADDR: %d, want 404", r.Status)
+		}
+	})
+	t.Run("without METRICS_PROFILES there are no profiles", func(t *testing.T) {
+		t.Parallel()
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		startService(t, "api", map[string]string{"METRICS_ADDR": addr})
+		req, _ := http.NewRequest("GET", "http://"+addr+"/debug/pprof/heap?debug=1", nil)
+		if r := doReq(t, req); r.Status != 404 {
+			t.Errorf("heap profile without METRICS_PROFILES: %d", r.Status)
+		}
+	})
 	t.Run("the worker serves it on HTTP_ADDR", func(t *testing.T) {
 		t.Parallel()
 		s := startService(t, "worker", nil)

@@ -126,3 +126,36 @@ func TestValidate_AsksTheCatalogueOnceOrAtMostThreeTimes(t *testing.T) {
 		}
 	}
 }
+
+// Every validation runs the lookup, so it must run on PostgreSQL's cached
+// generic plan instead of being planned again for each call (which costs
+// more than running it): after the five executions on which PostgreSQL
+// compares plans, it must have chosen the generic one, whatever the inputs.
+func TestLookup_RunsOnTheCachedPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.db.SetMaxOpenConns(1) // one connection, so that its prepared statements are the ones read below
+	bc := NewCatalog(b.db, nil).(BatchCatalog)
+	inputs := []struct {
+		tariffs  []string
+		contract string
+	}{{nil, ""}, {[]string{"E-1R-VAR-C"}, ""}, {[]string{"E-1R-VAR-C", "E-GONE"}, fixtureContract}, {[]string{"HP-STD"}, "BC-NOPE"}}
+	for i := range 12 {
+		in := inputs[i%len(inputs)]
+		if _, err := bc.Lookup(ctx, "DEMO", in.tariffs, in.contract); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var plans struct {
+		Generic int64 `db:"generic_plans"`
+		Custom  int64 `db:"custom_plans"`
+	}
+	if err := b.db.GetContext(ctx, &plans, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE statement = $1`, lookupSQL); err != nil {
+		t.Fatalf("the lookup's prepared statement: %v", err)
+	}
+	if plans.Generic == 0 || plans.Custom > 6 {
+		t.Errorf("12 lookups ran on %d generic and %d custom plans; want the generic plan chosen after the first five", plans.Generic, plans.Custom)
+	}
+}

@@ -2,6 +2,7 @@ package imports
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -221,6 +222,23 @@ func TestStage_CreatedOnlyByTheFirstStaging(t *testing.T) {
 		if diff := cmp.Diff(StageResult{ImportSupplier: "DEMO", ExternalAccountNumber: "A-1", Created: want}, res); diff != "" {
 			t.Errorf("staging %d (-want +got):\n%s", i+1, diff)
 		}
+	}
+}
+
+// The staged payload is stored compressed with lz4, which costs PostgreSQL
+// a quarter of the CPU of its default compression for each staging.
+func TestStage_PayloadIsStoredWithLZ4(t *testing.T) {
+	t.Parallel()
+	d := newDB(t, "DEMO")
+	if _, err := New(d).Stage(context.Background(), fixture(t, "DEMO", "A-1"), allVisible); err != nil {
+		t.Fatal(err)
+	}
+	var method sql.NullString
+	if err := d.Get(&method, `SELECT pg_column_compression(payload) FROM import_processes`); err != nil {
+		t.Fatal(err)
+	}
+	if method.String != "lz4" {
+		t.Errorf("the staged payload is compressed with %q, want lz4", method.String)
 	}
 }
 

@@ -41,7 +41,9 @@ func ParseBody(body []byte) (*Value, *problem.Error) {
 
 func parseBody(body []byte, root *Spec, maxValues int) (*Value, *problem.Error) {
 	p := parser{s: string(body), limited: true, maxValues: maxValues}
+	p.borrow()
 	v, err := p.parse(root)
+	p.giveBack()
 	switch {
 	case errors.Is(err, errTooManyValues):
 		return nil, problem.New(problem.TooLarge, CodeRequestTooLarge,

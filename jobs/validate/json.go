@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -94,6 +95,8 @@ const MaxDepth = 512
 // literal numbers, member order, duplicate keys and raw text.
 func Parse(data []byte) (*Value, error) {
 	p := parser{s: string(data)}
+	p.borrow()
+	defer p.giveBack()
 	return p.parse(nil)
 }
 
@@ -127,6 +130,38 @@ type parser struct {
 	// of a slice grown by appending (up to twice as large, plus garbage).
 	items   []Value
 	members []Member
+}
+
+// scratch is a parser's working space, kept between parses so that each
+// does not grow its stacks again from nothing (for an account payload,
+// about 28 KB of garbage a parse).
+type scratch struct {
+	buf     []byte
+	items   []Value
+	members []Member
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledScratch is the most elements a pooled stack keeps: the stacks of
+// an unusually large body are left to the garbage collector.
+const maxPooledScratch = 4096
+
+// borrow gives p pooled stacks; giveBack returns them, emptied.
+func (p *parser) borrow() {
+	sc := scratchPool.Get().(*scratch)
+	p.buf, p.items, p.members = sc.buf[:0], sc.items[:0], sc.members[:0]
+}
+
+func (p *parser) giveBack() {
+	// A parse that failed midway leaves entries on its stacks, which point
+	// into its input; a completed one has emptied them.
+	clear(p.items)
+	clear(p.members)
+	if cap(p.items) > maxPooledScratch || cap(p.members) > maxPooledScratch || cap(p.buf) > 64<<10 {
+		return
+	}
+	scratchPool.Put(&scratch{buf: p.buf[:0], items: p.items[:0], members: p.members[:0]})
 }
 
 // errTooManyValues is returned by a limited parse that would keep more than

@@ -3,7 +3,12 @@ package migrate_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,14 +38,38 @@ import (
 // runner's own (this process), that is what the service, PostgreSQL and
 // Redis (and anything else running: run it on a quiet machine) spent, and
 // pg-, importd-, redis- and runner-cpu-ms/account split it by process.
+//
+// With MIGRATE_CPUPROFILE=file it also writes a CPU profile of importd over
+// the first MIGRATE_PROFILE_SECONDS (default 20) of the run, read from its
+// METRICS_PROFILES port: go tool pprof bin/importd file.
 func BenchmarkMigrate(b *testing.B) {
-	s := startService(b, map[string]string{"LOG_LEVEL": "error"})
+	env := map[string]string{"LOG_LEVEL": "error"}
+	profile := os.Getenv("MIGRATE_CPUPROFILE")
+	if profile != "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		env["METRICS_ADDR"], env["METRICS_PROFILES"] = l.Addr().String(), "true"
+		l.Close()
+	}
+	s := startService(b, env)
 	path, _ := writeCohort(b, cohort.Options{Accounts: b.N, Seed: 21, NoPayments: true})
 	cfg := config(s, path, b.TempDir())
 	before := sampleCPU(b, s.pid)
 	b.ResetTimer()
+	var profiled chan error
+	if profile != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- fetchProfile(env["METRICS_ADDR"], profile) }()
+	}
 	res, err := migrate.Run(context.Background(), cfg)
 	b.StopTimer()
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			b.Errorf("MIGRATE_CPUPROFILE: %v", err)
+		}
+	}
 	used := sampleCPU(b, s.pid).sub(before)
 	if err != nil {
 		b.Fatal(err)
@@ -68,6 +97,32 @@ func BenchmarkMigrate(b *testing.B) {
 	direct := directCreate(b, s, b.N)
 	b.ReportMetric(direct, "direct-create-accounts/s")
 	b.ReportMetric(rate/direct, "e2e/direct")
+}
+
+// fetchProfile writes to path the CPU profile that importd's metrics port
+// at addr takes over MIGRATE_PROFILE_SECONDS.
+func fetchProfile(addr, path string) error {
+	seconds := os.Getenv("MIGRATE_PROFILE_SECONDS")
+	if seconds == "" {
+		seconds = "20"
+	}
+	res, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=" + seconds)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", res.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // directCreate stages n more generated accounts straight into PostgreSQL
