@@ -78,7 +78,16 @@ func TestSummarize_MillionAccountsAnswerWithinBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("compacted %d counter rows in %v", folded, time.Since(start).Round(time.Millisecond))
-	if _, err := d.ExecContext(ctx, `ANALYZE`); err != nil {
+	// The compaction left as many dead counter rows, which the summaries
+	// would visit until autovacuum removes them: once, after this bulk
+	// load (the service writes a refusal per statement, and the sweep
+	// folds a few deltas at a time). The budget is for the steady state.
+	start = time.Now()
+	if _, err := svc.Summarize(ctx, "ACME", Filter{}, all, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("summary before the dead counter rows are vacuumed: %v", time.Since(start).Round(time.Microsecond))
+	if _, err := d.ExecContext(ctx, `VACUUM ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("seeded in %v", time.Since(seeding).Round(time.Millisecond))
