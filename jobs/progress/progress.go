@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -400,13 +401,13 @@ func (s *Service) failed(ctx context.Context, supplierID int64, supplierCode str
 		}
 	}
 	limit := arg(PageSize + 1)
-	q := `(SELECT 0 AS src, id, external_account_number, '` + StepProcess + `' AS step, updated_at AS at, last_error AS error
+	q := `(SELECT ` + strconv.Itoa(srcProcess) + ` AS src, id, external_account_number, '` + StepProcess + `' AS step, updated_at AS at, last_error AS error
 		FROM import_processes
 		WHERE supplier_id = $1 AND status = 'UNKNOWN' AND last_error IS NOT NULL` +
 		after(srcProcess, "updated_at", "id") + filterOn("last_error") + `
 		ORDER BY updated_at DESC, id DESC LIMIT ` + limit + `)
 		UNION ALL
-		(SELECT 1, id, external_account_number, step, refused_at, error
+		(SELECT ` + strconv.Itoa(srcRefusal) + `, id, external_account_number, step, refused_at, error
 		FROM staging_refusals
 		WHERE supplier_id = $1` +
 		after(srcRefusal, "refused_at", "id") + filterOn("error") + `
