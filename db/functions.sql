@@ -179,12 +179,21 @@ AS $function$
 
     INSERT INTO progress_counts (supplier_id, state, n)
     SELECT supplier_id, progress_state(status, last_error), count(*)
-    FROM import_processes GROUP BY 1, 2;
+    FROM import_processes GROUP BY 1, 2
+    UNION ALL
+    SELECT supplier_id, 'refused', count(*)
+    FROM staging_refusals GROUP BY 1;
 
     INSERT INTO progress_errors (supplier_id, code, attr, n)
-    SELECT p.supplier_id, e.code, e.attr, count(*)
-    FROM import_processes p, progress_error_pairs(p.last_error) e
-    WHERE progress_state(p.status, p.last_error) = 'failed'
+    SELECT supplier_id, code, attr, count(*)
+    FROM (
+        SELECT p.supplier_id, e.code, e.attr
+        FROM import_processes p, progress_error_pairs(p.last_error) e
+        WHERE progress_state(p.status, p.last_error) = 'failed'
+        UNION ALL
+        SELECT r.supplier_id, e.code, e.attr
+        FROM staging_refusals r, progress_error_pairs(r.error) e
+    ) AS e
     GROUP BY 1, 2, 3;
 
     INSERT INTO progress_minutes (supplier_id, minute, completed, failed)
@@ -373,9 +382,51 @@ END
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.staging_refusals_clear()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    DELETE FROM staging_refusals
+    WHERE supplier_id = NEW.supplier_id AND external_account_number = NEW.external_account_number;
+    RETURN NULL;
+END
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.staging_refusals_track()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        INSERT INTO progress_counts (supplier_id, state, n) VALUES (OLD.supplier_id, 'refused', -1);
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO progress_counts (supplier_id, state, n) VALUES (NEW.supplier_id, 'refused', 1);
+    END IF;
+    INSERT INTO progress_errors (supplier_id, code, attr, n)
+    SELECT sup, code, attr, sum(d)
+    FROM (
+        SELECT OLD.supplier_id AS sup, e.code, e.attr, -1 AS d
+        FROM progress_error_pairs(OLD.error) e WHERE TG_OP <> 'INSERT'
+        UNION ALL
+        SELECT NEW.supplier_id, e.code, e.attr, 1
+        FROM progress_error_pairs(NEW.error) e WHERE TG_OP <> 'DELETE'
+    ) AS c
+    GROUP BY 1, 2, 3
+    HAVING sum(d) <> 0;
+    RETURN NULL;
+END
+$function$
+;
+
 -- Triggers, by table and name.
 
 CREATE TRIGGER progress_track_delete AFTER DELETE ON import_processes REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION progress_track_statement();
 CREATE TRIGGER progress_track_insert AFTER INSERT ON import_processes REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION progress_track_statement();
 CREATE TRIGGER progress_track_update AFTER UPDATE ON import_processes REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION progress_track_statement();
+CREATE TRIGGER staging_refusals_clear AFTER UPDATE OF service_account_number ON import_processes FOR EACH ROW WHEN (old.service_account_number IS NULL AND new.service_account_number IS NOT NULL) EXECUTE FUNCTION staging_refusals_clear();
 CREATE TRIGGER import_suppliers_document_root BEFORE INSERT OR UPDATE OF document_root, code ON import_suppliers FOR EACH ROW EXECUTE FUNCTION import_suppliers_document_root();
+CREATE TRIGGER staging_refusals_track AFTER INSERT OR DELETE ON staging_refusals FOR EACH ROW EXECUTE FUNCTION staging_refusals_track();
+CREATE TRIGGER staging_refusals_track_update AFTER UPDATE ON staging_refusals FOR EACH ROW WHEN (old.error IS DISTINCT FROM new.error OR old.supplier_id IS DISTINCT FROM new.supplier_id) EXECUTE FUNCTION staging_refusals_track();

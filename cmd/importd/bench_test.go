@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,6 +189,27 @@ func BenchmarkE4Stage(b *testing.B) {
 		return importsBenchPost(c, url, e.tok, fmt.Appendf(nil, template, fmt.Sprint("WARM-", i)), http.StatusCreated)
 	})
 	importsBenchRun(b, func(i int) error { return importsBenchPost(c, url, e.tok, bodies[i], http.StatusCreated) })
+}
+
+// BenchmarkE4StageRefused stages a new account with an invalid phone
+// number with every request: each is refused (400) and recorded as the
+// account's refusal for the migration progress page, a new row each.
+func BenchmarkE4StageRefused(b *testing.B) {
+	e := newImportsEnv(b)
+	c := importsBenchClient(b)
+	const mobile = `"mobile": "+44 7911 123456"`
+	template := importsBenchFixture(b)
+	if !strings.Contains(template, mobile) {
+		b.Fatalf("the fixture has no %s", mobile)
+	}
+	template = strings.Replace(template, mobile, `"mobile": "12"`, 1)
+	bodies := importsBenchBodies(b, template)
+	b.SetBytes(int64(len(bodies[0])))
+	url := e.s.base + pathStageAccount
+	importsBenchWarm(b, func(i int) error {
+		return importsBenchPost(c, url, e.tok, fmt.Appendf(nil, template, fmt.Sprint("WARM-", i)), http.StatusBadRequest)
+	})
+	importsBenchRun(b, func(i int) error { return importsBenchPost(c, url, e.tok, bodies[i], http.StatusBadRequest) })
 }
 
 // BenchmarkE4BaselinePlainUpsert writes the rows E4 writes, the normalised

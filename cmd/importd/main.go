@@ -298,7 +298,7 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 		PoolShare:      max(1, cfg.DBMaxConns/2),
 		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
-		Imports:    imports.New(d),
+		Imports:    imports.New(d).WithLog(log),
 		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log, Hub: p.waits, Metrics: p.metrics}),
 		PostImport: postimport.New(d, p.docs),
 		Business:   business.New(d, nil),

@@ -127,8 +127,10 @@ func failedRows(ctx context.Context) ([]string, error) {
 	return rows, err
 }
 
-// The page of the seeded cohort, in headless Chromium: it loads without
-// console errors, shows the cohort's counts, draws the chart, updates itself
+// The page of the seeded cohort, with its accounts refused at staging, in
+// headless Chromium: it loads without console errors, shows the cohort's
+// counts (the refused ones beside the others), draws the chart, lists the
+// refused accounts with their step among the failed ones, updates itself
 // when an account fails meanwhile, and the filter by code narrows the
 // failed accounts. A screenshot goes to the test's temporary directory (and
 // to $MIGRATION_SCREENSHOT when set, which is how docs/migration-page.png is
@@ -137,6 +139,7 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	t.Parallel()
 	ctx, problems := browser(t)
 	s := startPage(t)
+	pt.SeedRefusals(t, s.db)
 	if os.Getenv("MIGRATION_SCREENSHOT") != "" {
 		seedHistory(t, s)
 	}
@@ -151,7 +154,7 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 		chromedp.WaitVisible(`#chart canvas`),
 		chromedp.Evaluate(`document.querySelectorAll("#chart canvas").length`, &chartCanvases),
 		chromedp.ActionFunc(func(ctx context.Context) error {
-			for _, k := range []string{"staged", "in_progress", "completed", "failed", "total", "skip_marks"} {
+			for _, k := range []string{"staged", "in_progress", "completed", "failed", "total", "refused", "skip_marks"} {
 				var v string
 				if err := chromedp.Text(`[data-count="`+k+`"]`, &v, chromedp.ByQuery).Do(ctx); err != nil {
 					return err
@@ -164,7 +167,7 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load %s: %v (page problems: %v)", page, err, problems())
 	}
-	want := map[string]string{"staged": "3", "in_progress": "2", "completed": "4", "failed": "5", "total": "14", "skip_marks": "2"}
+	want := map[string]string{"staged": "3", "in_progress": "2", "completed": "4", "failed": "5", "total": "14", "refused": "2", "skip_marks": "2"}
 	if os.Getenv("MIGRATION_SCREENSHOT") == "" && fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("counts on the page %v, want %v", counts, want)
 	}
@@ -212,8 +215,18 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	if err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) (err error) { all, err = failedRows(ctx); return err })); err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(all) != "[ACME-S1 ACME-F5 ACME-F4 ACME-F3 ACME-F2 ACME-F1]" {
+	if fmt.Sprint(all) != "[ACME-S1 ACME-R2 ACME-R1 ACME-F5 ACME-F4 ACME-F3 ACME-F2 ACME-F1]" {
 		t.Errorf("failed accounts %v", all)
+	}
+	var steps []string
+	var refusedRed bool
+	err = chromedp.Run(ctx,
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#failed-accounts tbody tr")).
+			filter(tr => tr.cells.length > 1).map(tr => tr.cells[1].textContent)`, &steps),
+		chromedp.Evaluate(`document.getElementById("refused-card").classList.contains("bad")`, &refusedRed),
+	)
+	if err != nil || fmt.Sprint(steps) != "[process stage validate process process process process process]" || !refusedRed {
+		t.Errorf("steps of the failed accounts %v (%v), refused card red %v; want the refusals' steps and a red card", steps, err, refusedRed)
 	}
 	// The filter form narrows the table to the code typed.
 	var narrowed []string

@@ -125,7 +125,7 @@ func TestMigrationPage_SummaryOfTheSeededCohort(t *testing.T) {
 	t.Parallel()
 	s := startPage(t)
 	got := decodeSummary(t, s.basicGet(t, "/migration/ACME/summary.json", pageUser, pagePass))
-	want := map[string]int64{"staged": 3, "in_progress": 2, "completed": 4, "failed": 5, "total": 14, "skip_marks": 2}
+	want := map[string]int64{"staged": 3, "in_progress": 2, "completed": 4, "failed": 5, "total": 14, "refused": 0, "skip_marks": 2}
 	if diff := cmp.Diff(want, got.Supplier.Counts); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
@@ -247,5 +247,128 @@ func TestMigrationPage_RequestsPerViewerAreCapped(t *testing.T) {
 		if r := get(login[0], login[1]); r.Status != 200 {
 			t.Errorf("%s: %d %.200s", name, r.Status, r.Raw)
 		}
+	}
+}
+
+// refusalSummary is the part of summary.json about refused accounts.
+type refusalSummary struct {
+	Supplier struct {
+		Counts map[string]int64 `json:"counts"`
+	} `json:"supplier"`
+	TopErrors []struct {
+		Code     string `json:"code"`
+		Attr     string `json:"attr"`
+		Accounts int64  `json:"accounts"`
+	} `json:"top_errors"`
+	Failed struct {
+		Accounts []struct {
+			ExternalAccountNumber string `json:"external_account_number"`
+			Step                  string `json:"step"`
+			Code                  string `json:"code"`
+			Attr                  string `json:"attr"`
+			TaskID                string `json:"task_id"`
+		} `json:"accounts"`
+	} `json:"failed"`
+}
+
+// Accounts refused at E3 and E4, through the API: the page and
+// summary.json count each once (its latest refusal, with its step), list
+// it among the failed accounts and the top errors, show another supplier's
+// refusals only on that supplier's page, and forget it once it stages.
+func TestMigrationPage_AccountsRefusedAtStagingShowUntilTheyStage(t *testing.T) {
+	t.Parallel()
+	e := &importsEnv{s: startService(t, "api", map[string]string{"MONITORING_USER": pageUser, "MONITORING_PASSWORD": pagePass})}
+	ctx := context.Background()
+	for product, tariffs := range fixtureTariffCodes {
+		if _, err := admin.CreateProduct(ctx, e.s.db, product, tariffs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.addSupplier(t, "DEMO", admin.StatusOngoing)
+	e.addSupplier(t, "OTHER", admin.StatusOngoing)
+	e.tok = e.s.accessToken(t, e.s.newKey(t, "all-suppliers"))
+	e.otherTok = e.s.accessToken(t, e.s.newKey(t, "other-only", "OTHER"))
+
+	withPhone := func(supplier, ean, phone string) map[string]any {
+		m := fixture(t, ean)
+		m["import_supplier"] = supplier
+		m["customers"].([]any)[0].(map[string]any)["mobile"] = phone
+		return m
+	}
+	post := func(path, tok string, body any, want int) {
+		t.Helper()
+		if r := e.s.do(t, "POST", path, tok, body); r.Status != want {
+			t.Fatalf("POST %s: %d %.300s, want %d", path, r.Status, r.Raw, want)
+		}
+	}
+	summaryOf := func(supplier string) refusalSummary {
+		t.Helper()
+		r := e.s.basicGet(t, "/migration/"+supplier+"/summary.json", pageUser, pagePass)
+		var s refusalSummary
+		if r.Status != 200 || json.Unmarshal(r.Raw, &s) != nil {
+			t.Fatalf("summary.json of %s: %d %.300s", supplier, r.Status, r.Raw)
+		}
+		return s
+	}
+	type row struct{ EAN, Step, Code, Attr, TaskID string }
+	check := func(when, supplier string, refused int64, rows []row) {
+		t.Helper()
+		s := summaryOf(supplier)
+		if s.Supplier.Counts["refused"] != refused || s.Supplier.Counts["total"] != 0 {
+			t.Errorf("%s: %s counts %v, want refused %d beside a total of 0", when, supplier, s.Supplier.Counts, refused)
+		}
+		var got []row
+		for _, a := range s.Failed.Accounts {
+			got = append(got, row{a.ExternalAccountNumber, a.Step, a.Code, a.Attr, a.TaskID})
+		}
+		if diff := cmp.Diff(rows, got); diff != "" {
+			t.Errorf("%s: %s's failed accounts (-want +got):\n%s", when, supplier, diff)
+		}
+		var top []row
+		for _, e := range s.TopErrors {
+			top = append(top, row{Code: e.Code, Attr: e.Attr, EAN: strconv.FormatInt(e.Accounts, 10)})
+		}
+		var wantTop []row
+		for _, r := range rows {
+			wantTop = append(wantTop, row{Code: r.Code, Attr: r.Attr, EAN: "1"})
+		}
+		if diff := cmp.Diff(wantTop, top); diff != "" {
+			t.Errorf("%s: %s's top errors (-want +got):\n%s", when, supplier, diff)
+		}
+	}
+
+	post(pathValidateAccount, e.tok, withPhone("DEMO", "R-1", "12"), 400)
+	check("refused at E3", "DEMO", 1, []row{{"R-1", "validate", "invalid_phone_number", "customers.0.mobile", ""}})
+
+	badPostcode := fixture(t, "R-1")
+	badPostcode["supply_addresses"].([]any)[0].(map[string]any)["supply_postcode"] = "NOT A POSTCODE"
+	post(pathStageAccount, e.tok, badPostcode, 400)
+	latest := []row{{"R-1", "stage", "invalid_postcode", "supply_addresses.0.supply_postcode", ""}}
+	check("refused again at E4", "DEMO", 1, latest)
+
+	// Neither a body without an account number, nor a key limited to
+	// OTHER naming DEMO, nor OTHER's own refusal shows on DEMO's page.
+	post(pathStageAccount, e.tok, `{"import_supplier": "DEMO", "external_account_number": `, 400)
+	post(pathStageAccount, e.otherTok, withPhone("DEMO", "R-2", "12"), 400)
+	post(pathStageAccount, e.otherTok, withPhone("OTHER", "R-3", "12"), 400)
+	check("others refused", "DEMO", 1, latest)
+	check("others refused", "OTHER", 1, []row{{"R-3", "stage", "invalid_phone_number", "customers.0.mobile", ""}})
+
+	html := e.s.basicGet(t, "/migration/DEMO/", pageUser, pagePass)
+	for _, want := range []string{`data-count="refused">1<`, `<td>R-1</td><td>stage</td><td>invalid_postcode</td>`, "Refused at staging"} {
+		if !strings.Contains(string(html.Raw), want) {
+			t.Errorf("supplier page lacks %q", want)
+		}
+	}
+	index := e.s.basicGet(t, "/migration/", pageUser, pagePass)
+	if !strings.Contains(string(index.Raw), "Refused at staging") {
+		t.Errorf("index lacks the refused column")
+	}
+
+	post(pathStageAccount, e.tok, fixture(t, "R-1"), 201)
+	s := summaryOf("DEMO")
+	if s.Supplier.Counts["refused"] != 0 || s.Supplier.Counts["staged"] != 1 || len(s.Failed.Accounts) != 0 || len(s.TopErrors) != 0 {
+		t.Errorf("after staging R-1: counts %v, failed %+v, top errors %+v; want it staged and nothing refused",
+			s.Supplier.Counts, s.Failed.Accounts, s.TopErrors)
 	}
 }

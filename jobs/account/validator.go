@@ -53,18 +53,39 @@ func Failed(errs problem.List) *problem.Error {
 // Validate queries the catalogue once per payload when it is a
 // BatchCatalog, and at most three times otherwise.
 func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) {
+	acc, _, err := v.ValidateSubject(ctx, body)
+	return acc, err
+}
+
+// Subject names the account a payload is about, as far as validation can
+// tell even when it refuses the payload: the supplier's id when the
+// catalogue found the supplier (among those the Validator's Catalog may
+// see), and the external account number when it had no problem of its
+// own. A field that validation cannot trust is zero.
+type Subject struct {
+	SupplierID            int64
+	ExternalAccountNumber string
+}
+
+// Known reports whether both the supplier and the account number are known.
+func (s Subject) Known() bool { return s.SupplierID != 0 && s.ExternalAccountNumber != "" }
+
+// ValidateSubject is Validate, and also returns the payload's Subject,
+// refused or not (zero for a body that does not parse), so that a caller
+// can say which account a refusal was about.
+func (v Validator) ValidateSubject(ctx context.Context, body []byte) (*Account, Subject, error) {
 	if v.Catalog == nil {
-		return nil, errors.New("account: Validator has no Catalog")
+		return nil, Subject{}, errors.New("account: Validator has no Catalog")
 	}
 	root, perr := accountSchema.ParseBody(body)
 	if perr != nil {
-		return nil, perr
+		return nil, Subject{}, perr
 	}
 	// A request whose client hung up stops between the phases of its
 	// validation (parse, bind, look up, check), so that the work that goes
 	// on after it is one phase's, each linear in a bounded body.
 	if err := validate.Checkpoint(ctx, validate.Parsed); err != nil {
-		return nil, fmt.Errorf("validate account: %w", err)
+		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
 	}
 
 	now := time.Now
@@ -75,19 +96,19 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	accountSchema.Bind(&c.w, root, &c.a)
 	validate.NoteSubject(ctx, c.a.ImportSupplier, c.a.ExternalAccountNumber)
 	if err := validate.Checkpoint(ctx, validate.Bound); err != nil {
-		return nil, fmt.Errorf("validate account: %w", err)
+		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
 	}
 
 	if err := c.lookup(ctx, v.Catalog); err != nil {
-		return nil, fmt.Errorf("validate account: %w", err)
+		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
 	}
 	if v.SupplyTypes != nil {
 		if err := c.checkSupplyTypes(ctx, v.SupplyTypes); err != nil {
-			return nil, fmt.Errorf("validate account: %w", err)
+			return nil, Subject{}, fmt.Errorf("validate account: %w", err)
 		}
 	}
 	if err := validate.Checkpoint(ctx, validate.LookedUp); err != nil {
-		return nil, fmt.Errorf("validate account: %w", err)
+		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
 	}
 	c.checkCustomers()
 	c.checkBillingAddress()
@@ -97,7 +118,7 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 	postimport.CheckStatements(&c.w, "statements", c.a.Statements, c.today())
 	c.checkBusiness()
 	if len(c.w.Errors) > 0 {
-		return nil, c.w.Errors.Err(CodeFailedValidation, detailFailed)
+		return nil, c.subject(), c.w.Errors.Err(CodeFailedValidation, detailFailed)
 	}
 
 	// Sorting waits until every rule has run, because problems name
@@ -110,7 +131,16 @@ func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) 
 		}
 	}
 	c.a.Supplier = c.supplier
-	return &c.a, nil
+	return &c.a, c.subject(), nil
+}
+
+// subject is the Subject of the payload checked.
+func (c *checker) subject() Subject {
+	s := Subject{ExternalAccountNumber: c.a.ExternalAccountNumber}
+	if c.supplierFound {
+		s.SupplierID = c.supplier.ID
+	}
+	return s
 }
 
 // checker runs the rules that the schema cannot express, on the Account as

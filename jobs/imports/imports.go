@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type Service struct {
 	// supplyTypes remembers the supply types it has found (never removed).
 	supplyTypes account.SupplyTypeCatalog
 	now         func() time.Time
+	log         *slog.Logger
 
 	mu        sync.Mutex
 	stageStmt *sqlx.Stmt // prepared on first use; see stageStatement
@@ -57,9 +59,17 @@ type Service struct {
 // is read again by the staging statement itself).
 const catalogTTL = time.Minute
 
-// New returns a Service.
+// New returns a Service. It logs nothing until WithLog gives it a logger.
 func New(d *sqlx.DB) *Service {
-	return &Service{db: d, catalog: account.NewCatalogCache(d, catalogTTL), supplyTypes: account.NewSupplyTypeCatalog(d), now: time.Now}
+	return &Service{db: d, catalog: account.NewCatalogCache(d, catalogTTL), supplyTypes: account.NewSupplyTypeCatalog(d), now: time.Now,
+		log: slog.New(slog.DiscardHandler)}
+}
+
+// WithLog makes s log to log what it cannot tell a caller: a refusal it
+// could not record for the migration progress page. It returns s.
+func (s *Service) WithLog(log *slog.Logger) *Service {
+	s.log = log
+	return s
 }
 
 // Validator returns the account validator for a caller who may see the
@@ -96,10 +106,12 @@ func AlreadyImported(externalAccountNumber, serviceAccountNumber string) *proble
 // payload is valid, refuses an account that is already imported as the
 // reference's validate endpoint does (AlreadyImported). A payload with
 // problems gets those first, as E4 does: the account's number is only
-// trusted once the payload is valid.
+// trusted once the payload is valid. A refusal of an account it can name
+// is kept for the migration progress page (recordRefusal, step validate).
 func (s *Service) Validate(ctx context.Context, body []byte, visible func(string) bool) (*account.Account, error) {
-	acc, err := s.Validator(visible).Validate(ctx, body)
+	acc, subj, err := s.Validator(visible).ValidateSubject(ctx, body)
 	if err != nil {
+		s.recordRefusal(ctx, StepValidate, subj, err)
 		return nil, err
 	}
 	var number sql.NullString
@@ -119,10 +131,14 @@ func (s *Service) Validate(ctx context.Context, body []byte, visible func(string
 //
 // The supplier's status, the skip mark and the process's state are read in
 // the same statement as the upsert, so that a supplier paused or an account
-// imported a moment ago is never staged over.
+// imported a moment ago is never staged over. A refusal of an account it
+// can name is kept for the migration progress page (recordRefusal, step
+// stage), and a staging that succeeds deletes the account's refusal in the
+// same statement.
 func (s *Service) Stage(ctx context.Context, body []byte, visible func(string) bool) (StageResult, error) {
-	acc, err := s.Validator(visible).Validate(ctx, body)
+	acc, subj, err := s.Validator(visible).ValidateSubject(ctx, body)
 	if err != nil {
+		s.recordRefusal(ctx, StepStage, subj, err)
 		return StageResult{}, err
 	}
 	payload, err := json.Marshal(acc)
@@ -141,6 +157,9 @@ func (s *Service) Stage(ctx context.Context, body []byte, visible func(string) b
 	for range stageAttempts {
 		res, explained, err := s.upsert(ctx, acc, payload)
 		if explained {
+			if err != nil {
+				s.recordRefusal(ctx, StepStage, subj, err)
+			}
 			return res, err
 		}
 	}
@@ -190,7 +209,10 @@ func (s *Service) upsert(ctx context.Context, acc *account.Account, payload []by
 
 // stageSQL upserts the staged payload ($3) of account $2 of supplier $1
 // unless the supplier is not Ongoing, the account is marked to be skipped or
-// is being or has been created, and reports which of these held.
+// is being or has been created, and reports which of these held. When it
+// stages, it also deletes the account's staging refusal (migration 00043):
+// in the same statement, so that an account without one, the usual case,
+// costs one probe of staging_refusals' unique index and no round trip.
 const stageSQL = `
 		WITH sup AS (SELECT status FROM import_suppliers WHERE id = $1),
 		skip AS (SELECT 1 FROM skipped_accounts WHERE supplier_id = $1 AND external_account_number = $2),
@@ -201,7 +223,10 @@ const stageSQL = `
 			ON CONFLICT (supplier_id, external_account_number) DO UPDATE
 				SET payload = EXCLUDED.payload, updated_at = now()
 				WHERE p.status = 'UNKNOWN' AND p.service_account_number IS NULL
-			RETURNING (xmax = 0) AS inserted)
+			RETURNING (xmax = 0) AS inserted),
+		cleared AS (
+			DELETE FROM staging_refusals
+			WHERE supplier_id = $1 AND external_account_number = $2 AND EXISTS (SELECT 1 FROM up))
 		SELECT (SELECT status FROM sup) AS supplier_status,
 		       EXISTS (SELECT 1 FROM skip) AS skipped,
 		       (SELECT inserted FROM up) AS inserted,

@@ -7,16 +7,30 @@ import (
 	"time"
 )
 
-// cursor is where a page of failed accounts starts: after the failure at
-// at of process id, in the order updated_at DESC, id DESC. Its text form is
-// "<microseconds since 1970>.<process id>", the precision of timestamptz.
+// The sources of the failed accounts, in the order of a page among rows
+// of the same time: refusals before processes.
+const (
+	srcProcess = 0 // a failed import process
+	srcRefusal = 1 // an account refused at staging (staging_refusals)
+)
+
+// cursor is where a page of failed accounts starts: after the row id of
+// source src that failed at at, in the order at DESC, src DESC, id DESC.
+// Its text form is "<microseconds since 1970>.<process id>" for a process
+// and "<microseconds since 1970>.r<refusal id>" for a refusal, the time at
+// the precision of timestamptz.
 type cursor struct {
-	at time.Time
-	id int64
+	at  time.Time
+	src int
+	id  int64
 }
 
 func (c cursor) String() string {
-	return strconv.FormatInt(c.at.UnixMicro(), 10) + "." + strconv.FormatInt(c.id, 10)
+	prefix := ""
+	if c.src == srcRefusal {
+		prefix = "r"
+	}
+	return strconv.FormatInt(c.at.UnixMicro(), 10) + "." + prefix + strconv.FormatInt(c.id, 10)
 }
 
 var errCursor = errors.New("before is the next cursor of a previous page, as the summary gives it")
@@ -28,6 +42,10 @@ func parseCursor(s string) (cursor, error) {
 		return cursor{}, nil
 	}
 	us, id, ok := strings.Cut(s, ".")
+	src := srcProcess
+	if rest, refusal := strings.CutPrefix(id, "r"); refusal {
+		src, id = srcRefusal, rest
+	}
 	if !ok || !digits(us) || !digits(id) {
 		return cursor{}, errCursor
 	}
@@ -37,7 +55,7 @@ func parseCursor(s string) (cursor, error) {
 	if err1 != nil || err2 != nil || n <= 0 || micros > maxCursorMicros {
 		return cursor{}, errCursor
 	}
-	return cursor{at: time.UnixMicro(micros).UTC(), id: n}, nil
+	return cursor{at: time.UnixMicro(micros).UTC(), src: src, id: n}, nil
 }
 
 // maxCursorMicros is 9999-12-31T23:59:59.999999Z.

@@ -9,7 +9,8 @@ import (
 )
 
 func FuzzParseCursor(f *testing.F) {
-	for _, s := range []string{"", "1.1", "1763856000000000.42", "x.1", "1.", ".1", "-1.1", "1.-1", "99999999999999999999.1"} {
+	for _, s := range []string{"", "1.1", "1763856000000000.42", "x.1", "1.", ".1", "-1.1", "1.-1", "99999999999999999999.1",
+		"1763856000000000.r42", "1.r", "1.r0", "1.rr1", "r1.1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -29,10 +30,15 @@ func FuzzParseCursor(f *testing.F) {
 
 func TestCursor_RoundTripsAtMicrosecondPrecision(t *testing.T) {
 	t.Parallel()
-	c := cursor{at: time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC), id: 7}
-	got, err := parseCursor(c.String())
-	if err != nil || got != c {
-		t.Fatalf("parseCursor(%q) = %v, %v; want %v", c.String(), got, err, c)
+	at := time.Date(2026, 11, 23, 10, 0, 0, 123456000, time.UTC)
+	for _, c := range []cursor{{at: at, src: srcProcess, id: 7}, {at: at, src: srcRefusal, id: 7}} {
+		got, err := parseCursor(c.String())
+		if err != nil || got != c {
+			t.Fatalf("parseCursor(%q) = %v, %v; want %v", c.String(), got, err, c)
+		}
+	}
+	if p, r := (cursor{at: at, src: srcProcess, id: 7}).String(), (cursor{at: at, src: srcRefusal, id: 7}).String(); p == r {
+		t.Errorf("a process and a refusal of the same time and id have the same cursor %q", p)
 	}
 }
 

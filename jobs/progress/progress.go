@@ -11,6 +11,12 @@
 // concurrent changes never wait on each other's counter rows; Compact folds
 // them, from the worker's sweep and before each read here. The failed
 // accounts are read through partial indexes over failed processes only.
+//
+// Accounts refused at staging (E3 or E4) never become import processes;
+// jobs/imports keeps the latest refusal of each in staging_refusals
+// (migration 00043), whose triggers count them in the same counters (the
+// state "refused", and their errors among the top errors). The failed
+// accounts list them beside the failed processes, each with its step.
 package progress
 
 import (
@@ -20,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -39,7 +46,15 @@ const (
 	StateInProgress = "in_progress" // queued or being processed
 	StateCompleted  = "completed"   // its account exists
 	StateFailed     = "failed"      // its last processing failed (last_error)
+	// StateRefused counts accounts whose latest staging was refused
+	// (staging_refusals); it is not a state of an import process.
+	StateRefused = "refused"
 )
+
+// StepProcess is the step of a failed process in the failed accounts: E5
+// (account creation). A refused account has the step of its refusal,
+// imports.StepValidate (E3) or imports.StepStage (E4).
+const StepProcess = "process"
 
 // The per-minute series starts at the supplier's first minute with
 // progress within MaxWindow, so that a run of twenty minutes fills the
@@ -75,16 +90,22 @@ func New(d *sqlx.DB, insp QueueInspector) *Service {
 	return &Service{db: d, insp: insp, now: time.Now}
 }
 
-// Counts are a supplier's import processes by state, and its skip marks.
-// Total is the sum of the four states; skip marks are counted apart because
-// a mark may exist for an account that was never staged.
+// Counts are a supplier's import processes by state, its accounts refused
+// at staging, and its skip marks. Total is the sum of the four states of
+// import processes. Refused and skip marks are counted apart: an account
+// refused at staging has no process unless an earlier staging made one
+// (whose state is then counted too), and a mark may exist for an account
+// that was never staged.
 type Counts struct {
 	Staged     int64 `json:"staged"`
 	InProgress int64 `json:"in_progress"`
 	Completed  int64 `json:"completed"`
 	Failed     int64 `json:"failed"`
 	Total      int64 `json:"total"`
-	SkipMarks  int64 `json:"skip_marks"`
+	// Refused counts the accounts whose latest E3 or E4 was refused and
+	// that have not been staged or created since.
+	Refused   int64 `json:"refused"`
+	SkipMarks int64 `json:"skip_marks"`
 }
 
 // SupplierProgress is one line of the index of suppliers.
@@ -102,31 +123,36 @@ type Minute struct {
 	Failed    int64     `json:"failed"`
 }
 
-// ErrorCount is how many failed accounts have an error with Code at Attr
-// in their last error. Attr is empty for an error without field errors.
+// ErrorCount is how many failed or refused accounts have an error with
+// Code at Attr in their last error or refusal. Attr is empty for an error
+// without field errors.
 type ErrorCount struct {
 	Code     string `json:"code"`
 	Attr     string `json:"attr"`
 	Accounts int64  `json:"accounts"`
 }
 
-// FailedAccount is one failed account: the error shown (the first one that
-// matches the filter, else the first one), how many other errors its last
-// attempt had, and when it failed.
+// FailedAccount is one failed or refused account: the step that failed or
+// refused it, the error shown (the first one that matches the filter, else
+// the first one), how many other errors its last attempt had, and when it
+// failed.
 type FailedAccount struct {
-	ExternalAccountNumber string    `json:"external_account_number"`
-	Code                  string    `json:"code"`
-	Attr                  string    `json:"attr"`
-	Detail                string    `json:"detail"`
-	OtherErrors           int       `json:"other_errors"`
-	FailedAt              time.Time `json:"failed_at"`
+	ExternalAccountNumber string `json:"external_account_number"`
+	// Step is StepProcess for a failed process, imports.StepValidate or
+	// imports.StepStage for an account refused at E3 or E4.
+	Step        string    `json:"step"`
+	Code        string    `json:"code"`
+	Attr        string    `json:"attr"`
+	Detail      string    `json:"detail"`
+	OtherErrors int       `json:"other_errors"`
+	FailedAt    time.Time `json:"failed_at"`
 	// TaskID is the account's task in the accounts queue, as Asynqmon
-	// names it.
+	// names it; empty for a refused account, which has no task.
 	TaskID string `json:"task_id"`
 }
 
-// FailedPage is one page of failed accounts, newest failure first. Next is
-// the cursor of the following page, empty on the last one.
+// FailedPage is one page of failed and refused accounts, newest failure
+// first. Next is the cursor of the following page, empty on the last one.
 type FailedPage struct {
 	Code     string          `json:"code"`
 	Attr     string          `json:"attr"`
@@ -215,19 +241,21 @@ const countsColumns = `
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'staged'), 0) AS staged,
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'in_progress'), 0) AS in_progress,
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'completed'), 0) AS completed,
-		coalesce(sum(c.n) FILTER (WHERE c.state = 'failed'), 0) AS failed`
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'failed'), 0) AS failed,
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'refused'), 0) AS refused`
 
 type countsRow struct {
 	Staged     int64 `db:"staged"`
 	InProgress int64 `db:"in_progress"`
 	Completed  int64 `db:"completed"`
 	Failed     int64 `db:"failed"`
+	Refused    int64 `db:"refused"`
 	SkipMarks  int64 `db:"skip_marks"`
 }
 
 func (r countsRow) counts() Counts {
 	return Counts{Staged: r.Staged, InProgress: r.InProgress, Completed: r.Completed, Failed: r.Failed,
-		Total: r.Staged + r.InProgress + r.Completed + r.Failed, SkipMarks: r.SkipMarks}
+		Total: r.Staged + r.InProgress + r.Completed + r.Failed, Refused: r.Refused, SkipMarks: r.SkipMarks}
 }
 
 // Summarize returns the summary of supplier code. A supplier that visible
@@ -329,40 +357,69 @@ func (s *Service) topErrors(ctx context.Context, supplierID int64) ([]ErrorCount
 	return out, nil
 }
 
-// failed reads one page of failed accounts. The conditions repeat the
-// predicate of the partial indexes import_processes_failed (order and
-// cursor) and import_processes_failed_errors (the filter's containment).
+// failed reads one page of failed processes and refused accounts, merged
+// newest first. Each source is read with the conditions of its indexes:
+// the partial indexes import_processes_failed (order and cursor) and
+// import_processes_failed_errors (the filter's containment), and
+// staging_refusals_newest and staging_refusals_errors; each gives at most
+// a page, and the merge keeps the newest page of the two.
 func (s *Service) failed(ctx context.Context, supplierID int64, supplierCode string, f Filter, before cursor) (FailedPage, error) {
-	q := `SELECT id, external_account_number, updated_at, last_error
-		FROM import_processes
-		WHERE supplier_id = $1 AND status = 'UNKNOWN' AND last_error IS NOT NULL`
 	args := []any{supplierID}
-	if before.id != 0 {
-		args = append(args, before.at, before.id)
-		q += fmt.Sprintf(" AND (updated_at, id) < ($%d, $%d)", len(args)-1, len(args))
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
 	}
+	var filter string
 	if f.Code != "" {
 		field := map[string]string{"code": f.Code}
 		if f.Attr != "" {
 			field["attr"] = f.Attr
 		}
 		inErrors, _ := json.Marshal(map[string]any{"errors": []any{field}})
-		args = append(args, string(inErrors))
-		cond := fmt.Sprintf("last_error @> $%d::jsonb", len(args))
+		filter = "{error} @> " + arg(string(inErrors)) + "::jsonb"
 		if f.Attr == "" {
 			top, _ := json.Marshal(map[string]string{"code": f.Code})
-			args = append(args, string(top))
-			cond = fmt.Sprintf("(%s OR last_error @> $%d::jsonb)", cond, len(args))
+			filter = "(" + filter + " OR {error} @> " + arg(string(top)) + "::jsonb)"
 		}
-		q += " AND " + cond
+		filter = " AND " + filter
 	}
-	args = append(args, PageSize+1)
-	q += fmt.Sprintf(" ORDER BY updated_at DESC, id DESC LIMIT $%d", len(args))
+	// filterOn is the filter on the error column of one source.
+	filterOn := func(column string) string { return strings.ReplaceAll(filter, "{error}", column) }
+	// The page is in the order (time, source, id) descending, source 1 for
+	// refusals and 0 for processes, so that the cursor is a total order;
+	// for each source the cursor becomes a condition on its own index.
+	after := func(src int, at, id string) string {
+		switch {
+		case before.id == 0:
+			return ""
+		case src == before.src:
+			return fmt.Sprintf(" AND (%s, %s) < (%s, %s)", at, id, arg(before.at), arg(before.id))
+		case src < before.src:
+			return fmt.Sprintf(" AND %s <= %s", at, arg(before.at))
+		default:
+			return fmt.Sprintf(" AND %s < %s", at, arg(before.at))
+		}
+	}
+	limit := arg(PageSize + 1)
+	q := `(SELECT ` + strconv.Itoa(srcProcess) + ` AS src, id, external_account_number, '` + StepProcess + `' AS step, updated_at AS at, last_error AS error
+		FROM import_processes
+		WHERE supplier_id = $1 AND status = 'UNKNOWN' AND last_error IS NOT NULL` +
+		after(srcProcess, "updated_at", "id") + filterOn("last_error") + `
+		ORDER BY updated_at DESC, id DESC LIMIT ` + limit + `)
+		UNION ALL
+		(SELECT ` + strconv.Itoa(srcRefusal) + `, id, external_account_number, step, refused_at, error
+		FROM staging_refusals
+		WHERE supplier_id = $1` +
+		after(srcRefusal, "refused_at", "id") + filterOn("error") + `
+		ORDER BY refused_at DESC, id DESC LIMIT ` + limit + `)
+		ORDER BY at DESC, src DESC, id DESC LIMIT ` + limit
 	var rows []struct {
-		ID        int64     `db:"id"`
-		Number    string    `db:"external_account_number"`
-		UpdatedAt time.Time `db:"updated_at"`
-		LastError []byte    `db:"last_error"`
+		Src    int       `db:"src"`
+		ID     int64     `db:"id"`
+		Number string    `db:"external_account_number"`
+		Step   string    `db:"step"`
+		At     time.Time `db:"at"`
+		Error  []byte    `db:"error"`
 	}
 	if err := s.db.SelectContext(ctx, &rows, q, args...); err != nil {
 		return FailedPage{}, fmt.Errorf("progress: failed accounts: %w", err)
@@ -371,17 +428,20 @@ func (s *Service) failed(ctx context.Context, supplierID int64, supplierCode str
 	for i, r := range rows {
 		if i == PageSize {
 			prev := rows[i-1]
-			page.Next = cursor{at: prev.UpdatedAt, id: prev.ID}.String()
+			page.Next = cursor{at: prev.At, src: prev.Src, id: prev.ID}.String()
 			break
 		}
 		var rec problem.Record
-		_ = json.Unmarshal(r.LastError, &rec) // a record the service wrote; an odd one shows empty
+		_ = json.Unmarshal(r.Error, &rec) // a record the service wrote; an odd one shows empty
 		shown := shownError(rec, f)
-		page.Accounts = append(page.Accounts, FailedAccount{
-			ExternalAccountNumber: r.Number, Code: shown.Code, Attr: shown.Attr, Detail: shown.Detail,
-			OtherErrors: max(len(rec.Errors)-1, 0), FailedAt: r.UpdatedAt.UTC(),
-			TaskID: jobs.AccountTaskID(supplierCode, r.Number, false),
-		})
+		a := FailedAccount{
+			ExternalAccountNumber: r.Number, Step: r.Step, Code: shown.Code, Attr: shown.Attr, Detail: shown.Detail,
+			OtherErrors: max(len(rec.Errors)-1, 0), FailedAt: r.At.UTC(),
+		}
+		if r.Src == srcProcess {
+			a.TaskID = jobs.AccountTaskID(supplierCode, r.Number, false)
+		}
+		page.Accounts = append(page.Accounts, a)
 	}
 	return page, nil
 }

@@ -313,14 +313,18 @@ func TestCounters_RestagingCountsNothing(t *testing.T) {
 }
 
 // progress_rebuild, which the migration runs, counts what the triggers
-// counted as the cohort was processed.
+// counted as the cohort was processed, refused accounts included.
 func TestCounters_RebuildMatchesWhatTheTriggersKept(t *testing.T) {
 	t.Parallel()
 	d, svc := seeded(t)
+	pt.SeedRefusals(t, d)
 	ctx := context.Background()
 	before, err := svc.Summarize(ctx, pt.Supplier, Filter{}, all, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before.Supplier.Counts.Refused != 2 {
+		t.Fatalf("refused accounts counted by the triggers: %d, want 2", before.Supplier.Counts.Refused)
 	}
 	if _, err := d.Exec(`SELECT progress_rebuild()`); err != nil {
 		t.Fatal(err)

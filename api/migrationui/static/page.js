@@ -63,8 +63,9 @@
     document.querySelectorAll("[data-count]").forEach(function (el) {
       el.textContent = String(counts[el.dataset.count]);
     });
-    // The failed card is red only when something failed.
+    // The failed and refused cards are red only when something failed.
     document.getElementById("failed-card").classList.toggle("bad", counts.failed > 0);
+    document.getElementById("refused-card").classList.toggle("bad", counts.refused > 0);
     var status = document.getElementById("supplier-status");
     status.textContent = s.supplier.status;
     status.className = "status status-" + s.supplier.status;
@@ -82,7 +83,7 @@
       tbody.appendChild(tr);
     });
     if (s.top_errors.length === 0) {
-      emptyRow(tbody, 3, "No failed accounts.");
+      emptyRow(tbody, 3, "No failed or refused accounts.");
     }
   }
 
@@ -92,6 +93,7 @@
     s.failed.accounts.forEach(function (a) {
       var tr = document.createElement("tr");
       cell(tr, a.external_account_number);
+      cell(tr, a.step);
       cell(tr, a.code);
       cell(tr, a.attr);
       var detail = cell(tr, a.detail);
@@ -103,12 +105,16 @@
       }
       cell(tr, when(a.failed_at));
       if (operator) {
-        cell(tr, "").appendChild(link(taskURL + a.task_id, "task"));
+        var task = cell(tr, "");
+        // A refused account has no task.
+        if (a.task_id) {
+          task.appendChild(link(taskURL + a.task_id, "task"));
+        }
       }
       tbody.appendChild(tr);
     });
     if (s.failed.accounts.length === 0) {
-      emptyRow(tbody, operator ? 6 : 5, s.failed.code ? "No failed accounts with this code." : "No failed accounts.");
+      emptyRow(tbody, operator ? 7 : 6, s.failed.code ? "No failed or refused accounts with this code." : "No failed or refused accounts.");
     }
     var next = document.getElementById("next-page");
     next.hidden = !s.failed.next;

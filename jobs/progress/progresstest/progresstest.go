@@ -32,6 +32,10 @@ const (
 	CodeTariff   = "tariff_code_not_found"
 	AttrTariff   = "supply_points.0.agreements.0.tariff_code"
 	CodeOther    = "secret_other_code"
+	// CodeNotOngoing is the refusal of a staging while the supplier is
+	// not Ongoing (jobs/imports), at AttrNotOngoing.
+	CodeNotOngoing = "import_supplier_migration_not_ongoing"
+	AttrNotOngoing = "import_supplier"
 )
 
 // Cohort of Supplier (Ongoing): 3 staged, 2 in progress, 4 completed and 5
@@ -119,4 +123,29 @@ func (s seeder) fail(id int64, rec problem.Record) {
 	b, _ := json.Marshal(rec)
 	s.exec(`UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
 		WHERE id = $1 AND service_account_number IS NULL`, id, b)
+}
+
+// SeedRefusals adds accounts refused at staging to the cohort of Seed:
+// ACME-R1 refused at E3 (step validate) for a phone number, and ACME-R2
+// refused at E4 (step stage) while the supplier was not Ongoing, the
+// latter refused a moment after the former; and OTHER-R1, refused at E4
+// with CodeOther, which must never show on Supplier's page. Each is
+// written as jobs/imports writes a refusal: an upsert of the account's one
+// row, through the triggers that count it.
+func SeedRefusals(t testing.TB, d *sqlx.DB) {
+	t.Helper()
+	s := seeder{t: t, ctx: context.Background(), d: d}
+	s.refuse(Supplier, "ACME-R1", "validate", validation(problem.FieldError{Code: CodePhone, Attr: AttrPhone, Detail: "Not a phone number."}))
+	notOngoing := problem.FieldError{Code: CodeNotOngoing, Attr: AttrNotOngoing, Detail: "Import supplier ACME is Paused; it does not accept accounts."}
+	s.refuse(Supplier, "ACME-R2", "stage", problem.Record{Code: notOngoing.Code, Detail: notOngoing.Detail, Errors: []problem.FieldError{notOngoing}})
+	s.refuse(Other, "OTHER-R1", "stage", validation(problem.FieldError{Code: CodeOther, Attr: "secret_other_attr", Detail: "Other's detail."}))
+}
+
+func (s seeder) refuse(supplier, ean, step string, rec problem.Record) {
+	s.t.Helper()
+	b, _ := json.Marshal(rec)
+	s.exec(`INSERT INTO staging_refusals (supplier_id, external_account_number, step, error, refused_at)
+		SELECT id, $2, $3, $4, now() FROM import_suppliers WHERE code = $1
+		ON CONFLICT (supplier_id, external_account_number) DO UPDATE
+			SET step = EXCLUDED.step, error = EXCLUDED.error, refused_at = EXCLUDED.refused_at`, supplier, ean, step, b)
 }

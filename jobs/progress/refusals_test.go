@@ -1,0 +1,217 @@
+package progress
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/bulkimport/bulkimport/db/dbtest"
+	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/problem"
+	pt "github.com/bulkimport/bulkimport/jobs/progress/progresstest"
+)
+
+// Accounts refused at staging are counted apart from the processes' total,
+// are among the top errors, and are listed with the failed processes, with
+// their step and without a task; another supplier's never show.
+func TestSummarize_RefusedAccountsAreCountedListedAndAmongTheTopErrors(t *testing.T) {
+	t.Parallel()
+	d, svc := seeded(t)
+	pt.SeedRefusals(t, d)
+	ctx := context.Background()
+	sum, err := svc.Summarize(ctx, pt.Supplier, Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SupplierProgress{Code: pt.Supplier, Status: "Ongoing",
+		Counts: Counts{Staged: 3, InProgress: 2, Completed: 4, Failed: 5, Total: 14, Refused: 2, SkipMarks: 2}}
+	if diff := gocmp.Diff(want, sum.Supplier); diff != "" {
+		t.Errorf("supplier (-want +got):\n%s", diff)
+	}
+	wantTop := []ErrorCount{
+		{Code: pt.CodePhone, Attr: pt.AttrPhone, Accounts: 4},
+		{Code: pt.CodeNotOngoing, Attr: pt.AttrNotOngoing, Accounts: 1},
+		{Code: problem.CodeInternal, Attr: "", Accounts: 1},
+		{Code: pt.CodePostcode, Attr: pt.AttrPostcode, Accounts: 1},
+		{Code: pt.CodeTariff, Attr: pt.AttrTariff, Accounts: 1},
+	}
+	if diff := gocmp.Diff(wantTop, sum.TopErrors); diff != "" {
+		t.Errorf("top errors (-want +got):\n%s", diff)
+	}
+
+	type row struct{ EAN, Step, Code, Attr, TaskID string }
+	process := func(ean, code, attr string) row {
+		return row{ean, StepProcess, code, attr, jobs.AccountTaskID(pt.Supplier, ean, false)}
+	}
+	cases := []struct {
+		name   string
+		filter Filter
+		want   []row
+	}{
+		{"no filter: refusals are the newest", Filter{}, []row{
+			{"ACME-R2", imports.StepStage, pt.CodeNotOngoing, pt.AttrNotOngoing, ""},
+			{"ACME-R1", imports.StepValidate, pt.CodePhone, pt.AttrPhone, ""},
+			process("ACME-F5", problem.CodeInternal, ""), process("ACME-F4", pt.CodeTariff, pt.AttrTariff),
+			process("ACME-F3", pt.CodePhone, pt.AttrPhone), process("ACME-F2", pt.CodePhone, pt.AttrPhone),
+			process("ACME-F1", pt.CodePhone, pt.AttrPhone)}},
+		{"a refusal's code", Filter{Code: pt.CodeNotOngoing}, []row{
+			{"ACME-R2", imports.StepStage, pt.CodeNotOngoing, pt.AttrNotOngoing, ""}}},
+		{"a code of both", Filter{Code: pt.CodePhone, Attr: pt.AttrPhone}, []row{
+			{"ACME-R1", imports.StepValidate, pt.CodePhone, pt.AttrPhone, ""},
+			process("ACME-F3", pt.CodePhone, pt.AttrPhone), process("ACME-F2", pt.CodePhone, pt.AttrPhone),
+			process("ACME-F1", pt.CodePhone, pt.AttrPhone)}},
+		{"a refusal's top-level code", Filter{Code: "account_failed_validation"}, []row{
+			{"ACME-R1", imports.StepValidate, pt.CodePhone, pt.AttrPhone, ""},
+			process("ACME-F4", pt.CodeTariff, pt.AttrTariff),
+			process("ACME-F3", pt.CodePhone, pt.AttrPhone), process("ACME-F2", pt.CodePhone, pt.AttrPhone),
+			process("ACME-F1", pt.CodePhone, pt.AttrPhone)}},
+		{"another supplier's refusal", Filter{Code: pt.CodeOther}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sum, err := svc.Summarize(ctx, pt.Supplier, tc.filter, all, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []row
+			for _, a := range sum.Failed.Accounts {
+				got = append(got, row{a.ExternalAccountNumber, a.Step, a.Code, a.Attr, a.TaskID})
+				if a.FailedAt.IsZero() {
+					t.Errorf("%s: no time", a.ExternalAccountNumber)
+				}
+			}
+			if diff := gocmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("failed accounts (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	onlyOther := func(c string) bool { return c == pt.Other }
+	list, err := svc.Suppliers(ctx, onlyOther)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOther := []SupplierProgress{{Code: pt.Other, Status: "Paused", Counts: Counts{Completed: 1, Failed: 1, Total: 2, Refused: 1}}}
+	if diff := gocmp.Diff(wantOther, list); diff != "" {
+		t.Errorf("suppliers (-want +got):\n%s", diff)
+	}
+}
+
+// The failed accounts are paged across both sources by one cursor: every
+// failed process and refused account once, newest first, also when many
+// share a time (refusals first, then by id, newest first).
+func TestSummarize_FailedAndRefusedAccountsArePagedTogether(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	const at = "2026-01-01T00:00:00Z"
+	for _, q := range []string{
+		`INSERT INTO import_suppliers (code) VALUES ('BIG')`,
+		// 70 failed processes: 60 at the shared time, 10 a second before.
+		`INSERT INTO import_processes (supplier_id, external_account_number, payload)
+		 SELECT s.id, 'BIG-P' || lpad(i::text, 3, '0'), '{}' FROM import_suppliers s, generate_series(1, 70) i`,
+		`UPDATE import_processes SET last_error = '{"code":"x","detail":"d","errors":[]}',
+			updated_at = CASE WHEN external_account_number <= 'BIG-P060' THEN '` + at + `'::timestamptz
+				ELSE '` + at + `'::timestamptz - interval '1 second' END`,
+		// 70 refused accounts: 60 at the shared time, 10 a second after.
+		`INSERT INTO staging_refusals (supplier_id, external_account_number, step, error, refused_at)
+		 SELECT s.id, 'BIG-R' || lpad(i::text, 3, '0'), 'stage', '{"code":"y","detail":"d","errors":[]}',
+			CASE WHEN i <= 60 THEN '` + at + `'::timestamptz ELSE '` + at + `'::timestamptz + interval '1 second' END
+		 FROM import_suppliers s, generate_series(1, 70) i`,
+	} {
+		if _, err := d.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	type key struct {
+		at  time.Time
+		src int
+		id  int64
+		ean string
+	}
+	var keys []key
+	for _, src := range []struct {
+		src int
+		q   string
+	}{
+		{srcProcess, `SELECT updated_at, id, external_account_number FROM import_processes`},
+		{srcRefusal, `SELECT refused_at, id, external_account_number FROM staging_refusals`},
+	} {
+		rows, err := d.QueryContext(ctx, src.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			k := key{src: src.src}
+			if err := rows.Scan(&k.at, &k.id, &k.ean); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(b.at.Compare(a.at), cmp.Compare(b.src, a.src), cmp.Compare(b.id, a.id))
+	})
+	var want []string
+	for _, k := range keys {
+		want = append(want, k.ean)
+	}
+
+	svc := New(d, nil)
+	for _, filter := range []Filter{{}, {Code: "x"}, {Code: "y"}} {
+		var seen []string
+		before := ""
+		for pages := 1; ; pages++ {
+			if pages > 10 {
+				t.Fatalf("%+v: more than 10 pages", filter)
+			}
+			sum, err := svc.Summarize(ctx, "BIG", Filter{Code: filter.Code, Before: before}, all, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range sum.Failed.Accounts {
+				seen = append(seen, a.ExternalAccountNumber)
+			}
+			if before = sum.Failed.Next; before == "" {
+				break
+			}
+		}
+		wantHere := slices.DeleteFunc(slices.Clone(want), func(ean string) bool {
+			return filter.Code == "x" && ean[4] != 'P' || filter.Code == "y" && ean[4] != 'R'
+		})
+		if diff := gocmp.Diff(wantHere, seen); diff != "" {
+			t.Errorf("filter %+v: accounts over the pages (-want +got):\n%s", filter, diff)
+		}
+	}
+	if want[0] != "BIG-R070" || want[10] != "BIG-R060" || want[70] != "BIG-P060" || want[139] != "BIG-P061" {
+		t.Errorf("the expected order is not the one the test means: %v", want)
+	}
+}
+
+// A refusal cursor past year 9999 or with a zero id is refused like a
+// process cursor.
+func TestSummarize_RefusalCursorIsCheckedLikeAProcessCursor(t *testing.T) {
+	t.Parallel()
+	_, svc := seeded(t)
+	for _, before := range []string{"1.r0", "999999999999999999.r1", "1.r", "1.rx"} {
+		_, err := svc.Summarize(context.Background(), pt.Supplier, Filter{Before: before}, all, false)
+		p, ok := problem.As(err)
+		if !ok || p.Kind != problem.Invalid || len(p.Errors) != 1 || p.Errors[0].Attr != "before" {
+			t.Errorf("before %q: %v, want one invalid error at before", before, err)
+		}
+	}
+	sum, err := svc.Summarize(context.Background(), pt.Supplier, Filter{Before: fmt.Sprintf("%d.r1", time.Now().Add(time.Hour).UnixMicro())}, all, false)
+	if err != nil || len(sum.Failed.Accounts) != 5 {
+		t.Errorf("a refusal cursor after every failure: %v, %d accounts, want the 5 failed", err, len(sum.Failed.Accounts))
+	}
+}
