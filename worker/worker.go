@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/creation"
@@ -45,7 +45,7 @@ type Config struct {
 
 // Deps are the worker's collaborators.
 type Deps struct {
-	DB       *sqlx.DB
+	DB       *db.DB
 	Redis    asynq.RedisConnOpt
 	RedisCli redis.UniversalClient
 	Catalog  account.Catalog
@@ -69,7 +69,7 @@ type Worker struct {
 	creator               *creation.Creator
 	sweeper               *process.Sweeper
 	rdb                   redis.UniversalClient
-	db                    *sqlx.DB
+	db                    *db.DB
 	log                   *slog.Logger
 	// stopping is closed when Run's context ends and the servers begin to
 	// stop (see handBackContext).

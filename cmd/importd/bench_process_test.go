@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
@@ -163,7 +162,7 @@ func reportLatency(b *testing.B, lat []time.Duration) e5Figures {
 
 // benchPool opens a pool of one connection per goroutine on the service's
 // database, with every connection open before the clock starts.
-func benchPool(b *testing.B, s *service, workers int) *sqlx.DB {
+func benchPool(b *testing.B, s *service, workers int) *db.DB {
 	d, err := db.Open(context.Background(), s.env["DATABASE_URL"], workers)
 	if err != nil {
 		b.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/bulkimport/bulkimport/db"
 )
 
 // waitSampler samples pg_stat_activity of one database every 10 ms while a
@@ -24,12 +24,12 @@ import (
 type waitSampler struct {
 	stop chan struct{}
 	done chan map[string]int
-	d    *sqlx.DB // for the statement profile; nil when E5_STATEMENTS is not set
+	d    *db.DB // for the statement profile; nil when E5_STATEMENTS is not set
 }
 
 // startWaitSampler starts sampling d's database, or returns nil when
 // neither E5_WAITS nor E5_STATEMENTS is set.
-func startWaitSampler(b *testing.B, d *sqlx.DB) *waitSampler {
+func startWaitSampler(b *testing.B, d *db.DB) *waitSampler {
 	waits, statements := os.Getenv("E5_WAITS") != "", os.Getenv("E5_STATEMENTS") != ""
 	if !waits && !statements {
 		return nil
@@ -120,7 +120,7 @@ func (w *waitSampler) report(b *testing.B) {
 // resetStatements empties pg_stat_statements for d's database, creating the
 // extension first. The server must load the library at start
 // (shared_preload_libraries), as deploy/local/stack.sh starts it.
-func resetStatements(b *testing.B, d *sqlx.DB) {
+func resetStatements(b *testing.B, d *db.DB) {
 	if _, err := d.Exec(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
 		b.Fatalf("E5_STATEMENTS: %v", err)
 	}
@@ -140,7 +140,7 @@ type statementRow struct {
 // resetStatements, by execution time: their share of it, calls and
 // milliseconds per account (b.N accounts). Planning is not tracked
 // (pg_stat_statements.track_planning adds contention of its own).
-func reportStatements(b *testing.B, d *sqlx.DB) {
+func reportStatements(b *testing.B, d *db.DB) {
 	var rows []statementRow
 	if err := d.Select(&rows, `
 		SELECT regexp_replace(left(query, 90), '\s+', ' ', 'g') AS query, calls, total_exec_time AS total

@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/bulkimport/bulkimport/db/prepared"
+	"github.com/bulkimport/bulkimport/db"
 )
 
 // Supplier is an import supplier as validation and staging need it.
@@ -70,17 +69,13 @@ type BatchCatalog interface {
 // BatchCatalog. visible, when non-nil, limits which supplier codes exist for
 // this caller (an API key may be limited to some suppliers; an invisible
 // supplier must look exactly like a missing one).
-func NewCatalog(db *sqlx.DB, visible func(code string) bool) Catalog {
-	return &pgCatalog{db: db, visible: visible, stmts: prepared.New(db)}
+func NewCatalog(d *db.DB, visible func(code string) bool) Catalog {
+	return &pgCatalog{db: d, visible: visible}
 }
 
 type pgCatalog struct {
-	db      *sqlx.DB
+	db      *db.DB
 	visible func(string) bool
-	// stmts holds lookupSQL, prepared once per connection: every account
-	// the worker creates runs it, and unprepared its planning cost about
-	// ten times its execution.
-	stmts *prepared.Statements
 }
 
 type supplierRow struct {
@@ -170,7 +165,7 @@ func (c *pgCatalog) Lookup(ctx context.Context, supplierCode string, tariffCodes
 	var r supplierRow
 	var missing pq.StringArray
 	var contract bool
-	err := c.stmts.QueryRowxContext(ctx, lookupSQL, supplierCode, pq.Array(tariffCodes), contractIdentifier).Scan(
+	err := c.db.QueryRowxContext(ctx, lookupSQL, supplierCode, pq.Array(tariffCodes), contractIdentifier).Scan(
 		&r.ID, &r.Code, &r.Status, &r.Country, &r.DocumentRoot, &r.MigrationEmails, &r.RequireDocs, &r.TimeZone, &missing, &contract)
 	if err != nil {
 		return Lookup{}, fmt.Errorf("catalogue lookup: %w", err)

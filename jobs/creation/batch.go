@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/bulkimport/bulkimport/db"
@@ -94,13 +93,9 @@ func (c *Creator) createTogether(ctx context.Context, js []*createJob) string {
 		ids[i] = j.p.ProcessID
 	}
 	alone := len(js) == 1
-	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
-		st, err := c.stmts.In(ctx, tx, lockProcessesSQL)
-		if err != nil {
-			return fmt.Errorf("lock processes: %w", err)
-		}
+	err := db.InTx(ctx, c.db, func(tx *db.Tx) error {
 		var rows []processRow
-		if err := st.SelectContext(ctx, &rows, pq.Int64Array(ids)); err != nil {
+		if err := tx.SelectContext(ctx, &rows, lockProcessesSQL, pq.Int64Array(ids)); err != nil {
 			return fmt.Errorf("lock processes: %w", err)
 		}
 		locked := make(map[int64]processRow, len(rows))
@@ -174,7 +169,7 @@ func (c *Creator) decide(j *createJob, row processRow) error {
 // rolled back: alone, the account's outcome is the refusal and its error
 // errDryRun; with others, write returns errSplit. A dry run that would have
 // succeeded (it is always alone) ends with errDryRun too.
-func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone bool) error {
+func (c *Creator) write(ctx context.Context, tx *db.Tx, js []*createJob, alone bool) error {
 	if len(js) == 0 {
 		return nil
 	}
@@ -183,7 +178,7 @@ func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone
 	for i, j := range js {
 		in[i] = toCreate{j.acc, Options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
 	}
-	made, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
+	made, errs, err := createAccounts(ctx, tx, in, newServiceAccountNumber)
 	if err != nil {
 		return err
 	}

@@ -14,10 +14,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/bulkimport/bulkimport/db/prepared"
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
@@ -74,7 +73,7 @@ func createdAt(opt Options) time.Time { return opt.Now.UTC().Truncate(time.Micro
 // A refusal for a missing business contract wrote nothing for its account
 // (refusedBeforeWriting); a refusal for a missing tariff did, and the
 // caller must roll back.
-func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, in []toCreate, draw func() string) (cs []created, errs []error, err error) {
+func createAccounts(ctx context.Context, tx *db.Tx, in []toCreate, draw func() string) (cs []created, errs []error, err error) {
 	cs, errs = make([]created, len(in)), make([]error, len(in))
 	pending := make([]int, len(in))
 	for i := range in {
@@ -94,7 +93,7 @@ func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements
 				return nil, nil, fmt.Errorf("create account: %w", err)
 			}
 		}
-		rs, err := runCreate(ctx, tx, stmts, docs)
+		rs, err := runCreate(ctx, tx, docs)
 		if err != nil {
 			return nil, nil, fmt.Errorf("create account: %w", err)
 		}
@@ -139,21 +138,13 @@ func refusedBeforeWriting(err error) bool {
 
 // runCreate runs createSQL for one document, createManySQL for several,
 // and answers one createResult per document, in their order.
-func runCreate(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, docs [][]byte) ([]createResult, error) {
+func runCreate(ctx context.Context, tx *db.Tx, docs [][]byte) ([]createResult, error) {
 	query, arg := createSQL, docs[0]
 	if len(docs) > 1 {
 		query, arg = createManySQL, append(append([]byte{'['}, bytes.Join(docs, []byte{','})...), ']')
 	}
 	var rs []createResult
-	if stmts != nil {
-		stmt, err := stmts.In(ctx, tx, query)
-		if err != nil {
-			return nil, err
-		}
-		if err := stmt.SelectContext(ctx, &rs, arg); err != nil {
-			return nil, err
-		}
-	} else if err := tx.SelectContext(ctx, &rs, query, arg); err != nil {
+	if err := tx.SelectContext(ctx, &rs, query, arg); err != nil {
 		return nil, err
 	}
 	if len(rs) != len(docs) {

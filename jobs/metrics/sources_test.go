@@ -135,7 +135,7 @@ func TestDatabase_UpWhileItAnswersAndPoolStatistics(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	m := New()
-	m.WatchDatabase(d.DB)
+	m.WatchDatabase(d.DB.DB)
 	up, err := series(t, m, "importd_database_up")
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -37,12 +35,12 @@ func LostRecord() problem.Record {
 // Sweeper records the outcome of account tasks that ended without their
 // handler recording one; the worker's sweep runs it.
 type Sweeper struct {
-	db  *sqlx.DB
+	db  *db.DB
 	ann *Announcer
 }
 
 // NewSweeper returns the Sweeper of pool d, announcing through ann.
-func NewSweeper(d *sqlx.DB, ann *Announcer) *Sweeper { return &Sweeper{db: d, ann: ann} }
+func NewSweeper(d *db.DB, ann *Announcer) *Sweeper { return &Sweeper{db: d, ann: ann} }
 
 // Abandoned records rec as the outcome of the task taskID of p, which ended
 // without its handler recording one, frees the account's slot and wakes the
@@ -60,7 +58,7 @@ func NewSweeper(d *sqlx.DB, ann *Announcer) *Sweeper { return &Sweeper{db: d, an
 // when nothing was written; nothing is announced then.
 func (s *Sweeper) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, taskID string, rec problem.Record, confirm func() (bool, error)) (recorded bool, err error) {
 	b, _ := json.Marshal(rec)
-	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
 		var row struct {
 			Status string         `db:"status"`
 			TaskID sql.NullString `db:"task_id"`

@@ -11,8 +11,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -40,7 +39,7 @@ const (
 // ACME-F3 a phone error, ACME-F4 a tariff error and ACME-F5 an internal
 // error without field errors. Other (Paused) has one completed account and
 // one failed with CodeOther. Failures recorded: 6 for Supplier.
-func Seed(t testing.TB, d *sqlx.DB) {
+func Seed(t testing.TB, d *db.DB) {
 	t.Helper()
 	ctx := context.Background()
 	s := seeder{t: t, ctx: ctx, d: d}
@@ -79,7 +78,7 @@ func validation(errs ...problem.FieldError) problem.Record {
 type seeder struct {
 	t   testing.TB
 	ctx context.Context
-	d   *sqlx.DB
+	d   *db.DB
 }
 
 func (s seeder) exec(q string, args ...any) {
