@@ -121,12 +121,13 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	// ann frees the slots of ended tasks and wakes the requests that wait
 	// for them, for account creation and for the sweep alike.
 	ann := process.NewAnnouncer(deps.RedisCli, deps.Log)
+	inspector := asynq.NewInspector(deps.Redis)
 	w := &Worker{
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
-		inspector: asynq.NewInspector(deps.Redis),
+		inspector: inspector,
 		creator:   newCreator(cfg, deps, ann),
-		sweeper:   process.NewSweeper(deps.DB, ann),
+		sweeper:   process.NewSweeper(deps.DB, inspector, ann),
 		rdb:       deps.RedisCli,
 		db:        deps.DB,
 		log:       deps.Log,
