@@ -35,7 +35,7 @@ func newMetrics(rc redis.UniversalClient, d *db.DB, mode string) *metrics.Metric
 	if d == nil {
 		return m
 	}
-	m.WatchDatabase(d.DB.DB)
+	m.WatchDatabase(d)
 	if mode == "serve" || mode == "api" {
 		counters := progress.New(d, nil)
 		m.WatchSuppliers(func(ctx context.Context) ([]metrics.SupplierAccounts, error) {
