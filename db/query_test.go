@@ -3,6 +3,12 @@ package db_test
 import (
 	"context"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -273,5 +279,46 @@ func TestDB_ConcurrentCallersShareOneStatement(t *testing.T) {
 	}
 	if diff := cmp.Diff(db.StatementStats{Prepared: 1}, d.StatementStats()); diff != "" {
 		t.Errorf("StatementStats (-want +got):\n%s", diff)
+	}
+}
+
+// No code outside db chooses whether a statement is prepared: the
+// service's Go files (tests aside) name neither sqlx's pool, transaction
+// or statement types nor the methods that prepare by hand.
+func TestCallSites_RunQueriesThroughDBAlone(t *testing.T) {
+	t.Parallel()
+	types := map[string]bool{"DB": true, "Tx": true, "Stmt": true, "NamedStmt": true}
+	methods := map[string]bool{"Preparex": true, "PreparexContext": true, "PrepareContext": true,
+		"StmtxContext": true, "StmtContext": true, "PrepareNamed": true, "PrepareNamedContext": true}
+	var found []string
+	for _, dir := range []string{"../jobs", "../api", "../worker", "../cmd"} {
+		err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "sqlx" && types[sel.Sel.Name] {
+					found = append(found, path+": sqlx."+sel.Sel.Name)
+				} else if methods[sel.Sel.Name] {
+					found = append(found, path+": ."+sel.Sel.Name)
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(found) > 0 {
+		t.Errorf("code that runs queries around db.DB and db.Tx:\n%s", strings.Join(found, "\n"))
 	}
 }
