@@ -35,12 +35,13 @@ type DB struct {
 	stmts *statements
 }
 
-// MaxStatements bounds how many query texts a DB keeps prepared. Every
-// text the service runs is built from a fixed set of fragments, about a
-// hundred and fifty in all; the bound is there so that a text built with a
-// value in it by mistake cannot grow the cache, on each pooled connection
-// of PostgreSQL as well as here, without end. Texts beyond it run
-// unprepared, and StatementStats counts them.
+// MaxStatements bounds how many query texts a DB keeps prepared. The
+// service runs a fixed set of texts: about a hundred call sites, the few
+// that build their text choosing among a handful of fragments (a filter, a
+// column name), never putting a value in it. The bound is there so that a
+// text built with a value in it by mistake cannot grow the cache, on each
+// pooled connection of PostgreSQL as well as here, without end. Texts
+// beyond it run unprepared, and StatementStats counts them.
 const MaxStatements = 512
 
 // New returns d as a DB, with an empty cache of prepared statements.
