@@ -38,6 +38,10 @@ type Batching struct {
 	Size int
 }
 
+// DefaultBatching is the batching of a worker that is not told otherwise:
+// the defaults of ACCOUNT_WRITERS and ACCOUNT_BATCH.
+var DefaultBatching = Batching{Writers: 2, Size: 16}
+
 // WithBatching makes c create accounts in shared transactions as b says,
 // recording each transaction's size and outcome in m (nil records
 // nothing), and returns c. Without it every account has a transaction of its own. It
@@ -176,7 +180,7 @@ func (c *Creator) write(ctx context.Context, tx *db.Tx, js []*createJob, alone b
 	in := make([]toCreate, len(js))
 	now := c.now()
 	for i, j := range js {
-		in[i] = toCreate{j.acc, Options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
+		in[i] = toCreate{j.acc, options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
 	}
 	made, errs, err := createAccounts(ctx, tx, in, newServiceAccountNumber)
 	if err != nil {

@@ -24,8 +24,8 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// Options are the facts account creation needs beyond the payload.
-type Options struct {
+// options are the facts account creation needs beyond the payload.
+type options struct {
 	ProcessID        int64
 	OperationsTeamID int64
 	Now              time.Time
@@ -43,10 +43,10 @@ type created struct {
 // toCreate is one account of createAccounts.
 type toCreate struct {
 	acc *account.Account
-	opt Options
+	opt options
 }
 
-func createdAt(opt Options) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
+func createdAt(opt options) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
 
 // createAccounts writes the accounts of in inside tx, each with everything
 // in it (its ledger, customers, addresses, supply points with their
@@ -451,7 +451,7 @@ type (
 
 // createDocument encodes acc, under the service account number, as the
 // document createSQL reads.
-func createDocument(acc *account.Account, opt Options, createdAt time.Time, number string) ([]byte, error) {
+func createDocument(acc *account.Account, opt options, createdAt time.Time, number string) ([]byte, error) {
 	ba := acc.EffectiveBillingAddress()
 	d := createDoc{Account: accountRow{
 		Number: number, SupplierID: acc.Supplier.ID, External: acc.ExternalAccountNumber, ProcessID: opt.ProcessID,
@@ -569,14 +569,4 @@ func (d *createDoc) addSupplyPoint(i, j int, sp account.SupplyPoint) error {
 			ReadDate: string(r.ReadDate), Value: r.Value})
 	}
 	return nil
-}
-
-// Statement returns the creation statement for one account and its one
-// argument, the document of acc under the service account number, without
-// the reads, locks and checks around them. It is for the benchmarks of
-// cmd/importd, which run the statement alone to measure the database's
-// share of a creation against the whole; the service does not call it.
-func Statement(acc *account.Account, opt Options, number string) (query string, arg []byte, err error) {
-	arg, err = createDocument(acc, opt, createdAt(opt), number)
-	return createSQL, arg, err
 }

@@ -21,7 +21,7 @@ import (
 
 // createAccountRowByRow is CreateAccount as it was before createSQL, minus
 // the process row's completion, which Run wrote then.
-func createAccountRowByRow(ctx context.Context, tx *db.Tx, acc *account.Account, opt Options) (created, error) {
+func createAccountRowByRow(ctx context.Context, tx *db.Tx, acc *account.Account, opt options) (created, error) {
 	c := created{CreatedAt: opt.Now.UTC().Truncate(time.Microsecond)}
 	contractID, err := rbrContractID(ctx, tx, acc)
 	if err != nil {
@@ -77,7 +77,7 @@ func rbrContractID(ctx context.Context, tx *db.Tx, acc *account.Account) (*int64
 // CONFLICT on the number alone lets us draw again without aborting the
 // transaction. A clash on (supplier, external account number) is not caught:
 // it means the account exists, and the error must surface.
-func rbrInsertAccount(ctx context.Context, tx *db.Tx, acc *account.Account, opt Options, contractID *int64, createdAt time.Time) (int64, string, error) {
+func rbrInsertAccount(ctx context.Context, tx *db.Tx, acc *account.Account, opt options, contractID *int64, createdAt time.Time) (int64, string, error) {
 	ba := acc.EffectiveBillingAddress()
 	lastBilled := lastBilledToDate(acc)
 	for attempt := 0; attempt < 5; attempt++ {

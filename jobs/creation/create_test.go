@@ -180,11 +180,11 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				Code string `json:"import_supplier"`
 			}
 			_ = json.Unmarshal(payload, &supplier)
-			write := func(create func(d *db.DB, tx *db.Tx, acc *account.Account, opt Options) error) map[string][]string {
+			write := func(create func(d *db.DB, tx *db.Tx, acc *account.Account, opt options) error) map[string][]string {
 				d := dbtest.New(t)
 				seedCatalogue(t, d)
 				acc := validateForCreate(t, d, payload)
-				opt := Options{ProcessID: stageProcess(t, d, supplier.Code, payload), Now: createToday.Add(time.Hour)}
+				opt := options{ProcessID: stageProcess(t, d, supplier.Code, payload), Now: createToday.Add(time.Hour)}
 				if err := d.Get(&opt.OperationsTeamID, `SELECT id FROM operations_teams`); err != nil {
 					t.Fatal(err)
 				}
@@ -193,7 +193,7 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				}
 				return dumpAccounts(t, d)
 			}
-			want := write(func(_ *db.DB, tx *db.Tx, acc *account.Account, opt Options) error {
+			want := write(func(_ *db.DB, tx *db.Tx, acc *account.Account, opt options) error {
 				c, err := createAccountRowByRow(ctx, tx, acc, opt)
 				if err != nil {
 					return err
@@ -203,7 +203,7 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				return err
 			})
 			var outbox []int64
-			got := write(func(d *db.DB, tx *db.Tx, acc *account.Account, opt Options) error {
+			got := write(func(d *db.DB, tx *db.Tx, acc *account.Account, opt options) error {
 				c, err := CreateAccount(ctx, tx, acc, opt)
 				outbox = c.Outbox
 				return err
@@ -242,7 +242,7 @@ func TestCreateAccount_CatalogueChangedSinceValidationIsRefused(t *testing.T) {
 			d := dbtest.New(t)
 			seedCatalogue(t, d)
 			acc := validateForCreate(t, d, payload)
-			opt := Options{ProcessID: stageProcess(t, d, "DEMO", payload), Now: createToday}
+			opt := options{ProcessID: stageProcess(t, d, "DEMO", payload), Now: createToday}
 			if err := d.Get(&opt.OperationsTeamID, `SELECT id FROM operations_teams`); err != nil {
 				t.Fatal(err)
 			}

@@ -60,7 +60,7 @@ func (r *manyRig) stage(t *testing.T, name, external string) {
 		t.Fatal(err)
 	}
 	r.in = append(r.in, toCreate{validateForCreate(t, r.d, payload),
-		Options{ProcessID: id, OperationsTeamID: r.team, Now: createToday}})
+		options{ProcessID: id, OperationsTeamID: r.team, Now: createToday}})
 }
 
 // create runs createAccounts for the accounts of r at positions xs, in one

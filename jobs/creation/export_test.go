@@ -13,7 +13,7 @@ import (
 // returns a *problem.Error of Kind Invalid when the catalogue changed since
 // validation (a tariff or contract disappeared); what was written is then
 // for the caller to roll back.
-func CreateAccount(ctx context.Context, tx *db.Tx, acc *account.Account, opt Options) (created, error) {
+func CreateAccount(ctx context.Context, tx *db.Tx, acc *account.Account, opt options) (created, error) {
 	cs, errs, err := createAccounts(ctx, tx, []toCreate{{acc, opt}}, newServiceAccountNumber)
 	if err != nil {
 		return created{CreatedAt: createdAt(opt)}, err

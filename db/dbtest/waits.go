@@ -1,4 +1,4 @@
-package main
+package dbtest
 
 import (
 	"context"
@@ -12,29 +12,30 @@ import (
 	"github.com/bulkimport/bulkimport/db"
 )
 
-// waitSampler samples pg_stat_activity of one database every 10 ms while a
+// WaitSampler samples pg_stat_activity of one database every 10 ms while a
 // benchmark runs, and reports what its client backends were doing: running
 // (CPU), idle in a transaction, or waiting, by wait event, and for heavyweight
 // lock waits which lock (type and relation). It is on when E5_WAITS is set
-// (E5_WAITS=1 make bench): a sample is a query on the same 2 cores.
+// (E5_WAITS=1 make bench): a sample is a query on the same 2 cores. The
+// benchmarks of account creation (jobs/creation, cmd/importd) use it.
 //
 // With E5_STATEMENTS set, it also reports pg_stat_statements for the
 // database over the same span: each statement's share of the execution
 // time, and its calls and time per account (see statementProfile).
-type waitSampler struct {
+type WaitSampler struct {
 	stop chan struct{}
 	done chan map[string]int
 	d    *db.DB // for the statement profile; nil when E5_STATEMENTS is not set
 }
 
-// startWaitSampler starts sampling d's database, or returns nil when
+// StartWaitSampler starts sampling d's database, or returns nil when
 // neither E5_WAITS nor E5_STATEMENTS is set.
-func startWaitSampler(b *testing.B, d *db.DB) *waitSampler {
+func StartWaitSampler(b *testing.B, d *db.DB) *WaitSampler {
 	waits, statements := os.Getenv("E5_WAITS") != "", os.Getenv("E5_STATEMENTS") != ""
 	if !waits && !statements {
 		return nil
 	}
-	w := &waitSampler{}
+	w := &WaitSampler{}
 	if statements {
 		resetStatements(b, d)
 		w.d = d
@@ -87,9 +88,9 @@ func startWaitSampler(b *testing.B, d *db.DB) *waitSampler {
 	return w
 }
 
-// report stops sampling and logs the profile, most frequent first, as a
-// share of all backend samples.
-func (w *waitSampler) report(b *testing.B) {
+// Report stops sampling and logs the profile, most frequent first, as a
+// share of all backend samples. A nil *WaitSampler reports nothing.
+func (w *WaitSampler) Report(b *testing.B) {
 	if w == nil {
 		return
 	}
