@@ -167,15 +167,19 @@ bench: ## Run the performance benchmarks (docs/performance.md), each beside its 
 	# E3 and E4 over HTTP at concurrency 16, against a bare Gin handler and a
 	# plain SQL upsert of the same 4 KB payloads.
 	$(GO) test ./cmd/importd -run '^$$' -bench 'E3|E4' -benchtime 1500x -count $(BENCHCOUNT)
-	# E5 at concurrency 1 and 32: the creation statement run by pgbench
-	# (PostgreSQL's own speed), the creation statement alone from Go (baseline),
-	# the worker's creation function called directly, and E5 end to end
-	# (HTTP, queue, worker, wait), each with its ratio to the one before and,
-	# at concurrency 1, the p50 the queue adds (queue-p50-ms). A profile:
-	# add -cpuprofile e5.prof and read it with go tool pprof; E5_WAITS=1
-	# prints what PostgreSQL's backends waited on during each phase, and
-	# E5_STATEMENTS=1 its statements (pg_stat_statements). Other settings:
-	# E5_LEVELS (concurrencies), E5_WRITERS and E5_BATCH (ACCOUNT_WRITERS,
+	# Account creation at concurrency 1 and 32: the creation statement run by
+	# pgbench (PostgreSQL's own speed), the creation statement alone from Go
+	# (baseline) and the worker's creation function called directly, with
+	# direct's ratio to each.
+	$(GO) test ./jobs/creation -run '^$$' -bench '^BenchmarkCreate$$' -benchtime 1000x -count $(BENCHCOUNT)
+	# E5 at concurrency 1 and 32: the worker's creation function called
+	# directly, and E5 end to end (HTTP, queue, worker, wait) with its ratio
+	# to direct creation and, at concurrency 1, the p50 the queue adds
+	# (queue-p50-ms). A profile: add -cpuprofile e5.prof and read it with go
+	# tool pprof; E5_WAITS=1 prints what PostgreSQL's backends waited on
+	# during each phase, and E5_STATEMENTS=1 its statements
+	# (pg_stat_statements). Other settings (of both benchmarks): E5_LEVELS
+	# (concurrencies), E5_WRITERS and E5_BATCH (ACCOUNT_WRITERS,
 	# ACCOUNT_BATCH), E5_DB_CONNS (DB_MAX_CONNS, 8) and E5_WORKER_CONCURRENCY.
 	$(GO) test ./cmd/importd -run '^$$' -bench '^BenchmarkE5$$' -benchtime 1000x -count $(BENCHCOUNT)
 	# E7: 100 accounts x 100 transactions, against a plain multi-row insert;

@@ -12,10 +12,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/business"
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -71,7 +71,7 @@ type Config struct {
 
 // Deps are the API's collaborators.
 type Deps struct {
-	DB      *sqlx.DB
+	DB      *db.DB
 	Redis   redis.UniversalClient
 	Auth    *auth.Service
 	Imports *imports.Service
@@ -90,7 +90,7 @@ type Deps struct {
 // Server is the HTTP API.
 type Server struct {
 	cfg     Config
-	db      *sqlx.DB
+	db      *db.DB
 	redis   redis.UniversalClient
 	auth    *auth.Service
 	imports *imports.Service
@@ -209,7 +209,7 @@ func (s *Server) healthz(c *gin.Context) {
 // Ready reports whether PostgreSQL and Redis answer, naming the first that
 // does not. A process without a database (d nil: the dashboard) checks
 // Redis alone. The worker's probe server uses it too.
-func Ready(ctx context.Context, d *sqlx.DB, r redis.UniversalClient) error {
+func Ready(ctx context.Context, d *db.DB, r redis.UniversalClient) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if d != nil {
@@ -245,11 +245,11 @@ func (s *Server) whoami(c *gin.Context) {
 
 // Probes returns a handler with only /healthz and /readyz, for processes that
 // serve no API (the worker). log must not be nil.
-func Probes(d *sqlx.DB, r redis.UniversalClient, log *slog.Logger) http.Handler {
+func Probes(d *db.DB, r redis.UniversalClient, log *slog.Logger) http.Handler {
 	return probes(d, r, log)
 }
 
-func probes(d *sqlx.DB, r redis.UniversalClient, log *slog.Logger) *gin.Engine {
+func probes(d *db.DB, r redis.UniversalClient, log *slog.Logger) *gin.Engine {
 	if log == nil {
 		panic("api: nil *slog.Logger")
 	}

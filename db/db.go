@@ -1,4 +1,5 @@
-// Package db is the PostgreSQL system of record: connections, the embedded
+// Package db is the PostgreSQL system of record: the pool (DB, the one way
+// to run a query, which prepares every statement by its text), the embedded
 // goose migrations, and storage errors translated into sentinels that the
 // domain can test for.
 package db
@@ -41,7 +42,7 @@ var ErrNotFound = errors.New("not found")
 
 // Open connects to PostgreSQL and checks the connection. The pool size is
 // bounded because every API replica and worker shares one server.
-func Open(ctx context.Context, url string, maxConns int) (*sqlx.DB, error) {
+func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
 	d, err := sqlx.Open("postgres", url)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -58,7 +59,7 @@ func Open(ctx context.Context, url string, maxConns int) (*sqlx.DB, error) {
 		d.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	return d, nil
+	return New(d), nil
 }
 
 func provider(d *sql.DB) (*goose.Provider, error) {
@@ -161,9 +162,9 @@ func IsUnavailable(err error) bool {
 	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// InTx runs fn in a transaction, committing when fn returns nil and rolling
-// back otherwise.
-func InTx(ctx context.Context, d *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+// InTx runs fn in a transaction of d (a Tx, which runs its statements
+// prepared), committing when fn returns nil and rolling back otherwise.
+func InTx(ctx context.Context, d *DB, fn func(tx *Tx) error) error {
 	tx, err := d.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

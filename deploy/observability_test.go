@@ -127,7 +127,7 @@ func exported(t *testing.T) []string {
 	t.Cleanup(func() { rc.Close() })
 	m.WatchQueues(asynq.NewInspectorFromRedisClient(rc), "accounts")
 	d := dbtest.New(t)
-	m.WatchDatabase(d.DB)
+	m.WatchDatabase(d)
 	m.WatchSuppliers(func(context.Context) ([]metrics.SupplierAccounts, error) { return nil, nil })
 
 	ch := make(chan *prometheus.Desc)

@@ -59,26 +59,11 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, sweeper *pr
 		if err := json.Unmarshal(t.Payload, &p); err != nil {
 			continue
 		}
-		// Looked at again with the row locked: an E5 may have deleted the
-		// archived task to queue a new one of the same id.
-		stillArchived := func() (bool, error) {
-			info, err := inspector.GetTaskInfo(jobs.QueueAccounts, t.ID)
-			if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-				return false, nil
-			}
-			if err != nil || info.State != asynq.TaskStateArchived {
-				return false, err
-			}
-			if err := inspector.DeleteTask(jobs.QueueAccounts, t.ID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
-				return false, err
-			}
-			return true, nil
-		}
 		rec := process.AbandonedRecord()
 		if t.LastErr != "" && t.LastErr != asynq.ErrLeaseExpired.Error() {
 			rec = creation.FailedAfterRetriesRecord()
 		}
-		if _, err := sweeper.Abandoned(ctx, p, t.ID, rec, stillArchived); err != nil {
+		if _, err := sweeper.Abandoned(ctx, p, t.ID, rec, process.Archived); err != nil {
 			return err
 		}
 	}
@@ -93,27 +78,20 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, sweeper *pr
 // who sent E5 is told to call it again. It looks at up to lostBatch rows
 // with an id above after, and returns where the next sweep goes on (0
 // after the last row).
-func SweepLost(ctx context.Context, inspector *asynq.Inspector, sweeper *process.Sweeper, grace time.Duration, after int64) (next int64, err error) {
+func SweepLost(ctx context.Context, sweeper *process.Sweeper, grace time.Duration, after int64) (next int64, err error) {
 	stale, err := sweeper.StaleInProgress(ctx, grace, after, lostBatch)
 	if err != nil {
 		return after, err
 	}
-	missing := func(id string) (bool, error) {
-		_, err := inspector.GetTaskInfo(jobs.QueueAccounts, id)
-		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-			return true, nil
-		}
-		return false, err
-	}
 	for _, s := range stale {
 		next = s.Payload.ProcessID
-		if gone, err := missing(s.TaskID); err != nil || !gone {
+		if gone, err := sweeper.Missing(s.TaskID); err != nil || !gone {
 			if err != nil {
 				return next, err
 			}
 			continue
 		}
-		if _, err := sweeper.Abandoned(ctx, s.Payload, s.TaskID, process.LostRecord(), func() (bool, error) { return missing(s.TaskID) }); err != nil {
+		if _, err := sweeper.Abandoned(ctx, s.Payload, s.TaskID, process.LostRecord(), process.Missing); err != nil {
 			return next, err
 		}
 	}
@@ -143,7 +121,7 @@ func (w *Worker) sweepOnce(ctx context.Context, after int64) int64 {
 	if err := SweepAbandoned(ctx, w.inspector, w.sweeper); err != nil {
 		w.log.WarnContext(ctx, "sweep abandoned account tasks", "error", err)
 	}
-	next, err := SweepLost(ctx, w.inspector, w.sweeper, LostGrace, after)
+	next, err := SweepLost(ctx, w.sweeper, LostGrace, after)
 	if err != nil {
 		w.log.WarnContext(ctx, "sweep lost account tasks", "error", err)
 	}

@@ -9,16 +9,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 type sweepBundle struct {
-	db        *sqlx.DB
+	db        *db.DB
 	rdb       *redis.Client
 	client    *asynq.Client
 	inspector *asynq.Inspector
@@ -35,8 +35,9 @@ func setupSweep(t *testing.T) *sweepBundle {
 	}
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	b := &sweepBundle{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb),
-		sweeper: process.NewSweeper(d, process.NewAnnouncer(rdb, slog.New(slog.DiscardHandler)))}
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	b := &sweepBundle{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), inspector: inspector,
+		sweeper: process.NewSweeper(d, inspector, process.NewAnnouncer(rdb, slog.New(slog.DiscardHandler)))}
 	if err := d.Get(&b.supplier, `INSERT INTO import_suppliers (code) VALUES ('DEMO') RETURNING id`); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestSweepLost_RecordsAccountsWhoseTaskVanished(t *testing.T) {
 	taken := jobs.AccountTaskID("DEMO", "ACC-TAKEN", false) + "-takeover-1"
 	b.enqueue(t, b.process(t, "ACC-TAKEN", taken, old), taken)
 
-	next, err := SweepLost(ctx, b.inspector, b.sweeper, LostGrace, 0)
+	next, err := SweepLost(ctx, b.sweeper, LostGrace, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,12 +250,11 @@ func TestAbandoned_SecondRecordingChangesNothing(t *testing.T) {
 	t.Parallel()
 	b := setupSweep(t)
 	id := jobs.AccountTaskID("DEMO", "ACC-1", false)
-	p := b.process(t, "ACC-1", id, 0)
+	p := b.process(t, "ACC-1", id, 0) // and no task: Missing holds at each look
 	ctx := context.Background()
-	always := func() (bool, error) { return true, nil }
 	var got []bool
 	for range 2 {
-		recorded, err := b.sweeper.Abandoned(ctx, p, id, process.AbandonedRecord(), always)
+		recorded, err := b.sweeper.Abandoned(ctx, p, id, process.AbandonedRecord(), process.Missing)
 		if err != nil {
 			t.Fatal(err)
 		}

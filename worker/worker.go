@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/creation"
@@ -45,7 +45,7 @@ type Config struct {
 
 // Deps are the worker's collaborators.
 type Deps struct {
-	DB       *sqlx.DB
+	DB       *db.DB
 	Redis    asynq.RedisConnOpt
 	RedisCli redis.UniversalClient
 	Catalog  account.Catalog
@@ -69,7 +69,7 @@ type Worker struct {
 	creator               *creation.Creator
 	sweeper               *process.Sweeper
 	rdb                   redis.UniversalClient
-	db                    *sqlx.DB
+	db                    *db.DB
 	log                   *slog.Logger
 	// stopping is closed when Run's context ends and the servers begin to
 	// stop (see handBackContext).
@@ -121,12 +121,13 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	// ann frees the slots of ended tasks and wakes the requests that wait
 	// for them, for account creation and for the sweep alike.
 	ann := process.NewAnnouncer(deps.RedisCli, deps.Log)
+	inspector := asynq.NewInspector(deps.Redis)
 	w := &Worker{
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
-		inspector: asynq.NewInspector(deps.Redis),
+		inspector: inspector,
 		creator:   newCreator(cfg, deps, ann),
-		sweeper:   process.NewSweeper(deps.DB, ann),
+		sweeper:   process.NewSweeper(deps.DB, inspector, ann),
 		rdb:       deps.RedisCli,
 		db:        deps.DB,
 		log:       deps.Log,

@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/accountview"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -31,7 +31,7 @@ func (c *cli) accountShowCmd() *cobra.Command {
 			"payments taken away, as E7 keeps it. An account staged but not yet created shows its process alone.\n" +
 			"--json prints one document with the same content (docs/operating.md, \"Reading an account back\").",
 		Args: cobra.ExactArgs(2),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			v, err := accountview.Load(ctx, d, args[0], args[1])
 			if err != nil {
 				return err

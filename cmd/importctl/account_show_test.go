@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
@@ -44,7 +44,7 @@ func everyone(string) bool { return true }
 // of an E2 instruction of its business that names it.
 type showAccount struct {
 	c      *ctl
-	db     *sqlx.DB
+	db     *db.DB
 	number string // the service account number E5 drew
 	start  time.Time
 }
@@ -366,7 +366,7 @@ func TestAccountShow_UnknownOrNotYetCreatedAccounts(t *testing.T) {
 // the reference's example account, and returns a stager and a creator of
 // that account under any external account number: E4, and the worker's E5
 // (which returns the task's error).
-func referenceAccount(t *testing.T, c *ctl, d *sqlx.DB) (stage func(number string), create func(number string) error) {
+func referenceAccount(t *testing.T, c *ctl, d *db.DB) (stage func(number string), create func(number string) error) {
 	t.Helper()
 	c.ok("supplier", "create", "TENTACLE_ENERGY", "--country", "US")
 	c.ok("team", "create", "Ops")

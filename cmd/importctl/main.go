@@ -25,7 +25,6 @@ import (
 	"time"
 	_ "time/tzdata" // the zones an operator names load on any machine
 
-	"github.com/jmoiron/sqlx"
 	"github.com/spf13/cobra"
 	_ "gocloud.dev/blob/fileblob" // DOCUMENTS_URL=file://...
 	_ "gocloud.dev/blob/s3blob"   // DOCUMENTS_URL=s3://...
@@ -82,13 +81,13 @@ type cli struct {
 	getenv func(string) string
 	out    io.Writer
 	asJSON bool
-	db     *sqlx.DB
+	db     *db.DB
 	// log is handed to the packages that log (the document store); their
 	// lines go to stderr.
 	log *slog.Logger
 }
 
-func (c *cli) open(ctx context.Context) (*sqlx.DB, error) {
+func (c *cli) open(ctx context.Context) (*db.DB, error) {
 	if c.db != nil {
 		return c.db, nil
 	}
@@ -105,7 +104,7 @@ func (c *cli) open(ctx context.Context) (*sqlx.DB, error) {
 }
 
 // withDB adapts a command body that needs the database.
-func (c *cli) withDB(fn func(ctx context.Context, d *sqlx.DB, args []string) error) func(*cobra.Command, []string) error {
+func (c *cli) withDB(fn func(ctx context.Context, d *db.DB, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		d, err := c.open(cmd.Context())
 		if err != nil {
@@ -156,7 +155,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "supplier", Short: "Manage import suppliers"}
 	var s admin.Supplier
 	create := &cobra.Command{Use: "create CODE", Short: "Create an import supplier", Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			s.Code = args[0]
 			out, err := admin.CreateSupplier(ctx, d, s)
 			if err != nil {
@@ -172,7 +171,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 	create.Flags().BoolVar(&s.RequireDocuments, admin.OptionRequireDocuments, false,
 		"refuse document paths that name nothing in the document store (E5, E6, E8)")
 	setStatus := &cobra.Command{Use: "set-status CODE STATUS", Short: "Set a supplier's status", Args: cobra.ExactArgs(2),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			args[1] = admin.CanonicalStatus(args[1])
 			if err := admin.SetSupplierStatus(ctx, d, args[0], args[1]); err != nil {
 				return err
@@ -183,7 +182,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 		Long: "Change a supplier's document root: the prefix of its documents in object storage, which may be neither\n" +
 			"inside nor around another supplier's root. Documents under the old root are not moved; move them first.",
 		Args: cobra.ExactArgs(2),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			root, err := admin.SetDocumentRoot(ctx, d, args[0], args[1])
 			if err != nil {
 				return err
@@ -194,7 +193,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 		Long: admin.OptionRequireDocuments + ": whether the documents that notes (E5, E6) and historical statements (E8) name must be\n" +
 			"in the document store (path_does_not_exist_in_file_store). Off by default; when off, the store is not read.",
 		Args: cobra.ExactArgs(3),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			var on bool
 			switch args[2] {
 			case "on":
@@ -213,14 +212,14 @@ func (c *cli) supplierCmd() *cobra.Command {
 			"transaction (E7) or a statement's end (E8) may not be after today, the open statement period ends today, and a new\n" +
 			"account's period opens on its creation date there. Default UTC. The API holds a change within half a minute.",
 		Args: cobra.ExactArgs(2),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			if err := admin.SetSupplierTimeZone(ctx, d, args[0], args[1]); err != nil {
 				return err
 			}
 			return c.done(map[string]string{"code": args[0], "time_zone": args[1]}, fmt.Sprintf("supplier %s: today is dated in %s", args[0], args[1]))
 		})}
 	list := &cobra.Command{Use: "list", Short: "List import suppliers", Args: cobra.NoArgs,
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, _ []string) error {
 			ss, err := admin.ListSuppliers(ctx, d)
 			if err != nil {
 				return err
@@ -238,7 +237,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 			"created accounts keep their data; accounts not yet created keep their payloads. Refused while the\n" +
 			"supplier is Ongoing unless --force: run it once the migration is closed (Complete).",
 		Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			n, err := admin.PurgeStaged(ctx, d, args[0], force)
 			if err != nil {
 				return err
@@ -253,7 +252,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 func (c *cli) teamCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "team", Short: "Manage operations teams"}
 	create := &cobra.Command{Use: "create NAME", Short: "Create an operations team", Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			t, err := admin.CreateTeam(ctx, d, args[0])
 			if err != nil {
 				return err
@@ -261,7 +260,7 @@ func (c *cli) teamCmd() *cobra.Command {
 			return c.done(t, fmt.Sprintf("created team %q", t.Name))
 		})}
 	list := &cobra.Command{Use: "list", Short: "List operations teams", Args: cobra.NoArgs,
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, _ []string) error {
 			ts, err := admin.ListTeams(ctx, d)
 			if err != nil {
 				return err
@@ -280,7 +279,7 @@ func (c *cli) productCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "product", Short: "Manage the product catalogue"}
 	var tariffs []string
 	create := &cobra.Command{Use: "create PRODUCT_CODE --tariff TARIFF_CODE [--tariff ...]", Short: "Create a product with its tariffs", Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			p, err := admin.CreateProduct(ctx, d, args[0], tariffs)
 			if err != nil {
 				return err
@@ -289,7 +288,7 @@ func (c *cli) productCmd() *cobra.Command {
 		})}
 	create.Flags().StringArrayVar(&tariffs, "tariff", nil, "tariff code (repeatable, at least one)")
 	list := &cobra.Command{Use: "list", Short: "List products and tariffs", Args: cobra.NoArgs,
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, _ []string) error {
 			ps, err := admin.ListProducts(ctx, d)
 			if err != nil {
 				return err
@@ -313,7 +312,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 		Long: "Create an API key and print it (shown only once). A key names its suppliers with --supplier, or is\n" +
 			"for every supplier, present and future, with --all-suppliers; one of the two is required.",
 		Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			if all == (len(suppliers) > 0) {
 				return fmt.Errorf("give either --supplier CODE (repeatable) or --all-suppliers")
 			}
@@ -334,7 +333,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 	create.Flags().BoolVar(&all, "all-suppliers", false, "let the key see every import supplier, including those created later")
 	create.Flags().StringVar(&org, "organisation", "", "organisation that owns the key (default: the key's name)")
 	list := &cobra.Command{Use: "list", Short: "List API keys (never the keys themselves)", Args: cobra.NoArgs,
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, _ []string) error {
 			ks, err := auth.ListKeys(ctx, d)
 			if err != nil {
 				return err
@@ -357,7 +356,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 			return c.print(ks, []string{"NAME", "ORGANISATION", "PREFIX", "SUPPLIERS", "STATE"}, rows)
 		})}
 	revoke := &cobra.Command{Use: "revoke NAME", Short: "Revoke an API key and every token obtained with it", Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			if err := auth.RevokeKey(ctx, d, args[0]); err != nil {
 				return err
 			}
@@ -370,7 +369,7 @@ func (c *cli) apikeyCmd() *cobra.Command {
 func (c *cli) accountCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "account", Short: "Show an imported account, or mark accounts to be skipped by the migration"}
 	skip := &cobra.Command{Use: "skip SUPPLIER EXTERNAL_ACCOUNT_NUMBER", Short: "Refuse staging of this account until unskipped", Args: cobra.ExactArgs(2),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			if err := admin.SkipAccount(ctx, d, args[0], args[1]); err != nil {
 				return err
 			}
@@ -378,7 +377,7 @@ func (c *cli) accountCmd() *cobra.Command {
 				fmt.Sprintf("account %s of %s will be skipped", args[1], args[0]))
 		})}
 	unskip := &cobra.Command{Use: "unskip SUPPLIER EXTERNAL_ACCOUNT_NUMBER", Short: "Remove a skip mark", Args: cobra.ExactArgs(2),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			if err := admin.UnskipAccount(ctx, d, args[0], args[1]); err != nil {
 				return err
 			}
@@ -386,7 +385,7 @@ func (c *cli) accountCmd() *cobra.Command {
 				fmt.Sprintf("account %s of %s is no longer skipped", args[1], args[0]))
 		})}
 	list := &cobra.Command{Use: "skipped SUPPLIER", Short: "List the accounts marked to be skipped", Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			ss, err := admin.ListSkipped(ctx, d, args[0])
 			if err != nil {
 				return err
@@ -407,7 +406,7 @@ func (c *cli) documentCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "document", Short: "Place documents in the object store (reads DOCUMENTS_URL)"}
 	put := &cobra.Command{Use: "put SUPPLIER PATH FILE", Short: "Upload FILE (- for stdin) as the document at PATH under the supplier's document root",
 		Args: cobra.ExactArgs(3),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			supplier, path, file := args[0], args[1], args[2]
 			if !documents.ValidPath(path) {
 				return fmt.Errorf("PATH %q is not a normalised relative path (no leading /, no \\, no empty, . or .. segment)", path)

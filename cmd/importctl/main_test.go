@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
@@ -56,7 +55,7 @@ func (c *ctl) fails(want string, args ...string) {
 }
 
 // db opens the test's database, closed when the test ends.
-func (c *ctl) db() *sqlx.DB {
+func (c *ctl) db() *db.DB {
 	c.t.Helper()
 	d, err := db.Open(context.Background(), c.env["DATABASE_URL"], 2)
 	if err != nil {

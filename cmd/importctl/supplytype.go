@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/spf13/cobra"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
@@ -16,7 +16,7 @@ import (
 func (c *cli) supplyTypeCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "supply-type", Short: "Manage the catalogue of supply types"}
 	add := &cobra.Command{Use: "add CODE", Short: "Add a supply type (the five of the spec are there from the start)", Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			st, err := admin.AddSupplyType(ctx, d, args[0])
 			if err != nil {
 				return err
@@ -24,7 +24,7 @@ func (c *cli) supplyTypeCmd() *cobra.Command {
 			return c.done(st, fmt.Sprintf("added supply type %s", st.Code))
 		})}
 	list := &cobra.Command{Use: "list", Short: "List the supply types", Args: cobra.NoArgs,
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, _ []string) error {
 			sts, err := admin.ListSupplyTypes(ctx, d)
 			if err != nil {
 				return err

@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/spf13/cobra"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/payment"
 	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
 )
@@ -21,7 +21,7 @@ func (c *cli) vendorCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "vendor", Short: "Manage payment vendors that verify payment instructions"}
 	var v payment.Vendor
 	add := &cobra.Command{Use: "add NAME --url BASE_URL [--timeout 5s]", Short: "Configure a payment vendor", Args: cobra.ExactArgs(1),
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, args []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
 			v.Name = args[0]
 			out, err := payment.AddVendor(ctx, d, v)
 			if err != nil {
@@ -37,7 +37,7 @@ func (c *cli) vendorCmd() *cobra.Command {
 	add.Flags().StringVar(&v.Adapter, "adapter", payment.AdapterHTTP, "code that talks to the vendor: "+fmt.Sprint(payment.Adapters()))
 	_ = add.MarkFlagRequired("url")
 	list := &cobra.Command{Use: "list", Short: "List payment vendors", Args: cobra.NoArgs,
-		RunE: c.withDB(func(ctx context.Context, d *sqlx.DB, _ []string) error {
+		RunE: c.withDB(func(ctx context.Context, d *db.DB, _ []string) error {
 			vs, err := payment.ListVendors(ctx, d)
 			if err != nil {
 				return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -15,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/admin"
@@ -99,36 +98,22 @@ func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.
 	return lat
 }
 
-// BenchmarkE5 measures account creation four ways, each at concurrency 1
-// and benchConcurrency, in this order so that each reports its ratio to the
-// one before from the same run:
+// BenchmarkE5 measures account creation two ways, each at concurrency 1
+// and benchConcurrency, in this order so that the second reports its ratio
+// to the first from the same run:
 //
-//   - pgbench: the creation statement run by pgbench (benchE5Pgbench), the
-//     database's own speed for the same rows in one statement; it leaves the
-//     script it ran in .local/e5_create.pgbench.
-//   - baseline: the creation statement alone (process.CreateStatement: the
-//     same rows in one statement, autocommitted), its documents encoded
-//     before the clock starts, issued from Go over a pool of one connection
-//     per goroutine. This is the Go form of a pgbench script of the same
-//     statement, without pgbench's dependence on a client binary.
 //   - direct: the worker's creation function (re-validation, the account
 //     transaction, the outcome) called in-process, no HTTP and no queue.
-//     "vs-baseline" is its rate over the baseline's, "vs-pgbench" over
-//     pgbench's (target ≥ 0.60).
+//     BenchmarkCreate in jobs/creation measures it beside the creation
+//     statement alone, from Go and from pgbench.
 //   - e2e: E5 over HTTP, through the queue and the worker, and the wait.
 //     "vs-direct" is its rate over direct creation's (target ≥ 0.50); at
 //     concurrency 1, "queue-p50-ms" is its p50 less direct creation's p50:
 //     what the queue adds (target < 10 ms).
 func BenchmarkE5(b *testing.B) {
 	for _, c := range benchEnvInts(b, "E5_LEVELS", 1, benchConcurrency) {
-		var pgbench, baseline, direct e5Figures
-		b.Run(fmt.Sprintf("pgbench/concurrency=%d", c), func(b *testing.B) { pgbench = benchE5Pgbench(b, c) })
-		b.Run(fmt.Sprintf("baseline/concurrency=%d", c), func(b *testing.B) { baseline = benchE5Baseline(b, c) })
-		b.Run(fmt.Sprintf("direct/concurrency=%d", c), func(b *testing.B) {
-			direct = benchE5Direct(b, c)
-			reportRatio(b, direct, baseline, "vs-baseline")
-			reportRatio(b, direct, pgbench, "vs-pgbench")
-		})
+		var direct e5Figures
+		b.Run(fmt.Sprintf("direct/concurrency=%d", c), func(b *testing.B) { direct = benchE5Direct(b, c) })
 		b.Run(fmt.Sprintf("e2e/concurrency=%d", c), func(b *testing.B) {
 			e2e := benchE5Process(b, c)
 			reportRatio(b, e2e, direct, "vs-direct")
@@ -163,7 +148,7 @@ func reportLatency(b *testing.B, lat []time.Duration) e5Figures {
 
 // benchPool opens a pool of one connection per goroutine on the service's
 // database, with every connection open before the clock starts.
-func benchPool(b *testing.B, s *service, workers int) *sqlx.DB {
+func benchPool(b *testing.B, s *service, workers int) *db.DB {
 	d, err := db.Open(context.Background(), s.env["DATABASE_URL"], workers)
 	if err != nil {
 		b.Fatal(err)
@@ -188,11 +173,11 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 	// The first requests open the service's connections and prepare its
 	// statements; they are not what a migration's millionth account costs.
 	runConcurrently(b, workers, workers, func(i int) error { return e5Post(b, s, tok, warm[i]) })
-	waits := startWaitSampler(b, s.db)
+	waits := dbtest.StartWaitSampler(b, s.db)
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, func(i int) error { return e5Post(b, s, tok, eans[i]) })
 	b.StopTimer()
-	waits.report(b)
+	waits.Report(b)
 	return reportLatency(b, lat)
 }
 
@@ -301,67 +286,13 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 		}, false)
 	}
 	runConcurrently(b, workers, workers, func(i int) error { return create(warmIDs[i], warm[i]) })
-	waits := startWaitSampler(b, s.db)
+	waits := dbtest.StartWaitSampler(b, s.db)
 	b.ResetTimer()
 	lat := runConcurrently(b, workers, b.N, func(i int) error { return create(ids[i], eans[i]) })
 	b.StopTimer()
-	waits.report(b)
+	waits.Report(b)
 	if n := s.count(b, `SELECT count(*) FROM accounts`); n != b.N+workers {
 		b.Fatalf("%d accounts created, want %d", n, b.N+workers)
 	}
-	return reportLatency(b, lat)
-}
-
-func benchE5Baseline(b *testing.B, workers int) e5Figures {
-	if b.N == 1 {
-		return e5Figures{} // the probe run before the -benchtime Nx run: a service start measures nothing
-	}
-	s := startService(b, "api", map[string]string{"LOG_LEVEL": "error"})
-	seedDemo(b, s, admin.Supplier{})
-	stageForBench(b, s, "BASE", b.N+workers)
-	ids := stagedIDs(b, s, "BASE")
-	_, teamID := benchDemoIDs(b, s)
-	pool := benchPool(b, s, workers)
-	raw, _ := json.Marshal(fixture(b, "BASE"))
-	acc, err := account.Validator{Catalog: account.NewCatalog(pool, nil)}.Validate(context.Background(), raw)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// One document per account, each under its own process, external
-	// account number and service account number, as the worker would write.
-	var query string
-	args := make([][]byte, len(ids))
-	for i, id := range ids {
-		acc.ExternalAccountNumber = fmt.Sprintf("BASE-%07d", i)
-		query, args[i], err = creation.Statement(acc, creation.Options{ProcessID: id, OperationsTeamID: teamID, Now: time.Now()},
-			fmt.Sprintf("A-%08X", i))
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	stmt, err := pool.Preparex(query)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stmt.Close()
-	exec := func(i int) error {
-		var accountID sql.NullInt64
-		var contract bool
-		var missing sql.NullString
-		var outbox []byte
-		if err := stmt.QueryRow(args[i]).Scan(&accountID, &contract, &missing, &outbox); err != nil {
-			return err
-		}
-		if !accountID.Valid {
-			return fmt.Errorf("account %d not created", i)
-		}
-		return nil
-	}
-	runConcurrently(b, workers, workers, func(i int) error { return exec(b.N + i) })
-	waits := startWaitSampler(b, s.db)
-	b.ResetTimer()
-	lat := runConcurrently(b, workers, b.N, exec)
-	b.StopTimer()
-	waits.report(b)
 	return reportLatency(b, lat)
 }

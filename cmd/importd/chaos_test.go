@@ -114,7 +114,7 @@ type chaosRun struct {
 	env    map[string]string
 	apiURL string
 	key    string
-	db     *sqlx.DB
+	db     *db.DB
 	redis  *redisProc
 	pg     *pgCluster
 	insp   *asynq.Inspector

@@ -19,7 +19,6 @@ import (
 	"syscall"
 	_ "time/tzdata" // suppliers' time zones load on any image (jobs/postimport)
 
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	_ "gocloud.dev/blob/fileblob" // DOCUMENTS_URL=file://... (local)
@@ -97,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return err
 			}
 			defer d.Close()
-			n, err := db.Migrate(cmd.Context(), d.DB)
+			n, err := db.Migrate(cmd.Context(), d.DB.DB)
 			if err != nil {
 				return err
 			}
@@ -134,7 +133,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	if d != nil {
 		defer d.Close()
 	}
-	var authDB *sqlx.DB
+	var authDB *db.DB
 	if mode == "serve" || mode == "api" {
 		// Logins and tokens have connections of their own: requests that
 		// take every connection of the main pool must not stop clients
@@ -182,7 +181,7 @@ const authConns = 4
 // openDatabase opens PostgreSQL for every mode but the dashboard (which
 // returns nil), then migrates it (--migrate) or, for the modes that serve
 // the API, refuses a schema that is not up to date.
-func openDatabase(ctx context.Context, cfg *Config, mode string, migrateFirst bool) (*sqlx.DB, error) {
+func openDatabase(ctx context.Context, cfg *Config, mode string, migrateFirst bool) (*db.DB, error) {
 	if mode == "dashboard" {
 		return nil, nil
 	}
@@ -191,9 +190,9 @@ func openDatabase(ctx context.Context, cfg *Config, mode string, migrateFirst bo
 		return nil, err
 	}
 	if migrateFirst {
-		_, err = db.Migrate(ctx, d.DB)
+		_, err = db.Migrate(ctx, d.DB.DB)
 	} else if mode != "worker" {
-		if err = db.CheckSchema(ctx, d.DB); errors.Is(err, db.ErrSchemaOutdated) {
+		if err = db.CheckSchema(ctx, d.DB.DB); errors.Is(err, db.ErrSchemaOutdated) {
 			err = fmt.Errorf("%w; run `importd migrate` first, or start with --migrate", err)
 		}
 	}
@@ -227,10 +226,10 @@ type instance struct {
 	cfg  *Config
 	mode string
 	log  *slog.Logger
-	db   *sqlx.DB
+	db   *db.DB
 	// authDB is the pool of authentication (API keys, tokens, refresh
 	// sessions) in the modes that serve the API; nil in the others.
-	authDB  *sqlx.DB
+	authDB  *db.DB
 	redis   redis.UniversalClient
 	docs    *documents.Store
 	metrics *metrics.Metrics

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/admin"
@@ -31,7 +29,7 @@ const (
 // service is a running importd started by run() on port 0.
 type service struct {
 	base string
-	db   *sqlx.DB
+	db   *db.DB
 	env  map[string]string
 	// stop cancels run's context, as SIGTERM does; the test's cleanup still
 	// waits for run to return.

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/progress"
@@ -30,13 +30,13 @@ var queues = []string{jobs.QueueAccounts, jobs.QueueVendors, jobs.QueueEmails}
 // workers leave that to them, so that a deployment of many workers does not
 // ask the database the same question once per worker. Each run gets a
 // registry of its own.
-func newMetrics(rc redis.UniversalClient, d *sqlx.DB, mode string) *metrics.Metrics {
+func newMetrics(rc redis.UniversalClient, d *db.DB, mode string) *metrics.Metrics {
 	m := metrics.New()
 	m.WatchQueues(asynq.NewInspectorFromRedisClient(rc), queues...)
 	if d == nil {
 		return m
 	}
-	m.WatchDatabase(d.DB)
+	m.WatchDatabase(d)
 	if mode == "serve" || mode == "api" {
 		counters := progress.New(d, nil)
 		m.WatchSuppliers(func(ctx context.Context) ([]metrics.SupplierAccounts, error) {

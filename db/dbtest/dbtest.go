@@ -25,7 +25,6 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // PostgreSQL driver
 	"github.com/peterldowns/pgtestdb"
 
@@ -135,9 +134,10 @@ func NewDatabase(t testing.TB) string {
 	return c.URL()
 }
 
-// New returns a connection pool to a fresh, migrated database of the test's
-// own. The pool is closed before the database is dropped.
-func New(t testing.TB) *sqlx.DB {
+// New returns a connection pool, as the service opens it (db.Open), to a
+// fresh, migrated database of the test's own. The pool is closed before the
+// database is dropped.
+func New(t testing.TB) *db.DB {
 	t.Helper()
 	u := NewDatabase(t)
 	d, err := db.Open(context.Background(), u, 10)

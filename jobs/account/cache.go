@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/bulkimport/bulkimport/db"
 )
 
 // CatalogCache remembers catalogue answers that stay true, so that a
@@ -43,8 +43,8 @@ type contractKey struct {
 // NewCatalogCache returns a cache over the PostgreSQL catalogue. ttl is how
 // long an answer is trusted; zero or less disables caching (every view asks
 // the database).
-func NewCatalogCache(db *sqlx.DB, ttl time.Duration) *CatalogCache {
-	return newCatalogCache(NewCatalog(db, nil).(BatchCatalog), ttl)
+func NewCatalogCache(d *db.DB, ttl time.Duration) *CatalogCache {
+	return newCatalogCache(NewCatalog(d, nil).(BatchCatalog), ttl)
 }
 
 func newCatalogCache(inner BatchCatalog, ttl time.Duration) *CatalogCache {

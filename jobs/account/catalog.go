@@ -7,10 +7,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/bulkimport/bulkimport/db/prepared"
+	"github.com/bulkimport/bulkimport/db"
 )
 
 // Supplier is an import supplier as validation and staging need it.
@@ -71,17 +70,13 @@ type BatchCatalog interface {
 // BatchCatalog. visible, when non-nil, limits which supplier codes exist for
 // this caller (an API key may be limited to some suppliers; an invisible
 // supplier must look exactly like a missing one).
-func NewCatalog(db *sqlx.DB, visible func(code string) bool) Catalog {
-	return &pgCatalog{db: db, visible: visible, stmts: prepared.New(db)}
+func NewCatalog(d *db.DB, visible func(code string) bool) Catalog {
+	return &pgCatalog{db: d, visible: visible}
 }
 
 type pgCatalog struct {
-	db      *sqlx.DB
+	db      *db.DB
 	visible func(string) bool
-	// stmts holds lookupSQL, prepared once per connection: every account
-	// the worker creates runs it, and unprepared its planning cost about
-	// ten times its execution.
-	stmts *prepared.Statements
 }
 
 type supplierRow struct {
@@ -187,7 +182,7 @@ func (c *pgCatalog) Lookup(ctx context.Context, supplierCode string, tariffCodes
 		return Lookup{}, fmt.Errorf("catalogue lookup: %w", err)
 	}
 	// A string, not []byte: lib/pq sends []byte as bytea.
-	err = c.stmts.QueryRowxContext(ctx, lookupSQL, supplierCode, string(codes), contractIdentifier).Scan(
+	err = c.db.QueryRowxContext(ctx, lookupSQL, supplierCode, string(codes), contractIdentifier).Scan(
 		&r.ID, &r.Code, &r.Status, &r.Country, &r.DocumentRoot, &r.MigrationEmails, &r.RequireDocs, &r.TimeZone, &missing, &contract)
 	if err != nil {
 		return Lookup{}, fmt.Errorf("catalogue lookup: %w", err)

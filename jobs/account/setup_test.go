@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -33,7 +32,7 @@ const (
 )
 
 type bundle struct {
-	db      *sqlx.DB
+	db      *db.DB
 	catalog Catalog
 	v       Validator
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/lib/pq"
 )
 
@@ -24,12 +24,12 @@ type SupplyTypeCatalog interface {
 // known type stays known and a payload of known types costs no query; an
 // unknown one is asked about again each time, so that a type the operator
 // has just added is accepted at once, on every replica.
-func NewSupplyTypeCatalog(db *sqlx.DB) SupplyTypeCatalog {
-	return &supplyTypes{db: db, known: map[string]bool{}}
+func NewSupplyTypeCatalog(d *db.DB) SupplyTypeCatalog {
+	return &supplyTypes{db: d, known: map[string]bool{}}
 }
 
 type supplyTypes struct {
-	db    *sqlx.DB
+	db    *db.DB
 	mu    sync.Mutex
 	known map[string]bool
 }

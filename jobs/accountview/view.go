@@ -18,6 +18,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/shopspring/decimal"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -352,7 +353,7 @@ func (f Fields) List() ([]Field, error) {
 // Errors: a *problem.Error of Kind NotFound when the supplier does not
 // exist (import_supplier_not_found) or nothing was staged under the number
 // (import_process_does_not_exist); otherwise a database failure.
-func Load(ctx context.Context, d *sqlx.DB, supplier, externalAccountNumber string) (*View, error) {
+func Load(ctx context.Context, d *db.DB, supplier, externalAccountNumber string) (*View, error) {
 	tx, err := d.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("account view: %w", err)
@@ -427,7 +428,7 @@ LEFT JOIN accounts a ON a.import_process_id = p.id
 WHERE s.code = $1`
 
 // loadProcess reads the import process and the id of its account, if any.
-func loadProcess(ctx context.Context, tx *sqlx.Tx, supplier, number string) (*View, sql.NullInt64, error) {
+func loadProcess(ctx context.Context, tx *db.Tx, supplier, number string) (*View, sql.NullInt64, error) {
 	var r struct {
 		Code             string         `db:"code"`
 		Number           sql.NullString `db:"external_account_number"`

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/bulkimport/bulkimport/db"
@@ -20,7 +19,7 @@ type Product struct {
 }
 
 // CreateProduct stores a product and its tariffs in one transaction.
-func CreateProduct(ctx context.Context, d *sqlx.DB, code string, tariffs []string) (Product, error) {
+func CreateProduct(ctx context.Context, d *db.DB, code string, tariffs []string) (Product, error) {
 	p := Product{Code: code, Tariffs: tariffs}
 	if strings.TrimSpace(code) == "" {
 		return p, problem.Invalidf("blank", "code", "The product code may not be blank.")
@@ -28,7 +27,7 @@ func CreateProduct(ctx context.Context, d *sqlx.DB, code string, tariffs []strin
 	if len(tariffs) == 0 {
 		return p, problem.Invalidf("required", "tariff", "A product needs at least one tariff.")
 	}
-	err := db.InTx(ctx, d, func(tx *sqlx.Tx) error {
+	err := db.InTx(ctx, d, func(tx *db.Tx) error {
 		var id int64
 		err := tx.GetContext(ctx, &id, `INSERT INTO products (code) VALUES ($1) RETURNING id`, code)
 		if db.IsUniqueViolation(err, "") {
@@ -55,7 +54,7 @@ func CreateProduct(ctx context.Context, d *sqlx.DB, code string, tariffs []strin
 }
 
 // ListProducts returns every product with its tariffs.
-func ListProducts(ctx context.Context, d *sqlx.DB) ([]Product, error) {
+func ListProducts(ctx context.Context, d *db.DB) ([]Product, error) {
 	out := []Product{}
 	err := d.SelectContext(ctx, &out, `
 		SELECT p.code, coalesce(array_agg(t.code ORDER BY t.code) FILTER (WHERE t.code IS NOT NULL), '{}') AS tariffs

@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -23,7 +22,7 @@ import (
 // refused (import_supplier_migration_ongoing) unless force, so that data a
 // team may still compare its runs against is not lost by mistake. Running it
 // again purges only what completed since.
-func PurgeStaged(ctx context.Context, d *sqlx.DB, code string, force bool) (int64, error) {
+func PurgeStaged(ctx context.Context, d *db.DB, code string, force bool) (int64, error) {
 	var status string
 	err := d.GetContext(ctx, &status, `SELECT status FROM import_suppliers WHERE code = $1`, code)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -22,7 +23,7 @@ func supplierID(ctx context.Context, q sqlx.QueryerContext, code string) (int64,
 
 // SkipAccount marks an account to be left out of the migration: staging it
 // is refused until it is unskipped. Marking twice is not an error.
-func SkipAccount(ctx context.Context, d *sqlx.DB, supplier, externalAccountNumber string) error {
+func SkipAccount(ctx context.Context, d *db.DB, supplier, externalAccountNumber string) error {
 	id, err := supplierID(ctx, d, supplier)
 	if err != nil {
 		return err
@@ -39,7 +40,7 @@ func SkipAccount(ctx context.Context, d *sqlx.DB, supplier, externalAccountNumbe
 
 // UnskipAccount removes a skip mark. Removing a mark that is not there is an
 // error, so that a typo in the account number does not pass unnoticed.
-func UnskipAccount(ctx context.Context, d *sqlx.DB, supplier, externalAccountNumber string) error {
+func UnskipAccount(ctx context.Context, d *db.DB, supplier, externalAccountNumber string) error {
 	id, err := supplierID(ctx, d, supplier)
 	if err != nil {
 		return err
@@ -62,7 +63,7 @@ type Skipped struct {
 }
 
 // ListSkipped returns the skip marks of a supplier.
-func ListSkipped(ctx context.Context, d *sqlx.DB, supplier string) ([]Skipped, error) {
+func ListSkipped(ctx context.Context, d *db.DB, supplier string) ([]Skipped, error) {
 	id, err := supplierID(ctx, d, supplier)
 	if err != nil {
 		return nil, err

@@ -70,7 +70,7 @@ func checkStatus(s string) error {
 // CreateSupplier validates and stores a new supplier. Status defaults to
 // Ongoing, country to GB and the document root to documents.DefaultRoot; a
 // root that overlaps another supplier's is refused (document_root_overlap).
-func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, error) {
+func CreateSupplier(ctx context.Context, d *db.DB, s Supplier) (Supplier, error) {
 	if s.Status == "" {
 		s.Status = StatusOngoing
 	}
@@ -117,7 +117,7 @@ func CreateSupplier(ctx context.Context, d *sqlx.DB, s Supplier) (Supplier, erro
 }
 
 // SetSupplierStatus changes a supplier's status.
-func SetSupplierStatus(ctx context.Context, d *sqlx.DB, code, status string) error {
+func SetSupplierStatus(ctx context.Context, d *db.DB, code, status string) error {
 	if err := checkStatus(status); err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func rootOverlap(root, other string) error {
 // CreateSupplier. The documents under the old root are not moved: the
 // operator moves them, or the supplier's document paths stop naming them.
 // It returns the root as stored.
-func SetDocumentRoot(ctx context.Context, d *sqlx.DB, code, root string) (string, error) {
+func SetDocumentRoot(ctx context.Context, d *db.DB, code, root string) (string, error) {
 	if strings.Trim(root, "/") == "" {
 		root = documents.DefaultRoot(code)
 	}
@@ -178,7 +178,7 @@ const OptionRequireDocuments = "require-documents"
 // SetSupplierOption turns a supplier's option on or off. The only option is
 // OptionRequireDocuments; it holds from the next request on (E5's worker
 // reads the supplier without a cache; E3 and E4 do not use it).
-func SetSupplierOption(ctx context.Context, d *sqlx.DB, code, option string, on bool) error {
+func SetSupplierOption(ctx context.Context, d *db.DB, code, option string, on bool) error {
 	if option != OptionRequireDocuments {
 		return problem.Invalidf("invalid_choice", "option", "Option %q is not one of %s.", option, OptionRequireDocuments)
 	}
@@ -193,7 +193,7 @@ func SetSupplierOption(ctx context.Context, d *sqlx.DB, code, option string, on 
 }
 
 // ListSuppliers returns every supplier by code.
-func ListSuppliers(ctx context.Context, d *sqlx.DB) ([]Supplier, error) {
+func ListSuppliers(ctx context.Context, d *db.DB) ([]Supplier, error) {
 	out := []Supplier{}
 	if err := d.SelectContext(ctx, &out, `SELECT * FROM import_suppliers ORDER BY code`); err != nil {
 		return nil, fmt.Errorf("list suppliers: %w", err)
@@ -230,7 +230,7 @@ func checkTimeZone(ctx context.Context, q sqlx.QueryerContext, name string) erro
 // SetSupplierTimeZone sets the zone in which the supplier's "today" is
 // dated. The API's replicas remember a supplier's zone for half a minute,
 // so the change holds everywhere within that.
-func SetSupplierTimeZone(ctx context.Context, d *sqlx.DB, code, zone string) error {
+func SetSupplierTimeZone(ctx context.Context, d *db.DB, code, zone string) error {
 	if err := checkTimeZone(ctx, d, zone); err != nil {
 		return err
 	}

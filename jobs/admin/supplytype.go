@@ -7,8 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
@@ -28,7 +26,7 @@ type SupplyType struct {
 //
 // Errors: blank, invalid_choice (over validate.MaxCodeLength characters or
 // with U+0000) and already_exists, each at code.
-func AddSupplyType(ctx context.Context, d *sqlx.DB, code string) (SupplyType, error) {
+func AddSupplyType(ctx context.Context, d *db.DB, code string) (SupplyType, error) {
 	st := SupplyType{Code: code}
 	switch {
 	case strings.TrimSpace(code) == "":
@@ -47,7 +45,7 @@ func AddSupplyType(ctx context.Context, d *sqlx.DB, code string) (SupplyType, er
 }
 
 // ListSupplyTypes returns the catalogue's supply types by code.
-func ListSupplyTypes(ctx context.Context, d *sqlx.DB) ([]SupplyType, error) {
+func ListSupplyTypes(ctx context.Context, d *db.DB) ([]SupplyType, error) {
 	out := []SupplyType{}
 	if err := d.SelectContext(ctx, &out, `SELECT code, created_at FROM supply_types ORDER BY code`); err != nil {
 		return nil, fmt.Errorf("list supply types: %w", err)

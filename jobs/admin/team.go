@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -20,7 +18,7 @@ type Team struct {
 }
 
 // CreateTeam stores a new operations team.
-func CreateTeam(ctx context.Context, d *sqlx.DB, name string) (Team, error) {
+func CreateTeam(ctx context.Context, d *db.DB, name string) (Team, error) {
 	var t Team
 	if strings.TrimSpace(name) == "" {
 		return t, problem.Invalidf("blank", "name", "The team name may not be blank.")
@@ -36,7 +34,7 @@ func CreateTeam(ctx context.Context, d *sqlx.DB, name string) (Team, error) {
 }
 
 // ListTeams returns every team by name.
-func ListTeams(ctx context.Context, d *sqlx.DB) ([]Team, error) {
+func ListTeams(ctx context.Context, d *db.DB) ([]Team, error) {
 	out := []Team{}
 	if err := d.SelectContext(ctx, &out, `SELECT * FROM operations_teams ORDER BY name`); err != nil {
 		return nil, fmt.Errorf("list teams: %w", err)

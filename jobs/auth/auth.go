@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -72,7 +71,7 @@ func (p Principal) CanSee(supplierCode string) bool {
 
 // Service issues and checks tokens. Its zero value is not usable; use New.
 type Service struct {
-	db     *sqlx.DB
+	db     *db.DB
 	secret []byte
 	now    func() time.Time
 	cache  *principalCache
@@ -86,7 +85,7 @@ type Service struct {
 }
 
 // New returns a Service that signs tokens with secret (HS256).
-func New(d *sqlx.DB, secret []byte) *Service {
+func New(d *db.DB, secret []byte) *Service {
 	return &Service{db: d, secret: secret, now: time.Now, cache: &principalCache{m: map[int64]cachedPrincipal{}},
 		tokens: newVerifiedTokens(), sessionMaxAge: DefaultSessionMaxAge, accessTTL: AccessTTL}
 }
@@ -141,7 +140,7 @@ func OnlySuppliers(codes ...string) Scope { return Scope{Suppliers: codes} }
 // returns the key. It is the only time the key is visible: only its hash is
 // stored. A scope with neither All nor suppliers, or with both, is refused
 // (invalid_scope).
-func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, scope Scope) (string, error) {
+func CreateKey(ctx context.Context, d *db.DB, name, organisation string, scope Scope) (string, error) {
 	if strings.TrimSpace(name) == "" {
 		return "", problem.Invalidf("blank", "name", "The key name may not be blank.")
 	}
@@ -154,7 +153,7 @@ func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, scope
 		organisation = name
 	}
 	key := GenerateKey()
-	err := db.InTx(ctx, d, func(tx *sqlx.Tx) error {
+	err := db.InTx(ctx, d, func(tx *db.Tx) error {
 		var id int64
 		err := tx.GetContext(ctx, &id, `INSERT INTO api_keys (name, organisation, prefix, secret_hash, all_suppliers) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
 			name, organisation, key[:lookupLength], hashKey(key), scope.All)
@@ -187,7 +186,7 @@ func CreateKey(ctx context.Context, d *sqlx.DB, name, organisation string, scope
 
 // RevokeKey marks the key revoked. Its tokens and refresh tokens stop working
 // at once, because every request re-reads the key's state.
-func RevokeKey(ctx context.Context, d *sqlx.DB, name string) error {
+func RevokeKey(ctx context.Context, d *db.DB, name string) error {
 	// The NOTIFY is sent at commit, in the same transaction, so every API
 	// replica drops the key from its cache as the revocation becomes visible.
 	var ids []int64
@@ -215,7 +214,7 @@ type KeyInfo struct {
 }
 
 // ListKeys returns every key, newest last.
-func ListKeys(ctx context.Context, d *sqlx.DB) ([]KeyInfo, error) {
+func ListKeys(ctx context.Context, d *db.DB) ([]KeyInfo, error) {
 	var out []KeyInfo
 	err := d.SelectContext(ctx, &out, `
 		SELECT k.name, k.organisation, k.prefix, k.all_suppliers, k.created_at, k.revoked_at,

@@ -15,8 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
@@ -28,7 +28,7 @@ var update = flag.Bool("update", false, "rewrite RULES.md from the code")
 var testToday = time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC)
 
 type bundle struct {
-	db  *sqlx.DB
+	db  *db.DB
 	svc *Service
 }
 

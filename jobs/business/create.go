@@ -20,13 +20,13 @@ const detailFailed = "Could not validate business data."
 
 // Service creates businesses (E1).
 type Service struct {
-	db *sqlx.DB
+	db *db.DB
 }
 
 // New returns the E1 service. now is not read: no rule of E1 depends on
 // the date since signed_at_date may be any date (no source refuses a
 // future one); the parameter stays so that callers need not change.
-func New(d *sqlx.DB, now func() time.Time) *Service {
+func New(d *db.DB, now func() time.Time) *Service {
 	return &Service{db: d}
 }
 
@@ -152,7 +152,7 @@ func (s *Service) Create(ctx context.Context, body []byte, visible func(string) 
 	}
 
 	var id int64
-	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
 		var err error
 		id, err = insert(ctx, tx, l.SupplierID.Int64, r)
 		return err
@@ -208,7 +208,7 @@ func hasErrorIn(errs problem.List, attrs ...string) bool {
 }
 
 // insert writes the business and everything under it.
-func insert(ctx context.Context, tx *sqlx.Tx, supplierID int64, r Request) (int64, error) {
+func insert(ctx context.Context, tx *db.Tx, supplierID int64, r Request) (int64, error) {
 	b := r.Business
 	typ, name, number := b.key()
 	var id int64

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/bulkimport/bulkimport/db"
@@ -39,6 +38,10 @@ type Batching struct {
 	// Size is the most accounts one transaction creates (ACCOUNT_BATCH).
 	Size int
 }
+
+// DefaultBatching is the batching of a worker that is not told otherwise:
+// the defaults of ACCOUNT_WRITERS and ACCOUNT_BATCH.
+var DefaultBatching = Batching{Writers: 2, Size: 16}
 
 // WithBatching makes c create accounts in shared transactions as b says,
 // recording each transaction's size and outcome in m (nil records
@@ -96,13 +99,9 @@ func (c *Creator) createTogether(ctx context.Context, js []*createJob) string {
 		ids[i] = j.p.ProcessID
 	}
 	alone := len(js) == 1
-	err := db.InTx(ctx, c.db, func(tx *sqlx.Tx) error {
-		st, err := c.stmts.In(ctx, tx, lockProcessesSQL)
-		if err != nil {
-			return fmt.Errorf("lock processes: %w", err)
-		}
+	err := db.InTx(ctx, c.db, func(tx *db.Tx) error {
 		var rows []processRow
-		if err := st.SelectContext(ctx, &rows, pq.Int64Array(ids)); err != nil {
+		if err := tx.SelectContext(ctx, &rows, lockProcessesSQL, pq.Int64Array(ids)); err != nil {
 			return fmt.Errorf("lock processes: %w", err)
 		}
 		locked := make(map[int64]processRow, len(rows))
@@ -176,16 +175,16 @@ func (c *Creator) decide(j *createJob, row processRow) error {
 // rolled back: alone, the account's outcome is the refusal and its error
 // errDryRun; with others, write returns errSplit. A dry run that would have
 // succeeded (it is always alone) ends with errDryRun too.
-func (c *Creator) write(ctx context.Context, tx *sqlx.Tx, js []*createJob, alone bool) error {
+func (c *Creator) write(ctx context.Context, tx *db.Tx, js []*createJob, alone bool) error {
 	if len(js) == 0 {
 		return nil
 	}
 	in := make([]toCreate, len(js))
 	now := c.now()
 	for i, j := range js {
-		in[i] = toCreate{j.acc, Options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
+		in[i] = toCreate{j.acc, options{ProcessID: j.p.ProcessID, OperationsTeamID: j.p.OperationsTeamID, Now: now}}
 	}
-	made, errs, err := createAccounts(ctx, tx, c.stmts, in, newServiceAccountNumber)
+	made, errs, err := createAccounts(ctx, tx, in, newServiceAccountNumber)
 	if err != nil {
 		return err
 	}

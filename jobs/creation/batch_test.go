@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
@@ -25,7 +26,7 @@ import (
 // accounts queued while the writer is busy share the next transaction.
 type batchRig struct {
 	t                  *testing.T
-	d                  *sqlx.DB
+	d                  *db.DB
 	c                  *Creator
 	m                  *metrics.Metrics
 	supplierID, teamID int64
@@ -33,10 +34,11 @@ type batchRig struct {
 
 func newBatchRig(t *testing.T, size int) *batchRig {
 	t.Helper()
-	d, err := sqlx.Open("postgres", dbtest.NewDatabase(t))
+	x, err := sqlx.Open("postgres", dbtest.NewDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := db.New(x)
 	t.Cleanup(func() { d.Close() })
 	seedCatalogue(t, d)
 	opt, err := redis.ParseURL(dbtest.NewRedis(t))

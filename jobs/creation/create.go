@@ -14,10 +14,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
-	"github.com/bulkimport/bulkimport/db/prepared"
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
@@ -25,8 +24,8 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
-// Options are the facts account creation needs beyond the payload.
-type Options struct {
+// options are the facts account creation needs beyond the payload.
+type options struct {
 	ProcessID        int64
 	OperationsTeamID int64
 	Now              time.Time
@@ -44,10 +43,10 @@ type created struct {
 // toCreate is one account of createAccounts.
 type toCreate struct {
 	acc *account.Account
-	opt Options
+	opt options
 }
 
-func createdAt(opt Options) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
+func createdAt(opt options) time.Time { return opt.Now.UTC().Truncate(time.Microsecond) }
 
 // createAccounts writes the accounts of in inside tx, each with everything
 // in it (its ledger, customers, addresses, supply points with their
@@ -74,7 +73,7 @@ func createdAt(opt Options) time.Time { return opt.Now.UTC().Truncate(time.Micro
 // A refusal for a missing business contract wrote nothing for its account
 // (refusedBeforeWriting); a refusal for a missing tariff did, and the
 // caller must roll back.
-func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, in []toCreate, draw func() string) (cs []created, errs []error, err error) {
+func createAccounts(ctx context.Context, tx *db.Tx, in []toCreate, draw func() string) (cs []created, errs []error, err error) {
 	cs, errs = make([]created, len(in)), make([]error, len(in))
 	pending := make([]int, len(in))
 	for i := range in {
@@ -94,7 +93,7 @@ func createAccounts(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements
 				return nil, nil, fmt.Errorf("create account: %w", err)
 			}
 		}
-		rs, err := runCreate(ctx, tx, stmts, docs)
+		rs, err := runCreate(ctx, tx, docs)
 		if err != nil {
 			return nil, nil, fmt.Errorf("create account: %w", err)
 		}
@@ -139,21 +138,13 @@ func refusedBeforeWriting(err error) bool {
 
 // runCreate runs createSQL for one document, createManySQL for several,
 // and answers one createResult per document, in their order.
-func runCreate(ctx context.Context, tx *sqlx.Tx, stmts *prepared.Statements, docs [][]byte) ([]createResult, error) {
+func runCreate(ctx context.Context, tx *db.Tx, docs [][]byte) ([]createResult, error) {
 	query, arg := createSQL, docs[0]
 	if len(docs) > 1 {
 		query, arg = createManySQL, append(append([]byte{'['}, bytes.Join(docs, []byte{','})...), ']')
 	}
 	var rs []createResult
-	if stmts != nil {
-		stmt, err := stmts.In(ctx, tx, query)
-		if err != nil {
-			return nil, err
-		}
-		if err := stmt.SelectContext(ctx, &rs, arg); err != nil {
-			return nil, err
-		}
-	} else if err := tx.SelectContext(ctx, &rs, query, arg); err != nil {
+	if err := tx.SelectContext(ctx, &rs, query, arg); err != nil {
 		return nil, err
 	}
 	if len(rs) != len(docs) {
@@ -460,7 +451,7 @@ type (
 
 // createDocument encodes acc, under the service account number, as the
 // document createSQL reads.
-func createDocument(acc *account.Account, opt Options, createdAt time.Time, number string) ([]byte, error) {
+func createDocument(acc *account.Account, opt options, createdAt time.Time, number string) ([]byte, error) {
 	ba := acc.EffectiveBillingAddress()
 	d := createDoc{Account: accountRow{
 		Number: number, SupplierID: acc.Supplier.ID, External: acc.ExternalAccountNumber, ProcessID: opt.ProcessID,
@@ -578,14 +569,4 @@ func (d *createDoc) addSupplyPoint(i, j int, sp account.SupplyPoint) error {
 			ReadDate: string(r.ReadDate), Value: r.Value})
 	}
 	return nil
-}
-
-// Statement returns the creation statement for one account and its one
-// argument, the document of acc under the service account number, without
-// the reads, locks and checks around them. It is for the benchmarks of
-// cmd/importd, which run the statement alone to measure the database's
-// share of a creation against the whole; the service does not call it.
-func Statement(acc *account.Account, opt Options, number string) (query string, arg []byte, err error) {
-	arg, err = createDocument(acc, opt, createdAt(opt), number)
-	return createSQL, arg, err
 }

@@ -12,8 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
@@ -22,7 +21,7 @@ import (
 
 // createAccountRowByRow is CreateAccount as it was before createSQL, minus
 // the process row's completion, which Run wrote then.
-func createAccountRowByRow(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt Options) (created, error) {
+func createAccountRowByRow(ctx context.Context, tx *db.Tx, acc *account.Account, opt options) (created, error) {
 	c := created{CreatedAt: opt.Now.UTC().Truncate(time.Microsecond)}
 	contractID, err := rbrContractID(ctx, tx, acc)
 	if err != nil {
@@ -53,7 +52,7 @@ func createAccountRowByRow(ctx context.Context, tx *sqlx.Tx, acc *account.Accoun
 
 // rbrContractID looks up the business contract the account names, or
 // returns nil when it names none.
-func rbrContractID(ctx context.Context, tx *sqlx.Tx, acc *account.Account) (*int64, error) {
+func rbrContractID(ctx context.Context, tx *db.Tx, acc *account.Account) (*int64, error) {
 	if acc.Business == nil {
 		return nil, nil
 	}
@@ -78,7 +77,7 @@ func rbrContractID(ctx context.Context, tx *sqlx.Tx, acc *account.Account) (*int
 // CONFLICT on the number alone lets us draw again without aborting the
 // transaction. A clash on (supplier, external account number) is not caught:
 // it means the account exists, and the error must surface.
-func rbrInsertAccount(ctx context.Context, tx *sqlx.Tx, acc *account.Account, opt Options, contractID *int64, createdAt time.Time) (int64, string, error) {
+func rbrInsertAccount(ctx context.Context, tx *db.Tx, acc *account.Account, opt options, contractID *int64, createdAt time.Time) (int64, string, error) {
 	ba := acc.EffectiveBillingAddress()
 	lastBilled := lastBilledToDate(acc)
 	for attempt := 0; attempt < 5; attempt++ {
@@ -183,7 +182,7 @@ func (w *rbrWriter) migrationEmails(customers []account.Customer, customerIDs []
 // the long creation reads as the list of rows it writes.
 type rbrWriter struct {
 	ctx       context.Context
-	tx        *sqlx.Tx
+	tx        *db.Tx
 	accountID int64
 	err       error
 }

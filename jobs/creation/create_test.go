@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
-	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -26,7 +24,7 @@ var createToday = time.Date(2025, 6, 15, 12, 0, 0, 0, time.UTC)
 // (GB, with migration e-mails) with its business contract, supplier
 // TENTACLE_ENERGY (US) of the reference's example, their tariffs and team
 // Ops.
-func seedCatalogue(t testing.TB, d *sqlx.DB) {
+func seedCatalogue(t testing.TB, d *db.DB) {
 	t.Helper()
 	for _, q := range []string{
 		`INSERT INTO import_suppliers (code, country, document_root, migration_emails) VALUES
@@ -126,7 +124,7 @@ var createTables = map[string][]string{
 
 // dumpAccounts returns every row of createTables as JSON, ids included,
 // with the service account number replaced by a placeholder.
-func dumpAccounts(t testing.TB, d *sqlx.DB) map[string][]string {
+func dumpAccounts(t testing.TB, d *db.DB) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	var number string
@@ -148,7 +146,7 @@ func dumpAccounts(t testing.TB, d *sqlx.DB) map[string][]string {
 }
 
 // stageProcess writes the staged row account creation refers to.
-func stageProcess(t testing.TB, d *sqlx.DB, supplier string, payload []byte) int64 {
+func stageProcess(t testing.TB, d *db.DB, supplier string, payload []byte) int64 {
 	t.Helper()
 	var id int64
 	if err := d.Get(&id, `INSERT INTO import_processes (supplier_id, external_account_number, payload, status)
@@ -158,7 +156,7 @@ func stageProcess(t testing.TB, d *sqlx.DB, supplier string, payload []byte) int
 	return id
 }
 
-func validateForCreate(t testing.TB, d *sqlx.DB, payload []byte) *account.Account {
+func validateForCreate(t testing.TB, d *db.DB, payload []byte) *account.Account {
 	t.Helper()
 	acc, err := account.Validator{Catalog: account.NewCatalog(d, nil), Now: func() time.Time { return createToday }}.Validate(context.Background(), payload)
 	if err != nil {
@@ -182,20 +180,20 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				Code string `json:"import_supplier"`
 			}
 			_ = json.Unmarshal(payload, &supplier)
-			write := func(create func(d *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt Options) error) map[string][]string {
+			write := func(create func(d *db.DB, tx *db.Tx, acc *account.Account, opt options) error) map[string][]string {
 				d := dbtest.New(t)
 				seedCatalogue(t, d)
 				acc := validateForCreate(t, d, payload)
-				opt := Options{ProcessID: stageProcess(t, d, supplier.Code, payload), Now: createToday.Add(time.Hour)}
+				opt := options{ProcessID: stageProcess(t, d, supplier.Code, payload), Now: createToday.Add(time.Hour)}
 				if err := d.Get(&opt.OperationsTeamID, `SELECT id FROM operations_teams`); err != nil {
 					t.Fatal(err)
 				}
-				if err := db.InTx(ctx, d, func(tx *sqlx.Tx) error { return create(d, tx, acc, opt) }); err != nil {
+				if err := db.InTx(ctx, d, func(tx *db.Tx) error { return create(d, tx, acc, opt) }); err != nil {
 					t.Fatal(err)
 				}
 				return dumpAccounts(t, d)
 			}
-			want := write(func(_ *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt Options) error {
+			want := write(func(_ *db.DB, tx *db.Tx, acc *account.Account, opt options) error {
 				c, err := createAccountRowByRow(ctx, tx, acc, opt)
 				if err != nil {
 					return err
@@ -205,8 +203,8 @@ func TestCreateAccount_WritesTheRowsOfTheRowByRowWriter(t *testing.T) {
 				return err
 			})
 			var outbox []int64
-			got := write(func(d *sqlx.DB, tx *sqlx.Tx, acc *account.Account, opt Options) error {
-				c, err := CreateAccount(ctx, tx, prepared.New(d), acc, opt)
+			got := write(func(d *db.DB, tx *db.Tx, acc *account.Account, opt options) error {
+				c, err := CreateAccount(ctx, tx, acc, opt)
 				outbox = c.Outbox
 				return err
 			})
@@ -244,15 +242,15 @@ func TestCreateAccount_CatalogueChangedSinceValidationIsRefused(t *testing.T) {
 			d := dbtest.New(t)
 			seedCatalogue(t, d)
 			acc := validateForCreate(t, d, payload)
-			opt := Options{ProcessID: stageProcess(t, d, "DEMO", payload), Now: createToday}
+			opt := options{ProcessID: stageProcess(t, d, "DEMO", payload), Now: createToday}
 			if err := d.Get(&opt.OperationsTeamID, `SELECT id FROM operations_teams`); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := d.Exec(tc.remove); err != nil {
 				t.Fatal(err)
 			}
-			err := db.InTx(ctx, d, func(tx *sqlx.Tx) error {
-				_, err := CreateAccount(ctx, tx, prepared.New(d), acc, opt)
+			err := db.InTx(ctx, d, func(tx *db.Tx) error {
+				_, err := CreateAccount(ctx, tx, acc, opt)
 				return err
 			})
 			pe, ok := problem.As(err)

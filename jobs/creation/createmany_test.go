@@ -17,17 +17,15 @@ import (
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
-	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs"
 )
 
 // manyRig stages the three creation fixtures, each under an external
 // account number of its own, in a database of its own.
 type manyRig struct {
-	d     *sqlx.DB
-	stmts *prepared.Statements
-	team  int64
-	in    []toCreate
+	d    *db.DB
+	team int64
+	in   []toCreate
 }
 
 func newManyRig(t *testing.T) *manyRig {
@@ -38,7 +36,7 @@ func newManyRig(t *testing.T) *manyRig {
 	if err := d.Get(&team, `SELECT id FROM operations_teams`); err != nil {
 		t.Fatal(err)
 	}
-	r := &manyRig{d: d, stmts: prepared.New(d), team: team}
+	r := &manyRig{d: d, team: team}
 	for x, name := range []string{"fixture", "reference", "lights"} {
 		r.stage(t, name, fmt.Sprintf("M-%d", x))
 	}
@@ -62,7 +60,7 @@ func (r *manyRig) stage(t *testing.T, name, external string) {
 		t.Fatal(err)
 	}
 	r.in = append(r.in, toCreate{validateForCreate(t, r.d, payload),
-		Options{ProcessID: id, OperationsTeamID: r.team, Now: createToday}})
+		options{ProcessID: id, OperationsTeamID: r.team, Now: createToday}})
 }
 
 // create runs createAccounts for the accounts of r at positions xs, in one
@@ -77,9 +75,9 @@ func (r *manyRig) create(t *testing.T, draws []string, xs ...int) ([]created, []
 		cs   []created
 		errs []error
 	)
-	err := db.InTx(context.Background(), r.d, func(tx *sqlx.Tx) error {
+	err := db.InTx(context.Background(), r.d, func(tx *db.Tx) error {
 		var err error
-		cs, errs, err = createAccounts(context.Background(), tx, r.stmts, in, func() string {
+		cs, errs, err = createAccounts(context.Background(), tx, in, func() string {
 			if len(draws) == 0 {
 				t.Fatal("more numbers drawn than the test planned")
 			}
@@ -139,7 +137,7 @@ func (r *manyRig) statementsOf(t *testing.T) map[string]string {
 
 // progressMatchesARecount fails t when the progress counters kept by the
 // triggers differ from a recount of the processes.
-func progressMatchesARecount(t *testing.T, d *sqlx.DB) {
+func progressMatchesARecount(t *testing.T, d *db.DB) {
 	t.Helper()
 	var kept, recount []string
 	if err := d.Select(&kept, `SELECT supplier_id || ' ' || state || ' ' || sum(n) FROM progress_counts
@@ -347,10 +345,11 @@ func TestBatch_AMissingBusinessContractRefusesOnlyItsAccountWithoutSplitting(t *
 func TestRun_PreparesTheStatementForSeveralAccountsAhead(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDatabase(t)
-	plain, err := sqlx.Open("postgres", url)
+	x, err := sqlx.Open("postgres", url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	plain := db.New(x)
 	defer plain.Close()
 	seedCatalogue(t, plain)
 	r := &manyRig{d: plain}
@@ -376,7 +375,7 @@ func TestRun_PreparesTheStatementForSeveralAccountsAhead(t *testing.T) {
 	}
 	defer tx.Rollback()
 	before := writes.Load()
-	_, errs, err := createAccounts(ctx, tx, c.stmts, r.in[1:], newServiceAccountNumber)
+	_, errs, err := createAccounts(ctx, tx, r.in[1:], newServiceAccountNumber)
 	if err := errors.Join(append(errs, err)...); err != nil {
 		t.Fatal(err)
 	}

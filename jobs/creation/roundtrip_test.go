@@ -15,6 +15,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
@@ -64,10 +65,11 @@ const maxRoundTrips = 6
 func TestRun_CreatesAnAccountInAHandfulOfRoundTrips(t *testing.T) {
 	t.Parallel()
 	url := dbtest.NewDatabase(t)
-	plain, err := sqlx.Open("postgres", url)
+	x, err := sqlx.Open("postgres", url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	plain := db.New(x)
 	defer plain.Close()
 	seedCatalogue(t, plain)
 	payload := createFixtures(t)["fixture"].payload
@@ -123,7 +125,7 @@ func countedCreator(t *testing.T, url string) (c *Creator, writes *atomic.Int64)
 		t.Fatal(err)
 	}
 	conn.Dialer(countingDialer{writes: writes})
-	counted := sqlx.NewDb(sql.OpenDB(conn), "postgres")
+	counted := db.New(sqlx.NewDb(sql.OpenDB(conn), "postgres"))
 	t.Cleanup(func() { counted.Close() })
 	counted.SetMaxOpenConns(1) // one connection, whose statements the first account prepares
 	opt, err := redis.ParseURL(dbtest.NewRedis(t))

@@ -17,10 +17,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkimport/bulkimport/db/prepared"
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
@@ -32,12 +31,11 @@ import (
 // Creator creates the accounts of account:process tasks: the worker side
 // of E5.
 type Creator struct {
-	db      *sqlx.DB
+	db      *db.DB
 	client  *asynq.Client
 	catalog account.Catalog
 	docs    *documents.Store
 	ends    Announcer
-	stmts   *prepared.Statements
 	batch   *batcher // nil: every account in a transaction of its own
 	now     func() time.Time
 	log     *slog.Logger
@@ -65,12 +63,12 @@ type Announcer interface {
 // cannot be checked. ends ends each task for its waiters once its outcome is
 // recorded. log reports what fails after the outcome is decided (recording
 // it, enqueueing e-mails); neither may be nil.
-func NewCreator(d *sqlx.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, ends Announcer, log *slog.Logger) *Creator {
+func NewCreator(d *db.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, ends Announcer, log *slog.Logger) *Creator {
 	if ends == nil || log == nil {
 		panic("creation.NewCreator: nil Announcer or *slog.Logger")
 	}
 	return &Creator{db: d, client: asynq.NewClientFromRedisClient(rdb), catalog: catalog, docs: docs, ends: ends,
-		stmts: prepared.New(d), now: time.Now, log: log}
+		now: time.Now, log: log}
 }
 
 // errRestaged makes the task retry when its staged data changed under it.
@@ -97,8 +95,8 @@ var ErrHandedBack = errors.New("task handed back to its queue by a stopping work
 func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final bool) error {
 	taskID := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
 	var invalid *problem.Error
-	// Prepared before the transaction: see prepared.Statements.Prepare.
-	if err := c.stmts.Prepare(ctx, readProcessSQL, lockProcessesSQL, createSQL, createManySQL); err != nil {
+	// Prepared before the transaction: see db.DB.Prepare.
+	if err := c.db.Prepare(ctx, readProcessSQL, lockProcessesSQL, createSQL, createManySQL); err != nil {
 		return c.failed(ctx, p, taskID, final, err)
 	}
 	var before processRow
@@ -188,11 +186,7 @@ type processRow struct {
 // readProcess reads the staged payload and the service account number of
 // a process into dst, from the pool.
 func (c *Creator) readProcess(ctx context.Context, dst *processRow, processID int64) error {
-	st, err := c.stmts.Get(ctx, readProcessSQL)
-	if err != nil {
-		return err
-	}
-	return st.GetContext(ctx, dst, processID)
+	return c.db.GetContext(ctx, dst, readProcessSQL, processID)
 }
 
 // failed handles an infrastructure failure: the task is retried, and on its

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/wneessen/go-mail"
 )
 
@@ -29,7 +29,7 @@ const defaultFrom = "migration@localhost"
 
 // Sender sends outbox rows through SMTP when configured.
 type Sender struct {
-	db   *sqlx.DB
+	db   *db.DB
 	smtp *server // nil: record only
 }
 
@@ -47,7 +47,7 @@ type server struct {
 // port defaults to 25 for smtp:// and 465 for smtps://. smtp:// upgrades with
 // STARTTLS when the server offers it; credentials are only sent over TLS or
 // to localhost.
-func NewSender(d *sqlx.DB, smtpURL string) (*Sender, error) {
+func NewSender(d *db.DB, smtpURL string) (*Sender, error) {
 	s := &Sender{db: d}
 	if smtpURL == "" {
 		return s, nil

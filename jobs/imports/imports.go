@@ -10,11 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -39,15 +37,12 @@ const (
 
 // Service stages accounts and answers progress queries.
 type Service struct {
-	db      *sqlx.DB
+	db      *db.DB
 	catalog *account.CatalogCache
 	// supplyTypes remembers the supply types it has found (never removed).
 	supplyTypes account.SupplyTypeCatalog
 	now         func() time.Time
 	log         *slog.Logger
-
-	mu        sync.Mutex
-	stageStmt *sqlx.Stmt // prepared on first use; see stageStatement
 }
 
 // catalogTTL is how long validation trusts that a supplier, tariff or
@@ -60,7 +55,7 @@ type Service struct {
 const catalogTTL = time.Minute
 
 // New returns a Service. It logs nothing until WithLog gives it a logger.
-func New(d *sqlx.DB) *Service {
+func New(d *db.DB) *Service {
 	return &Service{db: d, catalog: account.NewCatalogCache(d, catalogTTL), supplyTypes: account.NewSupplyTypeCatalog(d), now: time.Now,
 		log: slog.New(slog.DiscardHandler)}
 }
@@ -181,11 +176,7 @@ func (s *Service) upsert(ctx context.Context, acc *account.Account, payload []by
 		PriorStatus    sql.NullString `db:"prior_status"`
 		PriorNumber    sql.NullString `db:"prior_number"`
 	}
-	stmt, err := s.stageStatement(ctx)
-	if err != nil {
-		return StageResult{}, true, err
-	}
-	err = stmt.GetContext(ctx, &r, acc.Supplier.ID, ean, payload)
+	err = s.db.GetContext(ctx, &r, stageSQL, acc.Supplier.ID, ean, payload)
 	if err != nil {
 		return StageResult{}, true, fmt.Errorf("stage: %w", err)
 	}
@@ -233,25 +224,6 @@ const stageSQL = `
 		       p.status AS prior_status, p.service_account_number AS prior_number
 		FROM (SELECT 1) one
 		LEFT JOIN import_processes p ON p.supplier_id = $1 AND p.external_account_number = $2`
-
-// stageStatement returns stageSQL prepared. The statement is E4's only
-// query besides authentication; prepared, each staging costs PostgreSQL one
-// round trip and no planning, where an unnamed statement costs two round
-// trips and a fresh plan of the whole CTE. database/sql prepares it again on
-// each pooled connection as needed. A failed preparation is not remembered,
-// so a database that was down at the first staging does not break later ones.
-func (s *Service) stageStatement(ctx context.Context) (*sqlx.Stmt, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stageStmt == nil {
-		st, err := s.db.PreparexContext(ctx, stageSQL)
-		if err != nil {
-			return nil, fmt.Errorf("stage: prepare: %w", err)
-		}
-		s.stageStmt = st
-	}
-	return s.stageStmt, nil
-}
 
 // ProcessStatus is the answer of E10. LastError is an addition to the spec:
 // why the last attempt failed, so that a team can fix the data.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -26,7 +26,7 @@ func allVisible(string) bool { return true }
 
 // newDB returns a fresh database with the catalogue the account fixture
 // (jobs/account/testdata/account.json) needs, for each supplier code given.
-func newDB(t testing.TB, suppliers ...string) *sqlx.DB {
+func newDB(t testing.TB, suppliers ...string) *db.DB {
 	t.Helper()
 	d := dbtest.New(t)
 	exec(t, d, `INSERT INTO products (code) VALUES ('E-1R'), ('WH-RENT'), ('HP')`)
@@ -42,7 +42,7 @@ func newDB(t testing.TB, suppliers ...string) *sqlx.DB {
 	return d
 }
 
-func exec(t testing.TB, d *sqlx.DB, q string, args ...any) {
+func exec(t testing.TB, d *db.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := d.Exec(q, args...); err != nil {
 		t.Fatalf("%v\n%s", err, q)
@@ -62,7 +62,7 @@ func fixture(t testing.TB, supplier, ean string) []byte {
 }
 
 // addProcesses inserts n staged processes E000001 ... for the supplier.
-func addProcesses(t testing.TB, d *sqlx.DB, supplier string, n int) {
+func addProcesses(t testing.TB, d *db.DB, supplier string, n int) {
 	t.Helper()
 	exec(t, d, `INSERT INTO import_processes (supplier_id, external_account_number, payload)
 		SELECT s.id, 'E' || lpad(g::text, 6, '0'), '{}' FROM import_suppliers s, generate_series(1, $2::int) g

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -27,7 +27,7 @@ type refusal struct {
 }
 
 // refusals reads every staging_refusals row, by supplier and account number.
-func refusals(t *testing.T, d *sqlx.DB) []refusal {
+func refusals(t *testing.T, d *db.DB) []refusal {
 	t.Helper()
 	var rows []struct {
 		Supplier string `db:"code"`
@@ -58,7 +58,7 @@ func refusals(t *testing.T, d *sqlx.DB) []refusal {
 // refusedCounters returns the counters of refused accounts by supplier
 // code and of their errors by "code@attr", as the progress page sums them,
 // and fails t unless they equal a recount from staging_refusals.
-func refusedCounters(t *testing.T, d *sqlx.DB) (accounts map[string]int64, errors map[string]int64) {
+func refusedCounters(t *testing.T, d *db.DB) (accounts map[string]int64, errors map[string]int64) {
 	t.Helper()
 	read := func(q string) map[string]int64 {
 		var rows []struct {

@@ -2,12 +2,13 @@ package metrics
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/bulkimport/bulkimport/db"
 )
 
 // scrapeTimeout bounds what one scrape asks PostgreSQL, so that a database
@@ -17,14 +18,25 @@ const scrapeTimeout = 5 * time.Second
 
 // WatchDatabase registers the pool statistics of d (go_sql_*, labelled
 // db_name="importd": connections open, in use and idle, and how often and
-// how long callers waited for one) and importd_database_up, which pings d
-// at each scrape. It does nothing on a nil *Metrics.
-func (m *Metrics) WatchDatabase(d *sql.DB) {
+// how long callers waited for one), importd_database_up, which pings d at
+// each scrape, and the figures of d's prepared statements
+// (importd_database_prepared_statements and
+// importd_database_unprepared_statements_total). It does nothing on a nil
+// *Metrics.
+func (m *Metrics) WatchDatabase(d *db.DB) {
 	if m == nil {
 		return
 	}
 	m.registry.MustRegister(
-		collectors.NewDBStatsCollector(d, "importd"),
+		collectors.NewDBStatsCollector(d.DB.DB, "importd"),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "importd_database_prepared_statements",
+			Help: "Query texts the pool holds prepared (at most db.MaxStatements).",
+		}, func() float64 { return float64(d.StatementStats().Prepared) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "importd_database_unprepared_statements_total",
+			Help: "Statements run unprepared: their text came when the pool held db.MaxStatements texts, or could not be prepared.",
+		}, func() float64 { return float64(d.StatementStats().Unprepared) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "importd_database_up",
 			Help: "1 when PostgreSQL answered a ping at scrape time, 0 when it did not.",

@@ -135,7 +135,7 @@ func TestDatabase_UpWhileItAnswersAndPoolStatistics(t *testing.T) {
 	t.Parallel()
 	d := dbtest.New(t)
 	m := New()
-	m.WatchDatabase(d.DB)
+	m.WatchDatabase(d)
 	up, err := series(t, m, "importd_database_up")
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +146,15 @@ func TestDatabase_UpWhileItAnswersAndPoolStatistics(t *testing.T) {
 	open, _ := series(t, m, "go_sql_max_open_connections")
 	if _, ok := open["db_name=importd"]; !ok {
 		t.Errorf("no pool statistics labelled db_name=importd: %v", open)
+	}
+	var one int
+	if err := d.GetContext(t.Context(), &one, `SELECT $1::int`, 1); err != nil {
+		t.Fatal(err)
+	}
+	prepared, _ := series(t, m, "importd_database_prepared_statements")
+	unprepared, _ := series(t, m, "importd_database_unprepared_statements_total")
+	if d := cmp.Diff([]map[string]float64{{"": 1}, {"": 0}}, []map[string]float64{prepared, unprepared}); d != "" {
+		t.Errorf("importd_database_prepared_statements, importd_database_unprepared_statements_total (-want +got):\n%s", d)
 	}
 	d.Close()
 	up, _ = series(t, m, "importd_database_up")

@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/bulkimport/bulkimport/db"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -36,7 +37,7 @@ type Result struct {
 // one statement. A note without created_at is created at now. E6 and E7's
 // pinned note write through it; account creation (E5) writes the same rows
 // with InsertCTE inside its own statement.
-func Insert(ctx context.Context, tx *sqlx.Tx, accountID int64, notes []Note, now time.Time) error {
+func Insert(ctx context.Context, tx *db.Tx, accountID int64, notes []Note, now time.Time) error {
 	if len(notes) == 0 {
 		return nil
 	}
@@ -73,8 +74,7 @@ SELECT u.id, d.position, d.path FROM unnest($6::bigint[], $7::int[], $8::text[])
 JOIN u ON u.ord = d.ord`
 
 // Add writes notes, with their documents, onto the account in one
-// statement run through q (a *sqlx.Tx, or a transaction that runs its
-// queries prepared). A note without created_at is created at now. It is
+// statement run through q (a *db.Tx). A note without created_at is created at now. It is
 // Insert in one round trip instead of two: E6 and E7's pinned note use it.
 func Add(ctx context.Context, q sqlx.ExecerContext, accountID int64, notes []Note, now time.Time) error {
 	if len(notes) == 0 {
@@ -225,8 +225,7 @@ type existing struct {
 // for a note without a body, the same document paths) and, when created_at
 // is given, the same creation time. Notes of one call that repeat each other
 // are created once. now should be whole seconds: answers carry seconds, and
-// a re-sent note must compare equal to what was stored. tx is a *sqlx.Tx,
-// or a transaction that runs its queries prepared.
+// a re-sent note must compare equal to what was stored. tx is a *db.Tx.
 func Create(ctx context.Context, tx sqlx.ExtContext, accountID int64, notes []Note, now time.Time) ([]Result, error) {
 	// Only notes whose body is one of the posted bodies can match; the
 	// expression index on (account_id, md5(body)) finds them.

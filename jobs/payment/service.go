@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -44,7 +44,7 @@ type Config struct {
 
 // Service is the API side of E2 and E9.
 type Service struct {
-	db        *sqlx.DB
+	db        *db.DB
 	rdb       redis.UniversalClient
 	client    *asynq.Client
 	inspector *asynq.Inspector
@@ -52,7 +52,7 @@ type Service struct {
 }
 
 // New returns the API side of E2 and E9.
-func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
+func New(d *db.DB, rdb redis.UniversalClient, cfg Config) *Service {
 	if cfg.Log == nil {
 		panic("payment.New: nil Config.Log")
 	}

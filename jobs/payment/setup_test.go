@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
@@ -53,7 +53,7 @@ func testInstructions() []byte {
 }
 
 type bundle struct {
-	db   *sqlx.DB
+	db   *db.DB
 	rdb  redis.UniversalClient
 	svc  *Service
 	sims map[string]*vendorsim.Simulator
@@ -144,7 +144,7 @@ func setup(t *testing.T, worker bool) *bundle {
 	return b
 }
 
-func mustExec(t *testing.T, d *sqlx.DB, q string, args ...any) {
+func mustExec(t *testing.T, d *db.DB, q string, args ...any) {
 	t.Helper()
 	if _, err := d.Exec(q, args...); err != nil {
 		t.Fatalf("%v\n%s", err, q)

@@ -153,7 +153,7 @@ func joinDetails(errs problem.List) string {
 // Attempts takes its default; a zero Backoff means no wait between attempts
 // (importctl's --backoff defaults to DefaultBackoff). Errors: a
 // *problem.Error (Invalid) for a bad field or a name in use.
-func AddVendor(ctx context.Context, d *sqlx.DB, v Vendor) (Vendor, error) {
+func AddVendor(ctx context.Context, d *db.DB, v Vendor) (Vendor, error) {
 	if err := checkVendor(&v); err != nil {
 		return v, err
 	}
@@ -171,7 +171,7 @@ func AddVendor(ctx context.Context, d *sqlx.DB, v Vendor) (Vendor, error) {
 }
 
 // ListVendors returns every vendor by name.
-func ListVendors(ctx context.Context, d *sqlx.DB) ([]Vendor, error) {
+func ListVendors(ctx context.Context, d *db.DB) ([]Vendor, error) {
 	out := []Vendor{}
 	if err := d.SelectContext(ctx, &out, `SELECT * FROM payment_vendors ORDER BY name`); err != nil {
 		return nil, fmt.Errorf("list vendors: %w", err)

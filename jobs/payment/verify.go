@@ -24,7 +24,7 @@ import (
 // Verifier is the worker side of E2 and E9: it runs
 // payment_instruction:verify tasks.
 type Verifier struct {
-	db     *sqlx.DB
+	db     *db.DB
 	rdb    redis.UniversalClient
 	client *http.Client
 	// metrics counts vendor calls (metrics.go); nil counts nothing.
@@ -34,7 +34,7 @@ type Verifier struct {
 
 // NewVerifier returns the worker side of E2 and E9. log reports failed
 // verifications and vendor attempts; it must not be nil.
-func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient, log *slog.Logger) *Verifier {
+func NewVerifier(d *db.DB, rdb redis.UniversalClient, log *slog.Logger) *Verifier {
 	if log == nil {
 		panic("payment.NewVerifier: nil *slog.Logger")
 	}
@@ -137,7 +137,7 @@ func (v *Verifier) run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 			"Payment vendor %s stores instruction %q as %s, not %s.", vendor.Name, p.Reference, in.Type, p.Type)), nil
 	}
 
-	err = db.InTx(ctx, v.db, func(tx *sqlx.Tx) error { return store(ctx, tx, p, in) })
+	err = db.InTx(ctx, v.db, func(tx *db.Tx) error { return store(ctx, tx, p, in) })
 	if db.IsUniqueViolation(err, "") {
 		// Stored by a concurrent task (another vendor or type for the same
 		// reference) between the check and now. The failed statement
@@ -201,7 +201,7 @@ func wrapErr(err error, op string) error {
 }
 
 // store writes the instruction, and for a business its accounts.
-func store(ctx context.Context, tx *sqlx.Tx, p jobs.PaymentInstructionVerifyPayload, in VendorInstruction) error {
+func store(ctx context.Context, tx *db.Tx, p jobs.PaymentInstructionVerifyPayload, in VendorInstruction) error {
 	var accountID, businessID *int64
 	if p.BusinessID != 0 {
 		businessID = &p.BusinessID

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
@@ -89,7 +90,7 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
 	}
 	var out []note.Result
-	err = s.inTx(ctx, func(tx preparedTx) error {
+	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err

@@ -21,10 +21,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/bulkimport/bulkimport/db"
-	"github.com/bulkimport/bulkimport/db/prepared"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -32,7 +29,7 @@ import (
 // Service imports notes, transactions and statements. Its methods are safe
 // for concurrent use.
 type Service struct {
-	db *sqlx.DB
+	db *db.DB
 	// docs is nil when no document store is configured; a request that
 	// references a document then gets 500.
 	docs *documents.Store
@@ -40,88 +37,12 @@ type Service struct {
 	// (zones). Tests fix it.
 	now   func() time.Time
 	zones *zones
-
-	// stmts holds each query of the requests' transactions prepared on the
-	// pool, by its text (see preparedTx).
-	stmts *prepared.Statements
 }
 
 // New returns a Service over d. docs may be nil when DOCUMENTS_URL is not
 // set: requests without document references still work.
-func New(d *sqlx.DB, docs *documents.Store) *Service {
-	return &Service{db: d, docs: docs, now: time.Now, zones: newZones(d, time.Now), stmts: prepared.New(d)}
-}
-
-// inTx runs fn in one database transaction, as db.InTx does, and hands it
-// the transaction as a preparedTx.
-func (s *Service) inTx(ctx context.Context, fn func(tx preparedTx) error) error {
-	return db.InTx(ctx, s.db, func(tx *sqlx.Tx) error { return fn(preparedTx{Tx: tx, s: s}) })
-}
-
-// preparedTx is a request's transaction that runs every query as a prepared
-// statement. lib/pq sends a query with arguments as two round trips (parse
-// and describe, then bind and execute) and plans it afresh each time; a
-// prepared statement costs one round trip and no planning. database/sql
-// prepares each statement once per pooled connection and reuses it there.
-// It satisfies sqlx.ExtContext, so sqlx.GetContext, sqlx.SelectContext and
-// the note writers take it as they take a *sqlx.Tx.
-type preparedTx struct {
-	*sqlx.Tx
-	s *Service
-}
-
-// stmt returns query prepared for use in the transaction, never waiting
-// for a second pool connection (prepared.Statements.In).
-func (p preparedTx) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
-	return p.s.stmts.In(ctx, p.Tx, query)
-}
-
-// ExecContext runs query as a prepared statement.
-func (p preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, err := p.stmt(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-// QueryContext runs query as a prepared statement.
-func (p preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	st, err := p.stmt(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.QueryContext(ctx, args...)
-}
-
-// QueryxContext runs query as a prepared statement.
-func (p preparedTx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
-	st, err := p.stmt(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.QueryxContext(ctx, args...)
-}
-
-// QueryRowxContext runs query as a prepared statement. A *sqlx.Row cannot
-// be made to carry an error, so when the preparation fails the query runs
-// unprepared, and its Row reports the failure.
-func (p preparedTx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
-	st, err := p.stmt(ctx, query)
-	if err != nil {
-		return p.Tx.QueryRowxContext(ctx, query, args...)
-	}
-	return st.QueryRowxContext(ctx, args...)
-}
-
-// GetContext reads one row into dest with a prepared statement.
-func (p preparedTx) GetContext(ctx context.Context, dest any, query string, args ...any) error {
-	return sqlx.GetContext(ctx, p, dest, query, args...)
-}
-
-// SelectContext reads rows into dest with a prepared statement.
-func (p preparedTx) SelectContext(ctx context.Context, dest any, query string, args ...any) error {
-	return sqlx.SelectContext(ctx, p, dest, query, args...)
+func New(d *db.DB, docs *documents.Store) *Service {
+	return &Service{db: d, docs: docs, now: time.Now, zones: newZones(d, time.Now)}
 }
 
 // account is the target of an import request.
@@ -153,11 +74,7 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 	if visible != nil && !visible(supplier) {
 		return a, accountNotFound(supplier, ean)
 	}
-	st, err := s.stmts.Get(ctx, findAccountSQL)
-	if err != nil {
-		return a, fmt.Errorf("find account: %w", err)
-	}
-	err = st.GetContext(ctx, &a, supplier, ean)
+	err := s.db.GetContext(ctx, &a, findAccountSQL, supplier, ean)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, accountNotFound(supplier, ean)
 	}
@@ -194,7 +111,7 @@ func (s *Service) preflight(ctx context.Context, supplier, ean string, visible f
 // transaction takes a new snapshot. That is why lookups are never folded
 // into this query: a subquery here would use the snapshot taken before the
 // wait, and miss the rows of the request it waited for.
-func lockAccount(ctx context.Context, tx preparedTx, supplier, ean string, visible func(string) bool) (account, error) {
+func lockAccount(ctx context.Context, tx *db.Tx, supplier, ean string, visible func(string) bool) (account, error) {
 	var a account
 	if visible != nil && !visible(supplier) {
 		return a, accountNotFound(supplier, ean)

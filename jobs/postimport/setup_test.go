@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "gocloud.dev/blob/fileblob" // file:// document stores
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -37,7 +38,7 @@ func visible(code string) bool { return code != hiddenCode }
 
 // bundle is one test's database, document store and service.
 type bundle struct {
-	db   *sqlx.DB
+	db   *db.DB
 	docs *documents.Store
 	svc  *Service
 }

@@ -213,7 +213,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	err = s.inTx(ctx, func(tx preparedTx) error {
+	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {
 			return err
@@ -231,7 +231,7 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 // insert checks that itself, so that a request without such statements,
 // the usual case, costs one statement; its snapshot follows the lock, so it
 // sees every import that held the account before.
-func insertStatements(ctx context.Context, tx preparedTx, accountID int64, sts []Statement) error {
+func insertStatements(ctx context.Context, tx *db.Tx, accountID int64, sts []Statement) error {
 	n := len(sts)
 	if n == 0 {
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
@@ -42,7 +43,7 @@ func (s *Service) CreateTransactions(ctx context.Context, body []byte, query url
 		return res, err
 	}
 	var res *TransactionsResult
-	err = s.inTx(ctx, func(tx preparedTx) error {
+	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
 		var err error
 		res, err = addTransactions(ctx, tx, r, opts, now, today, errs, visible)
 		return err
@@ -119,7 +120,7 @@ func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequ
 	if len(d.errs) > 0 || len(d.add) == 0 || len(d.moved) > 0 {
 		return nil, false, nil
 	}
-	wrote, err := insertTransactions(ctx, s.stmts, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "", opts.CheckPreviouslyAdded)
+	wrote, err := insertTransactions(ctx, s.db, r.ImportSupplier, r.ExternalAccountNumber, d.ts, d.add, "", opts.CheckPreviouslyAdded)
 	if err != nil || !wrote {
 		return nil, err != nil, err
 	}
@@ -129,7 +130,7 @@ func (s *Service) addTransactionsDirect(ctx context.Context, r *TransactionsRequ
 // addTransactions locks the account, runs the checks that need the
 // database and writes the transactions. errs holds the problems found so
 // far; any problem refuses the whole request.
-func addTransactions(ctx context.Context, tx preparedTx, r *TransactionsRequest, opts TransactionOptions,
+func addTransactions(ctx context.Context, tx *db.Tx, r *TransactionsRequest, opts TransactionOptions,
 	now time.Time, today v.Date, errs problem.List, visible func(string) bool) (*TransactionsResult, error) {
 	if visible != nil && !visible(r.ImportSupplier) {
 		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)

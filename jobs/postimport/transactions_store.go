@@ -27,8 +27,8 @@ import (
 // failed, and the caller decides again.
 const insertTransactionsSQL = `SELECT post_transactions($1, $2, $3, $4, $5)`
 
-// rowQuerier runs a query that answers one row: a preparedTx, or the pool's
-// prepared statements.
+// rowQuerier runs a query that answers one row: a *db.Tx, or the pool (a
+// *db.DB).
 type rowQuerier interface {
 	QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row
 }
@@ -155,7 +155,7 @@ const maxListedMoves = 100
 // pinMoveNote pins one note to the account that says which transactions
 // force_add_to_current_statement moved, so that the support team sees why
 // their dates differ from the old system's.
-func pinMoveNote(ctx context.Context, tx preparedTx, accountID int64, period Period, moved []string, now time.Time) error {
+func pinMoveNote(ctx context.Context, tx *db.Tx, accountID int64, period Period, moved []string, now time.Time) error {
 	listed := moved
 	more := ""
 	if len(listed) > maxListedMoves {

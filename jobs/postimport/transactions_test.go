@@ -1005,7 +1005,7 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			wrote, err := insertTransactions(ctx, b.svc.stmts, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay, true)
+			wrote, err := insertTransactions(ctx, b.svc.db, supplierCode, ean, ts, []int{0, 1}, tc.firstOpenDay, true)
 			if err != nil {
 				t.Fatal(err)
 			}

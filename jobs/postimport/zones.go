@@ -5,8 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/bulkimport/bulkimport/db"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -19,7 +18,7 @@ const zoneTTL = 30 * time.Second
 // dated for the rules that compare a date with it (transaction_in_future,
 // the open statement period, historical_statement_period_end_in_future).
 type zones struct {
-	db  *sqlx.DB
+	db  *db.DB
 	mu  sync.Mutex
 	m   map[string]zoneEntry
 	now func() time.Time
@@ -30,7 +29,7 @@ type zoneEntry struct {
 	read time.Time
 }
 
-func newZones(d *sqlx.DB, now func() time.Time) *zones {
+func newZones(d *db.DB, now func() time.Time) *zones {
 	return &zones{db: d, m: map[string]zoneEntry{}, now: now}
 }
 

@@ -20,10 +20,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkimport/bulkimport/db/prepared"
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -76,17 +75,16 @@ type Config struct {
 
 // Service is the API side of E5.
 type Service struct {
-	db        *sqlx.DB
+	db        *db.DB
 	rdb       redis.UniversalClient
 	client    *asynq.Client
 	inspector *asynq.Inspector
 	cfg       Config
 	lim       *limiter
-	stmts     *prepared.Statements
 }
 
 // New returns the API side of E5.
-func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
+func New(d *db.DB, rdb redis.UniversalClient, cfg Config) *Service {
 	if cfg.Log == nil {
 		panic("process.New: nil Config.Log")
 	}
@@ -97,7 +95,7 @@ func New(d *sqlx.DB, rdb redis.UniversalClient, cfg Config) *Service {
 		cfg.Hub = taskwait.NewHub(rdb)
 	}
 	s := &Service{
-		db: d, rdb: rdb, cfg: cfg, stmts: prepared.New(d),
+		db: d, rdb: rdb, cfg: cfg,
 		client:    asynq.NewClientFromRedisClient(rdb),
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
 	}
@@ -137,7 +135,7 @@ func (s *Service) check(ctx context.Context, req Request, visible func(string) b
 	if visible != nil && !visible(req.ImportSupplierCode) {
 		return t, supplierNotFound(req)
 	}
-	err := s.get(ctx, &t, checkSQL, req.ImportSupplierCode, req.OperationsTeamName, req.ExternalAccountNumber)
+	err := s.db.GetContext(ctx, &t, checkSQL, req.ImportSupplierCode, req.OperationsTeamName, req.ExternalAccountNumber)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, supplierNotFound(req)
 	}
@@ -169,16 +167,6 @@ const checkSQL = `
 
 func supplierNotFound(req Request) *problem.Error {
 	return problem.Invalidf(imports.CodeImportSupplierNotFound, "import_supplier_code", "Import supplier %s does not exist.", req.ImportSupplierCode)
-}
-
-// get runs query, prepared once per pool connection, into dst: E5 runs the
-// same few statements for every account.
-func (s *Service) get(ctx context.Context, dst any, query string, args ...any) error {
-	st, err := s.stmts.Get(ctx, query)
-	if err != nil {
-		return err
-	}
-	return st.GetContext(ctx, dst, args...)
 }
 
 func unavailable(err error) *problem.Error {
@@ -299,11 +287,8 @@ func (s *Service) markInProgress(ctx context.Context, dryRun bool, processID int
 		}
 		return nil
 	}
-	st, err := s.stmts.Get(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
-		WHERE id = $1 AND service_account_number IS NULL`)
-	if err == nil {
-		_, err = st.ExecContext(ctx, processID, taskID)
-	}
+	_, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
+		WHERE id = $1 AND service_account_number IS NULL`, processID, taskID)
 	if err != nil {
 		return fmt.Errorf("process: mark in progress: %w", err)
 	}
@@ -385,7 +370,7 @@ func (s *Service) processEnded(ctx context.Context, processID int64, w *watch) (
 		Status string         `db:"status"`
 		TaskID sql.NullString `db:"task_id"`
 	}
-	if err := s.get(ctx, &row, `SELECT status, task_id FROM import_processes WHERE id = $1`, processID); err != nil {
+	if err := s.db.GetContext(ctx, &row, `SELECT status, task_id FROM import_processes WHERE id = $1`, processID); err != nil {
 		return false, err
 	}
 	if row.TaskID.Valid {
@@ -440,7 +425,7 @@ type recorded struct {
 
 func (s *Service) readOutcome(ctx context.Context, processID int64) (recorded, error) {
 	var r recorded
-	if err := s.get(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE id = $1`, processID); err != nil {
+	if err := s.db.GetContext(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE id = $1`, processID); err != nil {
 		return r, fmt.Errorf("process: read outcome: %w", err)
 	}
 	return r, nil

@@ -4,10 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/hibiken/asynq"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
@@ -37,30 +38,80 @@ func LostRecord() problem.Record {
 // Sweeper records the outcome of account tasks that ended without their
 // handler recording one; the worker's sweep runs it.
 type Sweeper struct {
-	db  *sqlx.DB
-	ann *Announcer
+	db        *db.DB
+	inspector *asynq.Inspector
+	ann       *Announcer
 }
 
-// NewSweeper returns the Sweeper of pool d, announcing through ann.
-func NewSweeper(d *sqlx.DB, ann *Announcer) *Sweeper { return &Sweeper{db: d, ann: ann} }
+// NewSweeper returns the Sweeper of pool d, which looks at the account
+// tasks through inspector and announces through ann.
+func NewSweeper(d *db.DB, inspector *asynq.Inspector, ann *Announcer) *Sweeper {
+	return &Sweeper{db: d, inspector: inspector, ann: ann}
+}
+
+// Found is the state in which the sweep found an account's task, which
+// Abandoned confirms with the process row locked.
+type Found int
+
+const (
+	// Archived: Asynq archived the task. Confirmed, the task is deleted.
+	Archived Found = iota + 1
+	// Missing: the task is in no state of the queue: Redis lost it, or an
+	// operator deleted it.
+	Missing
+)
+
+// still reports whether the task taskID is still as the sweep found it,
+// deleting it when it is still archived.
+func (s *Sweeper) still(found Found, taskID string) (bool, error) {
+	switch found {
+	case Archived:
+		// An E5 may have deleted the archived task to queue a new one of
+		// the same id.
+		info, err := s.inspector.GetTaskInfo(jobs.QueueAccounts, taskID)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			return false, nil
+		}
+		if err != nil || info.State != asynq.TaskStateArchived {
+			return false, err
+		}
+		if err := s.inspector.DeleteTask(jobs.QueueAccounts, taskID); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+			return false, err
+		}
+		return true, nil
+	case Missing:
+		return s.Missing(taskID)
+	}
+	return false, fmt.Errorf("process: unknown task state %d", found)
+}
+
+// Missing reports whether the account task taskID is in no state of the
+// queue: neither pending, active, scheduled, retrying, archived nor
+// completed.
+func (s *Sweeper) Missing(taskID string) (bool, error) {
+	_, err := s.inspector.GetTaskInfo(jobs.QueueAccounts, taskID)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return true, nil
+	}
+	return false, err
+}
 
 // Abandoned records rec as the outcome of the task taskID of p, which ended
 // without its handler recording one, frees the account's slot and wakes the
-// waiters. confirm runs with the process row locked: it looks at the task
-// again, reports whether it is still in the state the sweep found it in,
-// and may remove it.
+// waiters, once it has confirmed, with the process row locked, that the
+// task is still as the sweep found it (found).
 //
 // The lock is what makes the sweep safe against an E5 that queues the
 // account again at the same moment: E5 marks the row (markInProgress)
 // before it queues a task, so it waits for the lock, and no new task can
-// appear between confirm's look and the write. The write is also
+// appear between the second look and the write. The write is also
 // conditional on the row still naming taskID (or naming none, as rows
 // marked before migration 00018 do): a task that took the account over
 // (takeover.go) is never failed for its dead predecessor. recorded is false
 // when nothing was written; nothing is announced then.
-func (s *Sweeper) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, taskID string, rec problem.Record, confirm func() (bool, error)) (recorded bool, err error) {
+func (s *Sweeper) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, taskID string, rec problem.Record, found Found) (recorded bool, err error) {
 	b, _ := json.Marshal(rec)
-	err = db.InTx(ctx, s.db, func(tx *sqlx.Tx) error {
+	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
 		var row struct {
 			Status string         `db:"status"`
 			TaskID sql.NullString `db:"task_id"`
@@ -72,7 +123,7 @@ func (s *Sweeper) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, t
 		if err != nil {
 			return fmt.Errorf("lock process %d: %w", p.ProcessID, err)
 		}
-		if ok, err := confirm(); err != nil || !ok {
+		if ok, err := s.still(found, taskID); err != nil || !ok {
 			return err
 		}
 		if p.DryRun {

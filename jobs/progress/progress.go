@@ -33,8 +33,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -80,13 +80,13 @@ type QueueInspector interface {
 
 // Service reads migration progress. Its zero value is not usable; use New.
 type Service struct {
-	db   *sqlx.DB
+	db   *db.DB
 	insp QueueInspector
 	now  func() time.Time
 }
 
 // New returns a Service reading d and, for the queue depth, insp.
-func New(d *sqlx.DB, insp QueueInspector) *Service {
+func New(d *db.DB, insp QueueInspector) *Service {
 	return &Service{db: d, insp: insp, now: time.Now}
 }
 
@@ -201,7 +201,7 @@ const maxFilterLength = 200
 // Deltas accumulate by one to three rows per status change; folding them
 // keeps a summary's sums short. It never waits for a status change, and a
 // compaction already running makes it return 0 at once.
-func Compact(ctx context.Context, d *sqlx.DB) (int64, error) {
+func Compact(ctx context.Context, d *db.DB) (int64, error) {
 	var n int64
 	if err := d.GetContext(ctx, &n, `SELECT progress_compact()`); err != nil {
 		return 0, fmt.Errorf("progress: compact: %w", err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	pt "github.com/bulkimport/bulkimport/jobs/progress/progresstest"
@@ -19,7 +19,7 @@ import (
 
 func all(string) bool { return true }
 
-func seeded(t testing.TB) (*sqlx.DB, *Service) {
+func seeded(t testing.TB) (*db.DB, *Service) {
 	t.Helper()
 	d := dbtest.New(t)
 	pt.Seed(t, d)
@@ -195,7 +195,7 @@ func TestSummarize_BadFilterIsInvalidAndNamesTheParameter(t *testing.T) {
 
 // recount is what the counters must equal: the states counted from the
 // table itself.
-func recount(t *testing.T, d *sqlx.DB) map[string]int64 {
+func recount(t *testing.T, d *db.DB) map[string]int64 {
 	t.Helper()
 	var rows []struct {
 		State string `db:"state"`
@@ -211,7 +211,7 @@ func recount(t *testing.T, d *sqlx.DB) map[string]int64 {
 	return out
 }
 
-func counters(t *testing.T, d *sqlx.DB) map[string]int64 {
+func counters(t *testing.T, d *db.DB) map[string]int64 {
 	t.Helper()
 	var rows []struct {
 		State string `db:"state"`
@@ -361,7 +361,7 @@ func TestCounters_OpenTransactionsDoNotWaitOnEachOther(t *testing.T) {
 		RETURNING id`, backends); err != nil {
 		t.Fatal(err)
 	}
-	var txs []*sqlx.Tx
+	var txs []*db.Tx
 	defer func() {
 		for _, tx := range txs {
 			_ = tx.Rollback()

@@ -8,6 +8,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/shopspring/decimal"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/accountview"
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -18,7 +19,7 @@ import (
 // accounts from its rows. It reads them through accountview, the read model
 // of one account, a page of accounts at a time.
 type Store struct {
-	db *sqlx.DB
+	db *db.DB
 	// PageSize is how many accounts one page reads; zero means
 	// DefaultPageSize.
 	PageSize int
@@ -33,7 +34,7 @@ type Store struct {
 const DefaultPageSize = 1000
 
 // NewStore returns a Store of d.
-func NewStore(d *sqlx.DB) *Store { return &Store{db: d} }
+func NewStore(d *db.DB) *Store { return &Store{db: d} }
 
 // Supplier is the import supplier whose accounts are summarised.
 type Supplier struct {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/admin"
@@ -32,7 +32,7 @@ func validator(t *testing.T) account.Validator {
 		Now: func() time.Time { return time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC) }}
 }
 
-func seedCatalogue(t *testing.T, d *sqlx.DB) {
+func seedCatalogue(t *testing.T, d *db.DB) {
 	t.Helper()
 	ctx := context.Background()
 	sup, err := admin.CreateSupplier(ctx, d, admin.Supplier{Code: "DEMO"})

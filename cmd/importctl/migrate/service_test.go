@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/bulkimport/bulkimport/cmd/importctl/cohort"
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
@@ -74,7 +72,7 @@ const testSecret = "f07fb65b08cc30ae81427df622b4e9ca91e1f6b70f5b97c5305f967c2a66
 type service struct {
 	base  string
 	redis string
-	db    *sqlx.DB
+	db    *db.DB
 	key   string
 	log   *bytes.Buffer
 	pid   int // importd's, for the benchmark's CPU accounting

@@ -11,8 +11,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -44,7 +43,7 @@ const (
 // ACME-F3 a phone error, ACME-F4 a tariff error and ACME-F5 an internal
 // error without field errors. Other (Paused) has one completed account and
 // one failed with CodeOther. Failures recorded: 6 for Supplier.
-func Seed(t testing.TB, d *sqlx.DB) {
+func Seed(t testing.TB, d *db.DB) {
 	t.Helper()
 	ctx := context.Background()
 	s := seeder{t: t, ctx: ctx, d: d}
@@ -83,7 +82,7 @@ func validation(errs ...problem.FieldError) problem.Record {
 type seeder struct {
 	t   testing.TB
 	ctx context.Context
-	d   *sqlx.DB
+	d   *db.DB
 }
 
 func (s seeder) exec(q string, args ...any) {
@@ -132,7 +131,7 @@ func (s seeder) fail(id int64, rec problem.Record) {
 // with CodeOther, which must never show on Supplier's page. Each is
 // written as jobs/imports writes a refusal: an upsert of the account's one
 // row, through the triggers that count it.
-func SeedRefusals(t testing.TB, d *sqlx.DB) {
+func SeedRefusals(t testing.TB, d *db.DB) {
 	t.Helper()
 	s := seeder{t: t, ctx: context.Background(), d: d}
 	s.refuse(Supplier, "ACME-R1", "validate", validation(problem.FieldError{Code: CodePhone, Attr: AttrPhone, Detail: "Not a phone number."}))

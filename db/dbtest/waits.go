@@ -1,4 +1,4 @@
-package main
+package dbtest
 
 import (
 	"context"
@@ -9,32 +9,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
+	"github.com/bulkimport/bulkimport/db"
 )
 
-// waitSampler samples pg_stat_activity of one database every 10 ms while a
+// WaitSampler samples pg_stat_activity of one database every 10 ms while a
 // benchmark runs, and reports what its client backends were doing: running
 // (CPU), idle in a transaction, or waiting, by wait event, and for heavyweight
 // lock waits which lock (type and relation). It is on when E5_WAITS is set
-// (E5_WAITS=1 make bench): a sample is a query on the same 2 cores.
+// (E5_WAITS=1 make bench): a sample is a query on the same 2 cores. The
+// benchmarks of account creation (jobs/creation, cmd/importd) use it.
 //
 // With E5_STATEMENTS set, it also reports pg_stat_statements for the
 // database over the same span: each statement's share of the execution
 // time, and its calls and time per account (see statementProfile).
-type waitSampler struct {
+type WaitSampler struct {
 	stop chan struct{}
 	done chan map[string]int
-	d    *sqlx.DB // for the statement profile; nil when E5_STATEMENTS is not set
+	d    *db.DB // for the statement profile; nil when E5_STATEMENTS is not set
 }
 
-// startWaitSampler starts sampling d's database, or returns nil when
+// StartWaitSampler starts sampling d's database, or returns nil when
 // neither E5_WAITS nor E5_STATEMENTS is set.
-func startWaitSampler(b *testing.B, d *sqlx.DB) *waitSampler {
+func StartWaitSampler(b *testing.B, d *db.DB) *WaitSampler {
 	waits, statements := os.Getenv("E5_WAITS") != "", os.Getenv("E5_STATEMENTS") != ""
 	if !waits && !statements {
 		return nil
 	}
-	w := &waitSampler{}
+	w := &WaitSampler{}
 	if statements {
 		resetStatements(b, d)
 		w.d = d
@@ -87,9 +88,9 @@ func startWaitSampler(b *testing.B, d *sqlx.DB) *waitSampler {
 	return w
 }
 
-// report stops sampling and logs the profile, most frequent first, as a
-// share of all backend samples.
-func (w *waitSampler) report(b *testing.B) {
+// Report stops sampling and logs the profile, most frequent first, as a
+// share of all backend samples. A nil *WaitSampler reports nothing.
+func (w *WaitSampler) Report(b *testing.B) {
 	if w == nil {
 		return
 	}
@@ -120,7 +121,7 @@ func (w *waitSampler) report(b *testing.B) {
 // resetStatements empties pg_stat_statements for d's database, creating the
 // extension first. The server must load the library at start
 // (shared_preload_libraries), as deploy/local/stack.sh starts it.
-func resetStatements(b *testing.B, d *sqlx.DB) {
+func resetStatements(b *testing.B, d *db.DB) {
 	if _, err := d.Exec(`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
 		b.Fatalf("E5_STATEMENTS: %v", err)
 	}
@@ -140,7 +141,7 @@ type statementRow struct {
 // resetStatements, by execution time: their share of it, calls and
 // milliseconds per account (b.N accounts). Planning is not tracked
 // (pg_stat_statements.track_planning adds contention of its own).
-func reportStatements(b *testing.B, d *sqlx.DB) {
+func reportStatements(b *testing.B, d *db.DB) {
 	var rows []statementRow
 	if err := d.Select(&rows, `
 		SELECT regexp_replace(left(query, 90), '\s+', ' ', 'g') AS query, calls, total_exec_time AS total
