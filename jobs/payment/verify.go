@@ -47,10 +47,11 @@ func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient, log *slog.Logger) *Verif
 
 // Run verifies and stores the instruction of one task, and announces the
 // outcome to the waiting API request. It returns nil when the instruction
-// was stored, and an error wrapping asynq.SkipRetry otherwise: the task has
-// no Asynq retries, because the bounded retry against the vendor happens in
-// here, while the caller waits, and the failed task stays archived for the
-// operator to see.
+// was stored, and an error wrapping asynq.SkipRetry otherwise: the bounded
+// retry against the vendor happens in here, while the caller waits, and
+// the failed task stays archived for the operator to see. Asynq's one
+// retry (jobs.PaymentInstructionVerifyMaxRetry) is for a task whose worker
+// died.
 //
 // It is safe to run twice: a stored instruction is found, and the unique
 // indexes refuse a second one.
