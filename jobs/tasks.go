@@ -126,7 +126,11 @@ const PaymentInstructionVerifyRetention = 2 * time.Minute
 // stored stayed archived as failed, "task lease expired", a failure that
 // did not happen; the chaos runs found such tasks after worker kills. The
 // retry finds its instruction stored and ends as done (Verifier.Run), or
-// finishes a verification that nobody took over.
+// finishes a verification that nobody took over. Asynq also retries a
+// task whose context ended, whatever the handler returns: one that ran
+// out of time, or that the API abandoned because its caller's wait ran
+// out (taskwait.Abandon), runs once more a second later, and the caller's
+// retry joins it or finds the instruction stored.
 const PaymentInstructionVerifyMaxRetry = 1
 
 // PaymentInstructionVerifyPayload is the payload of
