@@ -707,12 +707,12 @@ func (r *pipelineRun) finalChecks() map[string]int {
 		t.Errorf("%s: %v", query, err)
 		return -1
 	}
+	// A killed worker's tasks stay in Asynq's active set until their
+	// lease expires and the recoverer (every minute) retries or archives
+	// them; the archive is only checked once that happened.
 	settleBy := time.Now().Add(r.cfg.Settle)
 	for time.Now().Before(settleBy) {
-		q1 := q(`SELECT count(*) FROM import_processes WHERE status = 'IN_PROGRESS'`)
-		active, _ := r.insp.ListActiveTasks(jobs.QueueAccounts)
-		vendors, _ := r.insp.ListActiveTasks(jobs.QueueVendors)
-		if q1 == 0 && len(active) == 0 && len(vendors) == 0 {
+		if q(`SELECT count(*) FROM import_processes WHERE status = 'IN_PROGRESS'`) == 0 && r.unfinishedTasks() == 0 {
 			break
 		}
 		time.Sleep(time.Second)
@@ -746,13 +746,7 @@ func (r *pipelineRun) finalChecks() map[string]int {
 		+ (SELECT count(*) FROM notes x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))
 		+ (SELECT count(*) FROM email_outbox x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))`)
 	r.checkSlots(c)
-	for _, queue := range []string{jobs.QueueAccounts, jobs.QueueVendors} {
-		if active, err := r.insp.ListActiveTasks(queue); err == nil {
-			c["tasks left in Asynq's active sets"] += len(active)
-		} else if !errors.Is(err, asynq.ErrQueueNotFound) {
-			t.Errorf("list active tasks: %v", err)
-		}
-	}
+	c["tasks left active, pending or to retry"] = r.unfinishedTasks()
 	r.checkArchived(c)
 	r.checkBusinesses(c)
 	r.checkProbe(c)
@@ -762,6 +756,23 @@ func (r *pipelineRun) finalChecks() map[string]int {
 		}
 	}
 	return c
+}
+
+// unfinishedTasks counts the account and vendor tasks that Asynq holds
+// as active, pending or to retry.
+func (r *pipelineRun) unfinishedTasks() int {
+	n := 0
+	for _, queue := range []string{jobs.QueueAccounts, jobs.QueueVendors} {
+		for _, list := range []func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error){r.insp.ListActiveTasks, r.insp.ListPendingTasks, r.insp.ListRetryTasks} {
+			tasks, err := list(queue)
+			if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+				r.t.Logf("list tasks of %s: %v", queue, err)
+				n++
+			}
+			n += len(tasks)
+		}
+	}
+	return n
 }
 
 // checkSlots counts the E5 concurrency slots still held. With
