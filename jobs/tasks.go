@@ -129,8 +129,9 @@ const PaymentInstructionVerifyRetention = 2 * time.Minute
 // finishes a verification that nobody took over. Asynq also retries a
 // task whose context ended, whatever the handler returns: one that ran
 // out of time, or that the API abandoned because its caller's wait ran
-// out (taskwait.Abandon), runs once more a second later, and the caller's
-// retry joins it or finds the instruction stored.
+// out (taskwait.Abandon), runs once more, and the caller's retry joins it
+// or finds the instruction stored. An infrastructure failure the task
+// reports uses the retry too (payment.Verifier.Run); refusals skip it.
 const PaymentInstructionVerifyMaxRetry = 1
 
 // PaymentInstructionVerifyPayload is the payload of

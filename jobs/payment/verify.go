@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
@@ -47,11 +46,12 @@ func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient, log *slog.Logger) *Verif
 
 // Run verifies and stores the instruction of one task, and announces the
 // outcome to the waiting API request. It returns nil when the instruction
-// was stored, and an error wrapping asynq.SkipRetry otherwise: the bounded
-// retry against the vendor happens in here, while the caller waits, and
-// the failed task stays archived for the operator to see. Asynq's one
-// retry (jobs.PaymentInstructionVerifyMaxRetry) is for a task whose worker
-// died.
+// was stored, and an error wrapping asynq.SkipRetry when it was refused:
+// the bounded retry against the vendor happens in here, while the caller
+// waits, and the refused task stays archived for the operator to see.
+// Asynq's one retry (jobs.PaymentInstructionVerifyMaxRetry) is for a task
+// whose worker died and for an infrastructure failure, whose error does
+// not wrap asynq.SkipRetry.
 //
 // It is safe to run twice: a stored instruction is found, and the unique
 // indexes refuse a second one.
@@ -75,7 +75,13 @@ func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		return &jobs.Refused{Code: o.Error.Code, Err: fmt.Errorf("payment instruction %s: %s: %s", p.Reference, o.Error.Code, o.Error.Detail)}
 	}
 	if o.Error != nil {
-		return fmt.Errorf("payment instruction %s: %s: %s: %w", p.Reference, o.Error.Code, o.Error.Detail, asynq.SkipRetry)
+		// An infrastructure failure (PostgreSQL or Redis out of reach, as
+		// in a restart) is the one failure a retry cures: the task is left
+		// to Asynq's retry (jobs.PaymentInstructionVerifyMaxRetry), which
+		// stores the instruction or finds it stored by the caller's own
+		// retry. Archived at once, it stayed on the dashboard as failed
+		// after the caller's retry had stored the instruction.
+		return fmt.Errorf("payment instruction %s: %s: %s", p.Reference, o.Error.Code, o.Error.Detail)
 	}
 	return nil
 }
