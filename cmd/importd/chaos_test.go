@@ -593,3 +593,21 @@ func TestChaos_FaultsDuringARunLoseNothing(t *testing.T) {
 		Env: map[string]string{"PROCESS_CONCURRENCY_LIMIT": "8"}})
 	t.Log("\n" + res.table())
 }
+
+// The small variant of `make chaos-network`, run by `make test-long` (it
+// takes two minutes: the faults come one after the other, and each lasts
+// seconds): 300 accounts and 3 businesses through the built runner, every
+// importd process reaching the shared PostgreSQL and a Redis of the run's
+// own through toxiproxy, while each network fault (networkFaults) comes
+// once.
+func TestChaos_NetworkFaultsLoseNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network faults one after the other for two minutes: make test-long")
+	}
+	t.Parallel()
+	res := runPipeline(t, chaosConfig{Accounts: 300, InvalidRate: 0.02, Seed: 32, Businesses: 3, Concurrency: 12, Workers: 2,
+		NetworkFaults: len(networkFaults), Proxied: true, SlowVendor: 500 * time.Millisecond,
+		Deadline: 8 * time.Minute, Settle: 3 * time.Minute,
+		Env: map[string]string{"PROCESS_CONCURRENCY_LIMIT": "8"}})
+	t.Log("\n" + res.table())
+}
