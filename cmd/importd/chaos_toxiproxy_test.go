@@ -18,6 +18,7 @@ import (
 	"github.com/Shopify/toxiproxy/v2/collectors"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
 )
 
 // netProxies are the proxies in front of the run's stores.
@@ -29,6 +30,9 @@ type netProxies struct {
 // front of Redis at redisAddr, each on a port of its own (their Listen).
 func startProxies(t testing.TB, pgAddr, redisAddr string) *netProxies {
 	t.Helper()
+	// Some toxics log through zerolog's global logger, at trace level, for
+	// every connection they touch; only toxiproxy uses zerolog here.
+	zlog.Logger = zerolog.Nop()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	srv.Metrics.ProxyMetrics = collectors.NewProxyMetricCollectors()
 	start := func(name, upstream string) *toxiproxy.Proxy {
