@@ -87,8 +87,8 @@ const (
 )
 
 // retryDelay backs off 1 s, 4 s, 9 s: infrastructure hiccups pass quickly,
-// and a caller may still be waiting. A payment verification has one retry
-// (jobs.PaymentInstructionVerifyMaxRetry), so it waits paymentRetryDelay:
+// and a caller may still be waiting. A payment verification has few
+// retries (jobs.PaymentInstructionVerifyMaxRetry), so it waits paymentRetryDelay:
 // long enough for a restart of PostgreSQL or Redis to be over, which a
 // retry after 1 s often is not, and after 5 s was not once in the chaos
 // runs (a fast restart of PostgreSQL on a loaded 2-core machine took 6 s

@@ -50,9 +50,9 @@ func NewVerifier(d *sqlx.DB, rdb redis.UniversalClient, log *slog.Logger) *Verif
 // was stored, and an error wrapping asynq.SkipRetry when it was refused:
 // the bounded retry against the vendor happens in here, while the caller
 // waits, and the refused task stays archived for the operator to see.
-// Asynq's one retry (jobs.PaymentInstructionVerifyMaxRetry) is for a task
+// Asynq's retries (jobs.PaymentInstructionVerifyMaxRetry) are for a task
 // whose worker died and for an infrastructure failure, whose error does
-// not wrap asynq.SkipRetry and is not announced while the retry is left.
+// not wrap asynq.SkipRetry and is not announced while a retry is left.
 //
 // It is safe to run twice: a stored instruction is found, and the unique
 // indexes refuse a second one.
@@ -71,7 +71,7 @@ func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		if retryLeft(ctx) {
 			// An infrastructure failure (PostgreSQL or Redis out of reach,
 			// as in a restart) is the one failure a retry cures: the task
-			// is left to Asynq's retry (jobs.PaymentInstructionVerifyMaxRetry),
+			// is left to Asynq's retries (jobs.PaymentInstructionVerifyMaxRetry),
 			// which stores the instruction or finds it stored by the
 			// caller's own retry. Archived at once, it stayed on the
 			// dashboard as failed after the caller's retry had stored the
