@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long chaos soak check-ports stack-up stack-down env build install lint bench bench-migrate fuzz
+.PHONY: help run test test-long chaos chaos-network soak check-ports stack-up stack-down env build install lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -104,11 +104,16 @@ test-long: ## Run the long tests that `make test` skips (a million rows, memory 
 	echo "test-long: $$long"
 	$(GO) test -race -timeout 30m -run "^($$long)\$$" ./...
 
-chaos: ## Faults at volume: 5,000 accounts while workers, the API, Redis and PostgreSQL are killed or restarted (CHAOS_ACCOUNTS, CHAOS_CLIENTS)
-	# The test starts a PostgreSQL and a Redis of its own and runs importd as
-	# separate processes; test-env only installs the servers when missing.
+chaos: ## Faults over the whole pipeline: importctl run over 10,000 accounts with businesses while workers (50), the API, the runner, Redis and PostgreSQL are killed or restarted (CHAOS_ACCOUNTS, CHAOS_WORKER_KILLS, CHAOS_BUSINESSES, CHAOS_CONCURRENCY)
+	# The test starts a PostgreSQL, a Redis, the vendor simulators and the
+	# importd processes of its own, and runs the built importctl; test-env
+	# only installs the servers when missing.
 	$(test-env)
-	$(GO) test -tags chaos -run '^TestChaos_Full$$' -count 1 -v -timeout 60m ./cmd/importd
+	$(GO) test -tags chaos -run '^TestChaos_Full$$' -count 1 -v -timeout 70m ./cmd/importd
+
+chaos-network: ## Network faults over the whole pipeline: toxiproxy between importd and PostgreSQL and Redis, latency, bandwidth, resets, blackholes, outages (CHAOS_NETWORK_ACCOUNTS, CHAOS_NETWORK_FAULTS)
+	$(test-env)
+	$(GO) test -tags chaos -run '^TestChaos_Network$$' -count 1 -v -timeout 60m ./cmd/importd
 
 SOAK_ACCOUNTS ?= 200000
 SOAK_REPORT ?= $(LOCAL)/soak

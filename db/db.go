@@ -145,8 +145,9 @@ func IsCheckViolation(err error, constraint string) bool {
 }
 
 // IsUnavailable reports whether err is, or wraps, PostgreSQL being out of
-// reach rather than refusing the statement: a connection refused or broken,
-// or the server shutting down or starting up (SQLSTATE class 08 and 57P01
+// reach rather than refusing the statement: a connection refused or broken
+// (closed between two messages too, which the driver reads as io.EOF), or
+// the server shutting down or starting up (SQLSTATE class 08 and 57P01
 // to 57P03), as while it restarts. Such a failure passes without the caller
 // changing anything, so the API answers it as a service failure to retry,
 // not as an unexpected error.
@@ -159,7 +160,7 @@ func IsUnavailable(err error) bool {
 			slices.Contains([]pqerror.Code{pqerror.AdminShutdown, pqerror.CrashShutdown, pqerror.CannotConnectNow}, pe.Code)
 	}
 	var ne *net.OpError
-	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // InTx runs fn in a transaction of d (a Tx, which runs its statements

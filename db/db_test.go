@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 
@@ -98,6 +99,9 @@ func TestIsUnavailable_TellsADatabaseOutOfReachFromARefusedStatement(t *testing.
 		{"connection refused", refused, true},
 		{"wrapped", fmt.Errorf("find key: %w", refused), true},
 		{"session terminated by the server", terminated, true},
+		// A connection reset between two messages: lib/pq reads io.EOF
+		// (a proxy cutting connections mid-statement, in the chaos runs).
+		{"connection closed mid-statement", fmt.Errorf("find key: %w", io.EOF), true},
 		{"a statement refused", syntax, false},
 		{"a constraint violated", dup, false},
 		{"no rows", sql.ErrNoRows, false},

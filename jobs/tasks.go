@@ -112,10 +112,29 @@ func NewEmailSendTask(outboxID int64) (*asynq.Task, error) {
 }
 
 // PaymentInstructionVerifyRetention keeps a finished verification visible
-// in the dashboard briefly. The task has no Asynq retries (MaxRetry 0): the
-// bounded retry with backoff happens inside the task, against the vendor,
-// while the API waits; a failed task is archived for the operator to see.
+// in the dashboard briefly. The bounded retry with backoff happens inside
+// the task, against the vendor, while the API waits, and every failure the
+// task itself reports skips Asynq's retries: a failed task is archived for
+// the operator to see.
 const PaymentInstructionVerifyRetention = 2 * time.Minute
+
+// PaymentInstructionVerifyMaxRetry is 3, not 0, for the failures the task
+// cannot report or a retry cures. Its worker died (SIGKILL, a lost host):
+// Asynq's recoverer then finds the lease expired and retries the task if
+// it has a retry left, or archives it. With none left, a verification
+// whose instruction a takeover (jobs/payment) or the dead worker itself
+// had stored stayed archived as failed, "task lease expired", a failure
+// that did not happen; the chaos runs found such tasks after worker kills,
+// and with one retry, a task whose worker was killed twice in a row (50
+// kills in three minutes). The retry finds its instruction stored and ends
+// as done (Verifier.Run), or finishes a verification that nobody took
+// over. An infrastructure failure the task reports uses the retries too
+// (payment.Verifier.Run); refusals skip them. Asynq also retries a task
+// whose context ended, whatever the handler returns: one that ran out of
+// time, or that the API abandoned because its caller's wait ran out
+// (taskwait.Abandon), runs again, and the caller's retry joins it or finds
+// the instruction stored.
+const PaymentInstructionVerifyMaxRetry = 3
 
 // PaymentInstructionVerifyPayload is the payload of
 // TypePaymentInstructionVerify. Exactly one of AccountID (E9) and BusinessID
@@ -159,7 +178,7 @@ func NewPaymentInstructionVerifyTaskID(p PaymentInstructionVerifyPayload, timeou
 	return asynq.NewTask(TypePaymentInstructionVerify, b,
 		asynq.TaskID(id),
 		asynq.Queue(QueueVendors),
-		asynq.MaxRetry(0),
+		asynq.MaxRetry(PaymentInstructionVerifyMaxRetry),
 		asynq.Timeout(timeout),
 		asynq.Retention(PaymentInstructionVerifyRetention),
 	), nil

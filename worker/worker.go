@@ -87,10 +87,22 @@ const (
 )
 
 // retryDelay backs off 1 s, 4 s, 9 s: infrastructure hiccups pass quickly,
-// and a caller may still be waiting.
-func retryDelay(n int, _ error, _ *asynq.Task) time.Duration {
+// and a caller may still be waiting. A payment verification has few
+// retries (jobs.PaymentInstructionVerifyMaxRetry), so it waits paymentRetryDelay:
+// long enough for a restart of PostgreSQL or Redis to be over, which a
+// retry after 1 s often is not, and after 5 s was not once in the chaos
+// runs (a fast restart of PostgreSQL on a loaded 2-core machine took 6 s
+// until the first request succeeded, and each worker's pool still held
+// connections that the restart had closed).
+func retryDelay(n int, _ error, t *asynq.Task) time.Duration {
+	if t != nil && t.Type() == jobs.TypePaymentInstructionVerify {
+		return paymentRetryDelay
+	}
 	return time.Duration((n+1)*(n+1)) * time.Second
 }
+
+// paymentRetryDelay is the wait before a payment verification's retry.
+const paymentRetryDelay = 10 * time.Second
 
 // New returns a worker with every task handler registered.
 func New(cfg Config, deps Deps) (*Worker, error) {

@@ -1,36 +1,42 @@
 package main
 
-// The chaos harness (docs/operating.md, "Faults at volume"): importd as separate OS
-// processes (one API, several workers), a driver of many concurrent clients
-// that stages a generated cohort (E4) and processes it (E5), and faults
-// injected at random moments of the run: workers and the API killed with
-// SIGKILL, Redis and PostgreSQL restarted. At the end the database must hold
-// exactly one account per staged number, every process must have ended, and
-// what the clients were told must agree with the database.
+// The chaos harness (docs/operating.md, "Faults at volume"): the whole
+// pipeline as a migration team runs it, under faults. importd runs as
+// separate OS processes (one API, several workers) on a PostgreSQL and a
+// Redis of the run's own, with the payment vendor simulator (a fast one
+// and a slow one) as processes too. The built `importctl run` migrates a
+// cohort that `importctl generate` wrote (E4, E5, E6 to E9), while the
+// test's own clients create businesses (E1) before it and their payment
+// instructions (E2) as their accounts arrive, and a probe client keeps
+// creating accounts of a supplier of its own to see what a user sees.
+// Faults come at random moments of the run: workers, the API and the
+// runner itself killed with SIGKILL (the runner then resumed on its
+// journal), Redis and PostgreSQL restarted, and, with the service reaching
+// the stores through toxiproxy (chaos_toxiproxy_test.go), latency spikes,
+// bandwidth limits and connections cut mid-statement and mid-command. At
+// the end every line of the cohort must be in the service exactly once
+// with its children, every business and instruction once, nothing stuck,
+// no archived task for an outcome that succeeded, and the runner's
+// failure report must hold exactly the invalid lines with their codes.
 //
 // TestChaos_FaultsDuringARunLoseNothing is the small variant that `make
-// test` runs; chaos_full_test.go (build tag chaos, `make chaos`) is the
-// full one.
+// test` runs; chaos_full_test.go (build tag chaos, `make chaos`) has the
+// full ones.
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,46 +44,72 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/bulkimport/bulkimport/cmd/importctl/reconcile"
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/admin"
 	"github.com/bulkimport/bulkimport/jobs/auth"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
-// chaosConfig is one chaos run.
+// chaosConfig is one chaos run. Zero counts are faults not injected.
 type chaosConfig struct {
-	Accounts, Clients, Workers int
+	// Accounts is the cohort's size, InvalidRate the share of its lines
+	// made invalid and Seed the generator's seed.
+	Accounts    int
+	InvalidRate float64
+	Seed        uint64
+	// Businesses are created through E1 before the runner starts; the
+	// cohort's business accounts are spread over their contracts, and each
+	// business with an imported account gets a payment instruction
+	// through E2 once its accounts exist.
+	Businesses int
+	// Concurrency is the runner's --concurrency; Workers the importd
+	// worker processes.
+	Concurrency, Workers int
 	// Faults injected during the run, each at a random moment.
-	WorkerKills, APIKills, RedisRestarts, PostgresRestarts int
+	WorkerKills, APIKills, RunnerKills, RedisRestarts, PostgresRestarts int
+	// NetworkFaults are faults of the connections to PostgreSQL and Redis
+	// (networkFaultKinds, in turn); they need Proxied.
+	NetworkFaults int
+	// Proxied puts a toxiproxy proxy between the importd processes and
+	// each store.
+	Proxied bool
 	// OwnPostgres starts a PostgreSQL cluster of the run's own (needed to
 	// restart it); otherwise the run uses a database of the shared server.
 	OwnPostgres bool
-	// Deadline bounds the whole drive; Settle bounds the wait for
+	// SlowVendor is how long the slow vendor simulator waits before each
+	// answer.
+	SlowVendor time.Duration
+	// Deadline bounds the whole run; Settle bounds the wait for
 	// stragglers after it.
 	Deadline, Settle time.Duration
 	// Env is added to every importd process's environment.
 	Env map[string]string
 }
 
-// Fault kinds, in the order of the table.
+// Fault kinds, in the order of the table; the network's are in
+// networkFaultKinds.
 const (
 	faultWorkerKill      = "worker SIGKILL"
 	faultAPIKill         = "API SIGKILL"
+	faultRunnerKill      = "runner SIGKILL"
 	faultRedisRestart    = "Redis restart"
 	faultPostgresRestart = "PostgreSQL restart"
 )
 
-var faultKinds = []string{faultWorkerKill, faultAPIKill, faultRedisRestart, faultPostgresRestart}
+// faultKinds lists every kind in the order of the table.
+func faultKinds() []string {
+	return append([]string{faultWorkerKill, faultAPIKill, faultRunnerKill, faultRedisRestart, faultPostgresRestart}, networkFaultKinds()...)
+}
 
 // fault is one injected fault and what the run measured after it.
 type fault struct {
 	kind string
 	at   time.Time
+	// lifted is when the fault was over: the process restarted, the
+	// server back, the toxic removed.
+	lifted time.Time
 	// orphans are the accounts the killed worker was processing (read from
 	// Asynq's server heartbeats just before the kill).
 	orphans []string
@@ -86,26 +118,7 @@ type fault struct {
 	settled time.Time
 }
 
-// answer is what the clients were told about one account in the end.
-type answer struct {
-	kind     string // created (201), already_imported (400 with a number), or a failure code
-	number   string
-	attempts int
-}
-
-// chaosResult is what a run measured.
-type chaosResult struct {
-	cfg       chaosConfig
-	elapsed   time.Duration
-	faults    []*fault
-	answers   []answer
-	responses map[string]int // "status code" -> count, over every E4 and E5 call
-	created   []time.Time    // when each 201 of E5 arrived
-	logDir    string
-	checks    map[string]int // named final checks; every value must be 0 except "accounts"
-}
-
-// chaosRun is a run in progress.
+// chaosRun is a run's processes and stores.
 type chaosRun struct {
 	t      testing.TB
 	cfg    chaosConfig
@@ -117,17 +130,14 @@ type chaosRun struct {
 	db     *db.DB
 	redis  *redisProc
 	pg     *pgCluster
-	insp   *asynq.Inspector
+	// net is the proxies between the service and its stores (Proxied).
+	net  *netProxies
+	insp *asynq.Inspector
 
 	mu      sync.Mutex
 	api     *osProc
 	workers []*osProc
 	seq     int
-
-	done      atomic.Int64
-	respMu    sync.Mutex
-	responses map[string]int
-	created   []time.Time
 }
 
 var (
@@ -360,14 +370,16 @@ func (c *pgCluster) restart() {
 }
 
 // startChaos starts the stores and the importd processes, seeds the
-// catalogue and returns the run ready to drive.
+// catalogue and returns the run ready to drive. With cfg.Proxied the
+// importd processes reach PostgreSQL and Redis through toxiproxy; the
+// test's own connections (r.db, r.insp) do not.
 func startChaos(t testing.TB, cfg chaosConfig) *chaosRun {
 	t.Helper()
 	logDir, err := os.MkdirTemp("", "chaos-logs-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &chaosRun{t: t, cfg: cfg, bin: importdBinary(t), logDir: logDir, responses: map[string]int{}}
+	r := &chaosRun{t: t, cfg: cfg, bin: importdBinary(t), logDir: logDir}
 	r.redis = startRedis(t, logDir)
 	var dbURL string
 	if cfg.OwnPostgres {
@@ -376,10 +388,21 @@ func startChaos(t testing.TB, cfg chaosConfig) *chaosRun {
 	} else {
 		dbURL = dbtest.NewDatabase(t)
 	}
+	serviceDB, serviceRedis := dbURL, r.redis.url()
+	if cfg.Proxied {
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.net = startProxies(t, u.Host, fmt.Sprintf("127.0.0.1:%d", r.redis.port))
+		u.Host = r.net.pg.Listen
+		serviceDB = u.String()
+		serviceRedis = fmt.Sprintf("redis://%s/0", r.net.redis.Listen)
+	}
 	apiPort := freePort(t)
 	r.apiURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
 	r.env = map[string]string{
-		"DATABASE_URL": dbURL, "REDIS_URL": r.redis.url(), "TOKEN_SECRET": testSecret,
+		"DATABASE_URL": serviceDB, "REDIS_URL": serviceRedis, "TOKEN_SECRET": testSecret,
 		"LOG_LEVEL": "warn", "DOCUMENTS_URL": "file://" + t.TempDir(),
 		"DB_MAX_CONNS": "20", "SHUTDOWN_TIMEOUT": "5s", "PROCESS_WAIT_TIMEOUT": "10s",
 	}
@@ -457,238 +480,6 @@ func mergeEnv(a, b map[string]string) map[string]string {
 	return out
 }
 
-// chaosAccount is the generated account number i of the cohort.
-func chaosAccount(i int) string { return fmt.Sprintf("CHAOS-%06d", i) }
-
-// cohortPayload is the fixture as account i: its own number, and customer
-// names and e-mail addresses of its own, so the cohort is not one account
-// repeated.
-func cohortPayload(t testing.TB, i int) []byte {
-	m := fixture(t, chaosAccount(i))
-	if cs, ok := m["customers"].([]any); ok {
-		for j, c := range cs {
-			if cm, ok := c.(map[string]any); ok {
-				if _, ok := cm["family_name"]; ok {
-					cm["family_name"] = fmt.Sprintf("Chaos%d", i)
-				}
-				if _, ok := cm["email"]; ok {
-					cm["email"] = fmt.Sprintf("c%d.%d@example.com", i, j)
-				}
-			}
-		}
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// post sends one request; status is 0 on a connection error.
-func (r *chaosRun) post(c *http.Client, path string, body []byte) (int, map[string]any) {
-	req, _ := http.NewRequest("POST", r.apiURL+path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Token "+r.key)
-	res, err := c.Do(req)
-	if err != nil {
-		r.count("conn_error")
-		return 0, nil
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	code, _ := m["code"].(string)
-	r.count(fmt.Sprintf("%d %s", res.StatusCode, code))
-	return res.StatusCode, m
-}
-
-func (r *chaosRun) count(key string) {
-	r.respMu.Lock()
-	r.responses[key]++
-	r.respMu.Unlock()
-}
-
-// backoff sleeps before retry n (1-based): 100 ms doubling to 3 s, with
-// jitter, or the answer's own Retry-After when it is shorter than that cap.
-func backoff(n int) time.Duration {
-	d := 100 * time.Millisecond << min(n-1, 5)
-	d = min(d, 3*time.Second)
-	return d/2 + rand.N(d/2+1)
-}
-
-// driveAccount stages account i and processes it until a client is told it
-// exists (201, or already_imported with its number), the account is refused
-// for good (any other 400), or the deadline passes.
-func (r *chaosRun) driveAccount(c *http.Client, i int, deadline time.Time) answer {
-	ean := chaosAccount(i)
-	a := answer{}
-	payload := cohortPayload(r.t, i)
-	for n := 1; ; n++ {
-		if time.Now().After(deadline) {
-			a.kind = "deadline (staging)"
-			return a
-		}
-		a.attempts++
-		st, m := r.post(c, stagePath, payload)
-		code, _ := m["code"].(string)
-		if st == 200 || st == 201 || code == "account_import_in_progress" {
-			break // staged (a retried E4 whose first try got through finds it staged or processing)
-		}
-		if st == 400 && code == "account_import_process_already_imported" {
-			a.kind, a.number = "already_imported", alreadyImportedNumber(m)
-			return a
-		}
-		if st == 400 {
-			a.kind = "E4 " + code
-			return a
-		}
-		time.Sleep(backoff(n))
-	}
-	body, _ := json.Marshal(map[string]any{"external_account_number": ean, "import_supplier_code": "DEMO", "operations_team_name": "Ops"})
-	for n := 1; ; n++ {
-		if time.Now().After(deadline) {
-			a.kind = "deadline (processing)"
-			return a
-		}
-		a.attempts++
-		st, m := r.post(c, processPath, body)
-		code, _ := m["code"].(string)
-		switch {
-		case st == 201:
-			a.kind, a.number = "created", fmt.Sprint(m["service_account_number"])
-			r.respMu.Lock()
-			r.created = append(r.created, time.Now())
-			r.respMu.Unlock()
-			return a
-		case st == 400 && code == "account_import_process_already_imported":
-			a.kind, a.number = "already_imported", alreadyImportedNumber(m)
-			return a
-		case st == 400:
-			a.kind = "E5 " + code
-			return a
-		case code == "account_processing_in_progress":
-			n = 0 // the account is under way: ask again at once, joining its task
-		}
-		time.Sleep(backoff(max(n, 1)))
-	}
-}
-
-// alreadyImportedNumber is the service account number an
-// already_imported answer carries, at the top or in its errors.
-func alreadyImportedNumber(m map[string]any) string {
-	if n, ok := m["service_account_number"].(string); ok {
-		return n
-	}
-	errs, _ := m["errors"].([]any)
-	for _, e := range errs {
-		if em, ok := e.(map[string]any); ok {
-			if n, ok := em["service_account_number"].(string); ok {
-				return n
-			}
-		}
-	}
-	return ""
-}
-
-// drive runs the cohort through cfg.Clients clients while inject runs the
-// faults, and returns every account's answer.
-func (r *chaosRun) drive() ([]answer, []*fault) {
-	cfg := r.cfg
-	deadline := time.Now().Add(cfg.Deadline)
-	answers := make([]answer, cfg.Accounts)
-	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Clients, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}
-	client := &http.Client{Transport: tr, Timeout: 90 * time.Second}
-	defer tr.CloseIdleConnections()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range cfg.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= cfg.Accounts {
-					return
-				}
-				answers[i] = r.driveAccount(client, i, deadline)
-				r.done.Add(1)
-			}
-		}()
-	}
-	stop := make(chan struct{})
-	faults := make(chan []*fault, 1)
-	go func() { faults <- r.inject(stop) }()
-	wg.Wait()
-	close(stop)
-	return answers, <-faults
-}
-
-// inject runs the configured faults, each when the run has answered a
-// random fraction (5 to 85%) of the cohort, so that every fault falls
-// inside the run whatever its speed. It returns when all ran or stop closes.
-func (r *chaosRun) inject(stop chan struct{}) []*fault {
-	cfg := r.cfg
-	var plan []string
-	for kind, n := range map[string]int{faultWorkerKill: cfg.WorkerKills, faultAPIKill: cfg.APIKills,
-		faultRedisRestart: cfg.RedisRestarts, faultPostgresRestart: cfg.PostgresRestarts} {
-		for range n {
-			plan = append(plan, kind)
-		}
-	}
-	rand.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
-	at := make([]int, len(plan))
-	for i := range at {
-		at[i] = int(float64(cfg.Accounts) * (0.05 + 0.8*rand.Float64()))
-	}
-	sort.Ints(at)
-	var out []*fault
-	var settling sync.WaitGroup
-	defer settling.Wait()
-	for i, kind := range plan {
-		for r.done.Load() < int64(at[i]) {
-			select {
-			case <-stop:
-				r.t.Errorf("the run ended before fault %d of %d (%s)", i+1, len(plan), kind)
-				return out
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-		f := &fault{kind: kind, at: time.Now()}
-		out = append(out, f)
-		switch kind {
-		case faultWorkerKill:
-			r.mu.Lock()
-			w := rand.N(len(r.workers))
-			victim := r.workers[w]
-			f.orphans = r.activeAccounts(victim.cmd.Process.Pid)
-			f.at = time.Now()
-			victim.signal(syscall.SIGKILL)
-			victim.wait(10 * time.Second)
-			r.workers[w] = r.startWorker()
-			r.mu.Unlock()
-			if len(f.orphans) > 0 {
-				settling.Add(1)
-				go func() { defer settling.Done(); r.waitSettled(f) }()
-			}
-		case faultAPIKill:
-			r.mu.Lock()
-			r.api.signal(syscall.SIGKILL)
-			r.api.wait(10 * time.Second)
-			r.startAPI(r.apiPort()) // the same port: clients know one address
-			r.mu.Unlock()
-		case faultRedisRestart:
-			r.redis.restart()
-		case faultPostgresRestart:
-			r.pg.restart()
-		}
-		// Faults at least a second apart, so that each one's recovery is
-		// seen apart from the next one's.
-		time.Sleep(time.Second)
-	}
-	return out
-}
-
 func (r *chaosRun) apiPort() int {
 	var port int
 	fmt.Sscanf(r.apiURL, "http://127.0.0.1:%d", &port)
@@ -732,203 +523,6 @@ func (r *chaosRun) waitSettled(f *fault) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// runChaos runs cfg from start to the final checks and returns what it
-// measured; the checks' failures are reported on t.
-func runChaos(t *testing.T, cfg chaosConfig) *chaosResult {
-	t.Helper()
-	r := startChaos(t, cfg)
-	t.Logf("chaos: %d accounts, %d clients, %d workers; logs in %s", cfg.Accounts, cfg.Clients, cfg.Workers, r.logDir)
-	start := time.Now()
-	answers, faults := r.drive()
-	res := &chaosResult{cfg: cfg, elapsed: time.Since(start), faults: faults, answers: answers,
-		responses: r.responses, created: r.created, logDir: r.logDir}
-	res.checks = r.finalChecks(answers)
-	return res
-}
-
-// finalChecks waits (within cfg.Settle) for the stragglers, then counts what
-// must be zero: the names of the checks are the rows of the table.
-func (r *chaosRun) finalChecks(answers []answer) map[string]int {
-	t := r.t
-	q := func(query string, args ...any) int {
-		var n int
-		var err error
-		for range 20 { // PostgreSQL may be restarting
-			if err = r.db.Get(&n, query, args...); err == nil {
-				return n
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Errorf("%s: %v", query, err)
-		return -1
-	}
-	settleBy := time.Now().Add(r.cfg.Settle)
-	for time.Now().Before(settleBy) {
-		q1 := q(`SELECT count(*) FROM import_processes WHERE status = 'IN_PROGRESS'`)
-		active, _ := r.insp.ListActiveTasks(jobs.QueueAccounts)
-		if q1 == 0 && len(active) == 0 {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	c := map[string]int{}
-	c["accounts"] = q(`SELECT count(*) FROM accounts`)
-	c["duplicates"] = q(`SELECT count(*) - count(DISTINCT (supplier_id, external_account_number)) FROM accounts`)
-	c["lost (staged, no account)"] = q(`SELECT count(*) FROM import_processes p WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.import_process_id = p.id)`)
-	c["processes IN_PROGRESS"] = q(`SELECT count(*) FROM import_processes WHERE status = 'IN_PROGRESS'`)
-	c["processes failed without a reason"] = q(`SELECT count(*) FROM import_processes WHERE status NOT IN ('COMPLETED', 'IN_PROGRESS') AND last_error IS NULL AND service_account_number IS NULL AND updated_at > created_at`)
-	c["COMPLETED without an account"] = q(`SELECT count(*) FROM import_processes p WHERE status = 'COMPLETED' AND NOT EXISTS (SELECT 1 FROM accounts a WHERE a.import_process_id = p.id AND a.service_account_number = p.service_account_number)`)
-	c["accounts whose process is not COMPLETED"] = q(`SELECT count(*) FROM accounts a JOIN import_processes p ON p.id = a.import_process_id WHERE p.status <> 'COMPLETED'`)
-	c["half-written accounts (no ledger or customer)"] = q(`SELECT count(*) FROM accounts a WHERE NOT EXISTS (SELECT 1 FROM ledgers l WHERE l.account_id = a.id) OR NOT EXISTS (SELECT 1 FROM customers cu WHERE cu.account_id = a.id)`)
-	c["orphan child rows"] = q(`SELECT (SELECT count(*) FROM customers x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))
-		+ (SELECT count(*) FROM supply_points x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))
-		+ (SELECT count(*) FROM meters x WHERE NOT EXISTS (SELECT 1 FROM supply_points s WHERE s.id = x.supply_point_id))
-		+ (SELECT count(*) FROM registers x WHERE NOT EXISTS (SELECT 1 FROM meters m WHERE m.id = x.meter_id))
-		+ (SELECT count(*) FROM notes x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))
-		+ (SELECT count(*) FROM email_outbox x WHERE NOT EXISTS (SELECT 1 FROM accounts a WHERE a.id = x.account_id))`)
-	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.redis.port)})
-	defer rc.Close()
-	// With PROCESS_CONCURRENCY_LIMIT set, every slot is freed when its task
-	// ends, or, when the release was lost with a killed process, by a
-	// worker's sweep SlotGrace after the slot was last taken
-	// (process.ReclaimSlots); one left over is capacity lost until it
-	// expires. Every slot was taken before now, and workers sweep every 5 s.
-	reclaimBy := time.Now().Add(process.SlotGrace + 15*time.Second)
-	for {
-		n, err := rc.ZCount(context.Background(), process.LimiterKey, fmt.Sprint(time.Now().UnixMilli()), "+inf").Result()
-		if err != nil {
-			t.Errorf("count concurrency slots: %v", err)
-			break
-		}
-		c["concurrency slots still held"] = int(n)
-		if n == 0 || time.Now().After(reclaimBy) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
-	if active, err := r.insp.ListActiveTasks(jobs.QueueAccounts); err == nil {
-		c["tasks left in Asynq's active set"] = len(active)
-	} else if !errors.Is(err, asynq.ErrQueueNotFound) {
-		t.Errorf("list active tasks: %v", err)
-	}
-	c["accounts that differ from their line, missing or extra (importctl reconcile)"] = r.reconcile()
-
-	// The clients' answers against the database.
-	type row struct {
-		Ext    string `db:"external_account_number"`
-		Number string `db:"service_account_number"`
-	}
-	var rows []row
-	if err := r.db.Select(&rows, `SELECT external_account_number, service_account_number FROM accounts`); err != nil {
-		t.Errorf("read accounts: %v", err)
-	}
-	inDB := map[string]string{}
-	for _, rw := range rows {
-		inDB[rw.Ext] = rw.Number
-	}
-	told := 0
-	for i, a := range answers {
-		ean := chaosAccount(i)
-		switch a.kind {
-		case "created", "already_imported":
-			told++
-			if inDB[ean] == "" || inDB[ean] != a.number {
-				c["answers the database contradicts"]++
-				t.Errorf("%s: told %s %q, database has %q", ean, a.kind, a.number, inDB[ean])
-			}
-		default:
-			c["accounts without a success answer"]++
-			t.Errorf("%s: the client ended with %q after %d calls", ean, a.kind, a.attempts)
-		}
-	}
-	for ean := range inDB {
-		var i int
-		if _, err := fmt.Sscanf(ean, "CHAOS-%06d", &i); err != nil || i >= len(answers) || (answers[i].kind != "created" && answers[i].kind != "already_imported") {
-			c["accounts no client was told of"]++
-		}
-	}
-	c["accounts"] = told
-	for name, n := range c {
-		if name != "accounts" && n != 0 {
-			t.Errorf("%s: %d, want 0", name, n)
-		}
-	}
-	if c["accounts"] != len(answers) || q(`SELECT count(*) FROM accounts`) != len(answers) {
-		t.Errorf("%d accounts told, %d in the database, want %d", told, len(inDB), len(answers))
-	}
-	return c
-}
-
-// table prints what the run measured.
-func (res *chaosResult) table() string {
-	var b strings.Builder
-	cfg := res.cfg
-	fmt.Fprintf(&b, "chaos run: %d accounts, %d clients, %d workers, %s (logs: %s)\n", cfg.Accounts, cfg.Clients, cfg.Workers, res.elapsed.Round(time.Second), res.logDir)
-	fmt.Fprintf(&b, "%-44s %s\n", "check", "value")
-	names := make([]string, 0, len(res.checks))
-	for n := range res.checks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(&b, "%-44s %d\n", n, res.checks[n])
-	}
-	fmt.Fprintf(&b, "\n%-20s %6s %26s %30s\n", "fault", "count", "next 201 (min/med/max)", "orphans; settled after (max)")
-	created := slices.Clone(res.created)
-	slices.SortFunc(created, func(a, b time.Time) int { return a.Compare(b) })
-	for _, kind := range faultKinds {
-		var next []time.Duration
-		var orphans int
-		var settle time.Duration
-		unsettled := 0
-		n := 0
-		for _, f := range res.faults {
-			if f.kind != kind {
-				continue
-			}
-			n++
-			if i, ok := slices.BinarySearchFunc(created, f.at, func(a, t time.Time) int { return a.Compare(t) }); ok || i < len(created) {
-				next = append(next, created[i].Sub(f.at))
-			}
-			orphans += len(f.orphans)
-			if len(f.orphans) > 0 {
-				if f.settled.IsZero() {
-					unsettled++
-				} else {
-					settle = max(settle, f.settled.Sub(f.at))
-				}
-			}
-		}
-		if n == 0 {
-			continue
-		}
-		slices.Sort(next)
-		nx := "-"
-		if len(next) > 0 {
-			nx = fmt.Sprintf("%v / %v / %v", next[0].Round(10*time.Millisecond), next[len(next)/2].Round(10*time.Millisecond), next[len(next)-1].Round(10*time.Millisecond))
-		}
-		orph := "-"
-		if kind == faultWorkerKill {
-			orph = fmt.Sprintf("%d; %v", orphans, settle.Round(100*time.Millisecond))
-			if unsettled > 0 {
-				orph += fmt.Sprintf(" (%d kills never settled)", unsettled)
-			}
-		}
-		fmt.Fprintf(&b, "%-20s %6d %26s %30s\n", kind, n, nx, orph)
-	}
-	fmt.Fprintf(&b, "\nanswers (E4 and E5 calls):\n")
-	keys := make([]string, 0, len(res.responses))
-	for k := range res.responses {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "  %-60s %d\n", k, res.responses[k])
-	}
-	b.WriteString(logSummary(res.logDir))
-	return b.String()
 }
 
 // logSummary counts the warnings and errors of every process's log by
@@ -984,52 +578,36 @@ func logSummary(dir string) string {
 	return b.String()
 }
 
-// The small variant of `make chaos`, run by `make test`: 500 accounts
-// through three worker processes, five of them killed, the API killed once
-// and Redis restarted twice, with an E5 concurrency limit. The takeover of
-// a killed worker's accounts (jobs/process/takeover.go) brought the drive
-// down to about 40 s.
+// The small variant of `make chaos`, run by `make test` so that the
+// harness cannot rot: 300 accounts (2% invalid) and 3 businesses through
+// the built runner and two worker processes, on the shared PostgreSQL,
+// while 3 workers, the API and the runner are killed and Redis is
+// restarted, with an E5 concurrency limit below the runner's concurrency.
 func TestChaos_FaultsDuringARunLoseNothing(t *testing.T) {
 	t.Parallel()
-	res := runChaos(t, chaosConfig{Accounts: 500, Clients: 24, Workers: 3, WorkerKills: 5, APIKills: 1, RedisRestarts: 2,
+	res := runPipeline(t, chaosConfig{Accounts: 300, InvalidRate: 0.02, Seed: 31, Businesses: 3, Concurrency: 12, Workers: 2,
+		WorkerKills: 3, APIKills: 1, RunnerKills: 1, RedisRestarts: 1, SlowVendor: 500 * time.Millisecond,
 		Deadline: 8 * time.Minute, Settle: 3 * time.Minute,
-		// Fewer slots than clients: the limit is exercised, and a slot
-		// that a fault leaks shows at the end.
-		Env: map[string]string{"PROCESS_CONCURRENCY_LIMIT": "20"}})
+		// Fewer slots than the runner's concurrency: the limit is
+		// exercised, and a slot that a fault leaks shows at the end.
+		Env: map[string]string{"PROCESS_CONCURRENCY_LIMIT": "8"}})
 	t.Log("\n" + res.table())
 }
 
-// reconcile runs importctl reconcile over the cohort the run staged, through
-// the API, as a migration team would after a migration: every account must
-// be in the service with the children, balances and content (its digest) of
-// its line, and no other account. It returns how many accounts differ, are
-// missing or are extra, with the lines it could not read; -1 when it could
-// not finish.
-func (r *chaosRun) reconcile() int {
-	t := r.t
-	dir := filepath.Join(r.logDir, "reconcile")
-	cohortPath := filepath.Join(r.logDir, "cohort.ndjson")
-	f, err := os.Create(cohortPath)
-	if err != nil {
-		t.Errorf("reconcile: %v", err)
-		return -1
+// The small variant of `make chaos-network`, run by `make test-long` (it
+// takes two minutes: the faults come one after the other, and each lasts
+// seconds): 300 accounts and 3 businesses through the built runner, every
+// importd process reaching the shared PostgreSQL and a Redis of the run's
+// own through toxiproxy, while each network fault (networkFaults) comes
+// once.
+func TestChaos_NetworkFaultsLoseNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("network faults one after the other for two minutes: make test-long")
 	}
-	w := bufio.NewWriter(f)
-	for i := range r.cfg.Accounts {
-		fmt.Fprintf(w, "{\"account\":%s}\n", cohortPayload(t, i))
-	}
-	if err := errors.Join(w.Flush(), f.Close()); err != nil {
-		t.Errorf("reconcile: %v", err)
-		return -1
-	}
-	res, err := reconcile.Run(context.Background(), reconcile.Config{Cohort: cohortPath, BaseURL: r.apiURL, APIKey: r.key,
-		ReportDir: dir, TempDir: r.logDir})
-	if err != nil {
-		t.Errorf("importctl reconcile could not finish: %v", err)
-		return -1
-	}
-	var summary bytes.Buffer
-	res.WriteSummary(&summary)
-	t.Logf("importctl reconcile (report in %s):\n%s", dir, summary.String())
-	return res.Mismatched + res.Missing + res.Extra + res.Malformed + res.Invalid + res.Duplicates
+	t.Parallel()
+	res := runPipeline(t, chaosConfig{Accounts: 300, InvalidRate: 0.02, Seed: 32, Businesses: 3, Concurrency: 12, Workers: 2,
+		NetworkFaults: len(networkFaults), Proxied: true, SlowVendor: 500 * time.Millisecond,
+		Deadline: 8 * time.Minute, Settle: 3 * time.Minute,
+		Env: map[string]string{"PROCESS_CONCURRENCY_LIMIT": "8"}})
+	t.Log("\n" + res.table())
 }

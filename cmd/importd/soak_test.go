@@ -17,7 +17,6 @@ package main
 // tag soak, `make soak`) is the full one.
 
 import (
-	"bufio"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -37,7 +36,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -46,7 +44,6 @@ import (
 	"github.com/bulkimport/bulkimport/cmd/importctl/cohort"
 	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/payment"
 )
 
 // soakConfig is one soak run.
@@ -287,14 +284,7 @@ func runSoak(t *testing.T, cfg soakConfig) []soakSample {
 // startVendor starts `importctl vendor-sim` and configures it as DEMO_PAY,
 // the vendor the generated payment instructions name.
 func (r *soakRun) startVendor() {
-	port := freePort(r.t)
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	r.vendor = startProc(r.t, r.logDir, "vendor-sim", r.importctl, []string{"vendor-sim", "--addr", addr}, nil)
-	r.t.Cleanup(func() { r.vendor.signal(syscall.SIGKILL); r.vendor.wait(10 * time.Second) })
-	waitTCP(r.t, addr)
-	if _, err := payment.AddVendor(context.Background(), r.db, payment.Vendor{Name: "DEMO_PAY", BaseURL: "http://" + addr}); err != nil {
-		r.t.Fatal(err)
-	}
+	r.vendor = startVendorSim(r.chaosRun, r.importctl, "vendor-sim", "DEMO_PAY", 0)
 }
 
 func (r *soakRun) accounts(ctx context.Context) int {
@@ -1017,95 +1007,12 @@ func soakTargets(before soakSample, samples []soakSample) soakTargetList {
 	return ts
 }
 
-// readExpected reads the generator's --expect file.
-func readExpected(t *testing.T, path string) []cohort.Expected {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []cohort.Expected
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e cohort.Expected
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// lineExtras is what one valid cohort line must have in the database.
-type lineExtras struct {
-	Notes, Transactions, Statements, PaymentInstructions int
-}
-
-// cohortLineExtras reads, per valid line of the cohort (its external
-// account number), the notes (those of the E4 payload and E6's),
-// transactions, statements and payment instruction it carries: the
-// per-account form of the runner's tests' cohortExtras
-// (cmd/importctl/migrate/run_test.go).
-func cohortLineExtras(t *testing.T, path string, invalid []cohort.Expected) map[string]lineExtras {
-	t.Helper()
-	bad := map[string]bool{}
-	for _, e := range invalid {
-		bad[e.ExternalAccountNumber] = true
-	}
-	rd, c, err := cohort.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	out := map[string]lineExtras{}
-	for {
-		rec, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if bad[rec.ExternalAccountNumber] {
-			continue
-		}
-		var acc struct{ Notes []json.RawMessage }
-		var notes, txs, sts []json.RawMessage
-		for _, p := range []struct {
-			raw json.RawMessage
-			dst any
-		}{{rec.Account, &acc}, {rec.Notes, &notes}, {rec.Transactions, &txs}, {rec.Statements, &sts}} {
-			if len(p.raw) > 0 {
-				if err := json.Unmarshal(p.raw, p.dst); err != nil {
-					t.Fatalf("line %d: %v", rec.Number, err)
-				}
-			}
-		}
-		x := lineExtras{Notes: len(acc.Notes) + len(notes), Transactions: len(txs), Statements: len(sts)}
-		if len(rec.PaymentInstruction) > 0 {
-			x.PaymentInstructions = 1
-		}
-		if _, dup := out[rec.ExternalAccountNumber]; dup {
-			t.Fatalf("line %d: external account number %s twice in the cohort", rec.Number, rec.ExternalAccountNumber)
-		}
-		out[rec.ExternalAccountNumber] = x
-	}
-	return out
-}
-
 // finalChecks fails loudly on anything the run lost, doubled or reported
-// wrongly: every valid line created exactly once with all its notes,
-// transactions, statements and payment instruction; nothing IN_PROGRESS;
-// the invalid lines, and only they, in the runner's failure report with
-// the generator's codes; the runner's exit code; and E13 listing every
-// created account.
+// wrongly: the cohort against the service (checkCohortArrived); nothing
+// IN_PROGRESS; the runner's exit code; and E13 listing every created
+// account.
 func (r *soakRun) finalChecks(t *testing.T, ctx context.Context, cohortPath string, invalid []cohort.Expected, last soakSample) {
 	t.Helper()
-	want := cohortLineExtras(t, cohortPath, invalid)
 	wantExit := 0
 	if len(invalid) > 0 {
 		wantExit = 1
@@ -1113,56 +1020,7 @@ func (r *soakRun) finalChecks(t *testing.T, ctx context.Context, cohortPath stri
 	if code := r.runner.cmd.ProcessState.ExitCode(); code != wantExit {
 		t.Errorf("importctl run exited %d, want %d (see %s)", code, wantExit, filepath.Join(r.logDir, "runner.log"))
 	}
-
-	type row struct {
-		Ext   string `db:"external_account_number"`
-		Times int    `db:"times"`
-		lineExtras
-	}
-	var rows []row
-	if err := r.db.SelectContext(ctx, &rows, `SELECT a.external_account_number, count(*) AS times,
-			sum((SELECT count(*) FROM notes x WHERE x.account_id = a.id)) AS notes,
-			sum((SELECT count(*) FROM transactions x WHERE x.account_id = a.id)) AS transactions,
-			sum((SELECT count(*) FROM historical_statements x WHERE x.account_id = a.id)) AS statements,
-			sum((SELECT count(*) FROM payment_instructions x WHERE x.account_id = a.id)) AS paymentinstructions
-		FROM accounts a GROUP BY a.external_account_number`); err != nil {
-		t.Fatalf("read accounts: %v", err)
-	}
-	got := map[string]lineExtras{}
-	problems := 0
-	for _, rw := range rows {
-		if rw.Times != 1 {
-			problems++
-			t.Errorf("%s: created %d times", rw.Ext, rw.Times)
-		}
-		got[rw.Ext] = rw.lineExtras
-	}
-	for ext, w := range want {
-		g, ok := got[ext]
-		switch {
-		case !ok:
-			problems++
-			if problems <= 20 {
-				t.Errorf("%s: valid cohort line with no account", ext)
-			}
-		case g != w:
-			problems++
-			if problems <= 20 {
-				t.Errorf("%s: database (-cohort +db):\n%s", ext, cmp.Diff(w, g))
-			}
-		}
-	}
-	for ext := range got {
-		if _, ok := want[ext]; !ok {
-			problems++
-			if problems <= 20 {
-				t.Errorf("%s: an account no valid cohort line asked for", ext)
-			}
-		}
-	}
-	if problems > 0 {
-		t.Errorf("%d accounts differ from the cohort (%d valid lines, %d accounts)", problems, len(want), len(got))
-	}
+	checkCohortArrived(t, ctx, r.db, "DEMO", cohortPath, invalid, r.dir, r.importctl, r.apiURL, r.key)
 	counts := map[string]string{
 		"processes IN_PROGRESS":                   `SELECT count(*) FROM import_processes WHERE status = 'IN_PROGRESS'`,
 		"accounts whose process is not COMPLETED": `SELECT count(*) FROM accounts a JOIN import_processes p ON p.id = a.import_process_id WHERE p.status <> 'COMPLETED'`,
@@ -1175,62 +1033,9 @@ func (r *soakRun) finalChecks(t *testing.T, ctx context.Context, cohortPath stri
 			t.Errorf("%s: %d, want 0", name, n)
 		}
 	}
-
-	// The failure report: exactly the invalid lines, each at E4 with the
-	// code and attr the generator gave it.
-	wantF := make([]migrate.Failure, 0, len(invalid))
-	for _, e := range invalid {
-		wantF = append(wantF, migrate.Failure{ExternalAccountNumber: e.ExternalAccountNumber, Step: migrate.StepStage,
-			HTTPStatus: 400, Code: e.Code, Attr: e.Attr, Line: e.Line})
+	if want := len(cohortLineExtras(t, cohortPath, invalid)); last.E13Rows != want {
+		t.Errorf("the last E13 list had %d rows, want %d (every valid line)", last.E13Rows, want)
 	}
-	gotF := readFailureReport(t, filepath.Join(r.dir, migrate.FailuresNDJSON))
-	for i := range gotF {
-		gotF[i].Detail = ""
-	}
-	byLine := func(a, b migrate.Failure) int { return a.Line - b.Line }
-	slices.SortFunc(wantF, byLine)
-	slices.SortFunc(gotF, byLine)
-	if d := cmp.Diff(wantF, gotF); d != "" {
-		t.Errorf("failure report (-expect file +failures.ndjson):\n%s", d)
-	}
-
-	// importctl reconcile, through the API as a migration team runs it:
-	// every line the run did not report as refused must be in the service
-	// with its children, balances and content (the digest), and nothing
-	// else may be. It exits 0 only then.
-	rec := exec.Command(r.importctl, "reconcile", cohortPath, "--url", r.apiURL, "--report", filepath.Join(r.dir, "reconcile"),
-		"--failures", r.dir)
-	rec.Env = append(os.Environ(), "IMPORTCTL_API_KEY="+r.key)
-	out, err := rec.CombinedOutput()
-	t.Logf("importctl reconcile:\n%s", out)
-	if err != nil {
-		t.Errorf("importctl reconcile found differences or could not finish (%v); its report is in %s", err, filepath.Join(r.dir, "reconcile"))
-	}
-
-	if last.E13Rows != len(want) {
-		t.Errorf("the last E13 list had %d rows, want %d (every valid line)", last.E13Rows, len(want))
-	}
-}
-
-// readFailureReport reads the runner's failures.ndjson.
-func readFailureReport(t *testing.T, path string) []migrate.Failure {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []migrate.Failure
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var x migrate.Failure
-		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out = append(out, x)
-	}
-	return out
 }
 
 // The small variant of `make soak`, run by `make test-long` so that the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -627,5 +628,42 @@ func TestUnavailable_AClientThatHungUpIsNoOutage(t *testing.T) {
 	hangUp()
 	if err := s.unavailable(gone, failed); !errors.Is(err, context.Canceled) {
 		t.Errorf("a request whose client hung up: %v, want context.Canceled", err)
+	}
+}
+
+// A verification that fails for an infrastructure reason (PostgreSQL out of
+// reach, as in a restart) leaves its task to Asynq's retry, which stores
+// the instruction or finds it stored by the caller's own retry; a refusal
+// skips the retry and is archived with its reason.
+func TestVerifierRun_InfrastructureFailureIsLeftToAsynqsRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	ctx := context.Background()
+	b.account(t, b.demo, "ACC-INFRA", 0)
+	var row struct {
+		Supplier int64 `db:"supplier_id"`
+		Account  int64 `db:"account_id"`
+		Vendor   int64 `db:"vendor_id"`
+	}
+	if err := b.db.Get(&row, `SELECT a.supplier_id, a.id AS account_id, v.id AS vendor_id FROM accounts a, payment_vendors v
+		WHERE a.external_account_number = 'ACC-INFRA' AND v.name = $1`, vendorOK); err != nil {
+		t.Fatal(err)
+	}
+	p := jobs.PaymentInstructionVerifyPayload{SupplierID: row.Supplier, AccountID: row.Account, VendorID: row.Vendor,
+		Reference: "NO-SUCH-REF-INFRA", Type: TypeCard}
+	err := NewVerifier(b.db, b.rdb, slog.New(slog.DiscardHandler)).Run(ctx, p)
+	var refused *jobs.Refused
+	if !errors.As(err, &refused) || !errors.Is(err, asynq.SkipRetry) {
+		t.Errorf("a reference the vendor does not know: %v, want refused, skipping Asynq's retry", err)
+	}
+	unreachable, err := sqlx.Open("postgres", "postgres://importd@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unreachable.Close() })
+	p.Reference = "CARD-INFRA"
+	err = NewVerifier(unreachable, b.rdb, slog.New(slog.DiscardHandler)).Run(ctx, p)
+	if err == nil || errors.Is(err, asynq.SkipRetry) || errors.As(err, &refused) {
+		t.Errorf("PostgreSQL out of reach: %v, want an error left to Asynq's retry", err)
 	}
 }

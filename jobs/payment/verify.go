@@ -47,10 +47,12 @@ func NewVerifier(d *db.DB, rdb redis.UniversalClient, log *slog.Logger) *Verifie
 
 // Run verifies and stores the instruction of one task, and announces the
 // outcome to the waiting API request. It returns nil when the instruction
-// was stored, and an error wrapping asynq.SkipRetry otherwise: the task has
-// no Asynq retries, because the bounded retry against the vendor happens in
-// here, while the caller waits, and the failed task stays archived for the
-// operator to see.
+// was stored, and an error wrapping asynq.SkipRetry when it was refused:
+// the bounded retry against the vendor happens in here, while the caller
+// waits, and the refused task stays archived for the operator to see.
+// Asynq's retries (jobs.PaymentInstructionVerifyMaxRetry) are for a task
+// whose worker died and for an infrastructure failure, whose error does
+// not wrap asynq.SkipRetry and is not announced while a retry is left.
 //
 // It is safe to run twice: a stored instruction is found, and the unique
 // indexes refuse a second one.
@@ -66,6 +68,18 @@ func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		v.log.ErrorContext(ctx, "verify payment instruction", "task_id", taskID, "error", err)
 		rec := problem.Wrap(err, "verify").ToRecord()
 		o = outcome{Kind: kindInternal, Error: &rec}
+		if retryLeft(ctx) {
+			// An infrastructure failure (PostgreSQL or Redis out of reach,
+			// as in a restart) is the one failure a retry cures: the task
+			// is left to Asynq's retries (jobs.PaymentInstructionVerifyMaxRetry),
+			// which stores the instruction or finds it stored by the
+			// caller's own retry. Archived at once, it stayed on the
+			// dashboard as failed after the caller's retry had stored the
+			// instruction. Nothing is announced: the waiting requests wait
+			// for the retry's outcome, and a request that joins the task
+			// meanwhile does not hear this failure as its answer.
+			return fmt.Errorf("payment instruction %s: %s: %s", p.Reference, o.Error.Code, o.Error.Detail)
+		}
 	}
 	if perr := taskwait.Publish(ctx, v.rdb, taskID, o); perr != nil {
 		v.log.WarnContext(ctx, "publish payment outcome", "task_id", taskID, "error", perr)
@@ -77,6 +91,15 @@ func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 		return fmt.Errorf("payment instruction %s: %s: %s: %w", p.Reference, o.Error.Code, o.Error.Detail, asynq.SkipRetry)
 	}
 	return nil
+}
+
+// retryLeft reports whether Asynq will run the task of ctx again after a
+// failure: it has a retry left. Outside an Asynq handler (a direct call)
+// it reports true.
+func retryLeft(ctx context.Context) bool {
+	retried, ok1 := asynq.GetRetryCount(ctx)
+	maxRetry, ok2 := asynq.GetMaxRetry(ctx)
+	return !ok1 || !ok2 || retried < maxRetry
 }
 
 // refused is the outcome of a failure the caller hears about.

@@ -126,11 +126,26 @@ func (c *client) obtain(ctx context.Context, input map[string]any) error {
 				Message    string `json:"message"`
 				Extensions struct {
 					ErrorCode string `json:"errorCode"`
+					ErrorType string `json:"errorType"`
 				} `json:"extensions"`
 			} `json:"errors"`
 		}
 		if err := json.Unmarshal(raw, &out); err != nil {
 			return struct{}{}, backoff.Permanent(&errUsage{fmt.Sprintf("token request: %d %s", status, oneLine(raw))})
+		}
+		// GraphQL answers a failure with HTTP 200: the service's own failure
+		// (INTERNAL: PostgreSQL restarting, say) and a throttle are retried
+		// as their 500 and 429 would be, not taken for a refused key.
+		if len(out.Errors) > 0 {
+			if e := out.Errors[0].Extensions; e.ErrorType == "INTERNAL" || e.ErrorType == "THROTTLED" {
+				err := fmt.Errorf("token request failed: %s: %s", e.ErrorCode, out.Errors[0].Message)
+				if e.ErrorType == "INTERNAL" {
+					if transient++; transient > c.maxTransient {
+						return struct{}{}, backoff.Permanent(&errConnection{err})
+					}
+				}
+				return struct{}{}, err
+			}
 		}
 		t := out.Data.ObtainServiceToken
 		if len(out.Errors) > 0 || t == nil || t.Token == "" {

@@ -161,3 +161,51 @@ func TestInsecureURL_PlainHTTPToAnotherMachine(t *testing.T) {
 		}
 	}
 }
+
+// A token request that GraphQL answers with the service's own failure
+// (HTTP 200, errorType INTERNAL: PostgreSQL restarting, say) is retried as
+// a 500 would be, not taken for a refused key; a refused key is not
+// retried.
+func TestClientAccessToken_RetriesTheServicesOwnFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, errorType string
+		wantErr         bool
+		wantCalls       int
+	}{
+		{"internal", "INTERNAL", false, 3},
+		{"refused", "AUTHORIZATION", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			calls := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				calls++
+				n := calls
+				mu.Unlock()
+				if n <= 2 {
+					fmt.Fprintf(w, `{"data":null,"errors":[{"message":"no","extensions":{"errorCode":"x","errorType":%q}}]}`, tc.errorType)
+					return
+				}
+				tokenHandler(w)
+			}))
+			defer srv.Close()
+			cfg := Config{BaseURL: srv.URL, APIKey: "k", Team: "x", Cohort: "-", ReportDir: "-", Retries: 3,
+				InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+			if err := cfg.check(); err != nil {
+				t.Fatal(err)
+			}
+			_, err := newClient(cfg).accessToken(context.Background(), false)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("accessToken: %v, want error %v", err, tc.wantErr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if calls != tc.wantCalls {
+				t.Errorf("%d token requests, want %d", calls, tc.wantCalls)
+			}
+		})
+	}
+}
