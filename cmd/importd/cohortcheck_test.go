@@ -15,8 +15,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/cmd/importctl/cohort"
 	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
@@ -125,7 +125,7 @@ type cohortArrival struct {
 // importctl reconcile (the built ctl) through the API at apiURL: every
 // line the run did not report as refused is in the service with its
 // children, balances and content (the digest), and nothing else is.
-func checkCohortArrived(t testing.TB, ctx context.Context, d *sqlx.DB, supplier, cohortPath string, invalid []cohort.Expected,
+func checkCohortArrived(t testing.TB, ctx context.Context, d *db.DB, supplier, cohortPath string, invalid []cohort.Expected,
 	reportDir, ctl, apiURL, key string) cohortArrival {
 	t.Helper()
 	var res cohortArrival

@@ -16,6 +16,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/bulkimport/bulkimport/db"
+
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
@@ -662,7 +664,7 @@ func TestVerifierRun_InfrastructureFailureIsLeftToAsynqsRetry(t *testing.T) {
 	}
 	t.Cleanup(func() { unreachable.Close() })
 	p.Reference = "CARD-INFRA"
-	err = NewVerifier(unreachable, b.rdb, slog.New(slog.DiscardHandler)).Run(ctx, p)
+	err = NewVerifier(db.New(unreachable), b.rdb, slog.New(slog.DiscardHandler)).Run(ctx, p)
 	if err == nil || errors.Is(err, asynq.SkipRetry) || errors.As(err, &refused) {
 		t.Errorf("PostgreSQL out of reach: %v, want an error left to Asynq's retry", err)
 	}
