@@ -18,6 +18,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/cmd/importctl/cohort"
 	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
+	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/creation"
@@ -41,7 +42,9 @@ import (
 //
 // With MIGRATE_CPUPROFILE=file it also writes a CPU profile of importd over
 // the first MIGRATE_PROFILE_SECONDS (default 20) of the run, read from its
-// METRICS_PROFILES port: go tool pprof bin/importd file.
+// METRICS_PROFILES port: go tool pprof bin/importd file. E5_STATEMENTS=1
+// prints PostgreSQL's statements over the run, and E5_WAITS=1 what its
+// backends waited on (dbtest.WaitSampler).
 func BenchmarkMigrate(b *testing.B) {
 	env := map[string]string{"LOG_LEVEL": "error"}
 	profile := os.Getenv("MIGRATE_CPUPROFILE")
@@ -63,8 +66,10 @@ func BenchmarkMigrate(b *testing.B) {
 		profiled = make(chan error, 1)
 		go func() { profiled <- fetchProfile(env["METRICS_ADDR"], profile) }()
 	}
+	waits := dbtest.StartWaitSampler(b, s.db)
 	res, err := migrate.Run(context.Background(), cfg)
 	b.StopTimer()
+	waits.Report(b)
 	if profiled != nil {
 		if err := <-profiled; err != nil {
 			b.Errorf("MIGRATE_CPUPROFILE: %v", err)
