@@ -92,6 +92,14 @@ func (c *client) accessToken(ctx context.Context, force bool) (string, error) {
 func (c *client) obtain(ctx context.Context, input map[string]any) error {
 	body, _ := json.Marshal(map[string]any{"query": tokenMutation, "variables": map[string]any{"input": input}})
 	transient := 0
+	// retry reports a failure to retry, until maxTransient are spent; then
+	// it is the connection's failure.
+	retry := func(err error) (struct{}, error) {
+		if transient++; transient > c.maxTransient {
+			return struct{}{}, backoff.Permanent(&errConnection{err})
+		}
+		return struct{}{}, err
+	}
 	op := func() (struct{}, error) {
 		raw, status, _, err := c.send(ctx, http.MethodPost, "/v1/graphql/", "", body)
 		var usage *errUsage
@@ -99,16 +107,10 @@ func (c *client) obtain(ctx context.Context, input map[string]any) error {
 			return struct{}{}, backoff.Permanent(err)
 		}
 		if err != nil || status >= 500 || status == http.StatusTooManyRequests {
-			if transient++; transient > c.maxTransient {
-				if err == nil {
-					err = fmt.Errorf("token request answered %d", status)
-				}
-				return struct{}{}, backoff.Permanent(&errConnection{err})
-			}
 			if err == nil {
 				err = fmt.Errorf("token request answered %d", status)
 			}
-			return struct{}{}, err
+			return retry(err)
 		}
 		var out struct {
 			Data struct {
@@ -138,13 +140,7 @@ func (c *client) obtain(ctx context.Context, input map[string]any) error {
 		// as their 500 and 429 would be, not taken for a refused key.
 		if len(out.Errors) > 0 {
 			if e := out.Errors[0].Extensions; e.ErrorType == "INTERNAL" || e.ErrorType == "THROTTLED" {
-				err := fmt.Errorf("token request failed: %s: %s", e.ErrorCode, out.Errors[0].Message)
-				if e.ErrorType == "INTERNAL" {
-					if transient++; transient > c.maxTransient {
-						return struct{}{}, backoff.Permanent(&errConnection{err})
-					}
-				}
-				return struct{}{}, err
+				return retry(fmt.Errorf("token request failed: %s: %s", e.ErrorCode, out.Errors[0].Message))
 			}
 		}
 		t := out.Data.ObtainServiceToken

@@ -170,11 +170,16 @@ func TestClientAccessToken_RetriesTheServicesOwnFailure(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, errorType string
+		failures        int // answers with the error before the token
 		wantErr         bool
 		wantCalls       int
 	}{
-		{"internal", "INTERNAL", false, 3},
-		{"refused", "AUTHORIZATION", true, 1},
+		{"internal", "INTERNAL", 2, false, 3},
+		{"throttled", "THROTTLED", 2, false, 3},
+		{"refused", "AUTHORIZATION", 2, true, 1},
+		// Retries: 3, so the fourth failure ends the retries.
+		{"internal without end", "INTERNAL", 100, true, 4},
+		{"throttled without end", "THROTTLED", 100, true, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -185,7 +190,7 @@ func TestClientAccessToken_RetriesTheServicesOwnFailure(t *testing.T) {
 				calls++
 				n := calls
 				mu.Unlock()
-				if n <= 2 {
+				if n <= tc.failures {
 					fmt.Fprintf(w, `{"data":null,"errors":[{"message":"no","extensions":{"errorCode":"x","errorType":%q}}]}`, tc.errorType)
 					return
 				}
