@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/url"
 	"slices"
 	"time"
 
@@ -158,6 +159,12 @@ func IsUnavailable(err error) bool {
 	if pe := pq.As(err); pe != nil {
 		return pe.Code.Class() == pqerror.ClassConnectionException ||
 			slices.Contains([]pqerror.Code{pqerror.AdminShutdown, pqerror.CrashShutdown, pqerror.CannotConnectNow}, pe.Code)
+	}
+	// An outgoing HTTP call (a payment vendor) fails with the same network
+	// errors; it is not the database out of reach.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return false
 	}
 	var ne *net.OpError
 	return errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)

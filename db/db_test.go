@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"testing"
 
 	"github.com/jmoiron/sqlx"
@@ -102,6 +103,8 @@ func TestIsUnavailable_TellsADatabaseOutOfReachFromARefusedStatement(t *testing.
 		// A connection reset between two messages: lib/pq reads io.EOF
 		// (a proxy cutting connections mid-statement, in the chaos runs).
 		{"connection closed mid-statement", fmt.Errorf("find key: %w", io.EOF), true},
+		{"an outgoing HTTP call cut", &url.Error{Op: "Post", URL: "http://vendor/", Err: io.EOF}, false},
+		{"an outgoing HTTP call refused", fmt.Errorf("vendor: %w", &url.Error{Op: "Post", URL: "http://vendor/", Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}), false},
 		{"a statement refused", syntax, false},
 		{"a constraint violated", dup, false},
 		{"no rows", sql.ErrNoRows, false},
