@@ -129,6 +129,16 @@ func (d *DB) SelectContext(ctx context.Context, dest any, query string, args ...
 	return sqlx.SelectContext(ctx, d, dest, query, args...)
 }
 
+// SelectPlannedForArgs reads the rows of query into dest, as SelectContext
+// does, but never prepared: PostgreSQL plans it for args at each call. It
+// is for a query whose best plan depends on its values (a filter that
+// matches most rows or none), which a prepared statement would run on its
+// cached generic plan, made without them, after its fifth execution. Its
+// planning is paid on every call, so it is not for hot paths.
+func (d *DB) SelectPlannedForArgs(ctx context.Context, dest any, query string, args ...any) error {
+	return d.DB.SelectContext(ctx, dest, query, args...)
+}
+
 // BeginTxx begins a transaction whose query methods run their statements
 // prepared (see Tx).
 func (d *DB) BeginTxx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) {

@@ -116,6 +116,27 @@ func TestDB_AStatementRunTwiceIsPreparedOnce(t *testing.T) {
 	})
 }
 
+// SelectPlannedForArgs never prepares its text, so PostgreSQL plans it for
+// the values of each call.
+func TestDB_SelectPlannedForArgsIsNeverPrepared(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := onePool(t, db.MaxStatements)
+	const query = `SELECT g FROM generate_series(1, $1::int) AS g`
+	for n := range 7 {
+		var got []int
+		if err := d.SelectPlannedForArgs(ctx, &got, query, n+1); err != nil || len(got) != n+1 {
+			t.Fatalf("call %d: %v, %v", n+1, got, err)
+		}
+	}
+	if diff := cmp.Diff(runs{}, preparedRuns(t, ctx, d, query)); diff != "" {
+		t.Errorf("prepared statements (-want +got):\n%s", diff)
+	}
+	if d.Held(query) {
+		t.Error("the text is held prepared")
+	}
+}
+
 // A transaction that holds the pool's only connection runs a text the pool
 // has not prepared without waiting for a second connection, and the text is
 // prepared on the pool for the next transactions once one is free.
