@@ -42,8 +42,8 @@ func ParseBody(body []byte) (*Value, *problem.Error) {
 func parseBody(body []byte, root *Spec, maxValues int) (*Value, *problem.Error) {
 	p := parser{s: string(body), limited: true, maxValues: maxValues}
 	p.borrow()
+	defer p.giveBack()
 	v, err := p.parse(root)
-	p.giveBack()
 	switch {
 	case errors.Is(err, errTooManyValues):
 		return nil, problem.New(problem.TooLarge, CodeRequestTooLarge,

@@ -130,6 +130,9 @@ type parser struct {
 	// of a slice grown by appending (up to twice as large, plus garbage).
 	items   []Value
 	members []Member
+	// scratch is where buf, items and members came from (borrow), for
+	// giveBack; nil for a parser that borrowed none.
+	scratch *scratch
 }
 
 // scratch is a parser's working space, kept between parses so that each
@@ -149,8 +152,8 @@ const maxPooledScratch = 4096
 
 // borrow gives p pooled stacks; giveBack returns them, emptied.
 func (p *parser) borrow() {
-	sc := scratchPool.Get().(*scratch)
-	p.buf, p.items, p.members = sc.buf[:0], sc.items[:0], sc.members[:0]
+	p.scratch = scratchPool.Get().(*scratch)
+	p.buf, p.items, p.members = p.scratch.buf[:0], p.scratch.items[:0], p.scratch.members[:0]
 }
 
 func (p *parser) giveBack() {
@@ -161,7 +164,8 @@ func (p *parser) giveBack() {
 	if cap(p.items) > maxPooledScratch || cap(p.members) > maxPooledScratch || cap(p.buf) > 64<<10 {
 		return
 	}
-	scratchPool.Put(&scratch{buf: p.buf[:0], items: p.items[:0], members: p.members[:0]})
+	p.scratch.buf, p.scratch.items, p.scratch.members = p.buf[:0], p.items[:0], p.members[:0]
+	scratchPool.Put(p.scratch)
 }
 
 // errTooManyValues is returned by a limited parse that would keep more than
