@@ -177,12 +177,9 @@ func (c *pgCatalog) Lookup(ctx context.Context, supplierCode string, tariffCodes
 	if tariffCodes == nil {
 		tariffCodes = []string{}
 	}
-	codes, err := json.Marshal(tariffCodes)
-	if err != nil {
-		return Lookup{}, fmt.Errorf("catalogue lookup: %w", err)
-	}
+	codes, _ := json.Marshal(tariffCodes) // a []string always encodes
 	// A string, not []byte: lib/pq sends []byte as bytea.
-	err = c.db.QueryRowxContext(ctx, lookupSQL, supplierCode, string(codes), contractIdentifier).Scan(
+	err := c.db.QueryRowxContext(ctx, lookupSQL, supplierCode, string(codes), contractIdentifier).Scan(
 		&r.ID, &r.Code, &r.Status, &r.Country, &r.DocumentRoot, &r.MigrationEmails, &r.RequireDocs, &r.TimeZone, &missing, &contract)
 	if err != nil {
 		return Lookup{}, fmt.Errorf("catalogue lookup: %w", err)

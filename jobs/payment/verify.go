@@ -78,7 +78,7 @@ func (v *Verifier) Run(ctx context.Context, p jobs.PaymentInstructionVerifyPaylo
 			// instruction. Nothing is announced: the waiting requests wait
 			// for the retry's outcome, and a request that joins the task
 			// meanwhile does not hear this failure as its answer.
-			return fmt.Errorf("payment instruction %s: %s: %s", p.Reference, o.Error.Code, o.Error.Detail)
+			return fmt.Errorf("payment instruction %s: %s: %w", p.Reference, o.Error.Code, err)
 		}
 	}
 	if perr := taskwait.Publish(ctx, v.rdb, taskID, o); perr != nil {
