@@ -587,3 +587,63 @@ func TestSummarize_PerMinuteStartsAtTheFirstProgressWithinADay(t *testing.T) {
 		t.Errorf("a supplier without progress: %d points, want %v", len(sum.PerMinute), MinWindow.Minutes())
 	}
 }
+
+// The counters' trigger runs one statement for each statement of the usual
+// path: an account staged (an INSERT ... ON CONFLICT that inserts fires the
+// INSERT trigger and the UPDATE trigger, whose transition tables are empty)
+// and its IN_PROGRESS mark. Each statement a trigger runs costs executor
+// start-up on every staging and every mark (migration 00049). Counted with
+// pg_stat_statements, which tracks statements run inside functions with
+// pg_stat_statements.track = all; the server loads it at start, as
+// deploy/local/stack.sh starts it.
+func TestCounters_StagingAndMarkRunOneTriggerStatementEach(t *testing.T) {
+	t.Parallel()
+	d, _ := seeded(t)
+	ctx := context.Background()
+	conn, err := d.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
+		`SET pg_stat_statements.track = 'all'`,
+		`SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`,
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v (the server must load pg_stat_statements: deploy/local/stack.sh down, then up)", q, err)
+		}
+	}
+	var id int64
+	err = conn.GetContext(ctx, &id, `INSERT INTO import_processes AS p (supplier_id, external_account_number, payload)
+		SELECT id, 'ACME-NEW', '{}' FROM import_suppliers WHERE code = $1
+		ON CONFLICT (supplier_id, external_account_number) DO UPDATE SET payload = EXCLUDED.payload
+		RETURNING id`, pt.Supplier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = 't', updated_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	var nested []struct {
+		Query string `db:"query"`
+		Calls int64  `db:"calls"`
+	}
+	err = conn.SelectContext(ctx, &nested, `SELECT query, calls FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND NOT toplevel
+			AND query LIKE '%progress_%'`) // the trigger's statements, not the foreign keys' checks
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int64
+	for _, n := range nested {
+		calls += n.Calls
+	}
+	// Three trigger runs (INSERT, the empty UPDATE, the mark): one statement each.
+	if calls != 3 {
+		t.Errorf("the counters' trigger ran %d statements for a staging and a mark, want 3: %+v", calls, nested)
+	}
+	if diff := cmp.Diff(recount(t, d), counters(t, d)); diff != "" {
+		t.Errorf("counters against a recount (-want +got):\n%s", diff)
+	}
+}
