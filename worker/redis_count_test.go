@@ -2,19 +2,25 @@ package worker
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/process"
@@ -140,10 +146,62 @@ var maxRedisPerAccount = map[string]int{
 // and the e-mails' two enqueues.
 const maxRedisTripsPerAccount = 7
 
-// E5 costs a handful of Redis commands per account.
-func TestE5_AccountCostsAHandfulOfRedisCommands(t *testing.T) {
+// maxAPIPostgresTripsPerAccount is what E5's API side spends on
+// PostgreSQL: the one-statement check and the IN_PROGRESS mark. The
+// outcome comes with the worker's announcement; reading it from PostgreSQL
+// as well cost a third.
+const maxAPIPostgresTripsPerAccount = 2
+
+// countedDB opens a pool to url whose writes, that is round trips (lib/pq
+// flushes a request, then waits for the answer), are counted in trips.
+func countedDB(t *testing.T, url string) (d *db.DB, trips *atomic.Int64) {
+	t.Helper()
+	trips = new(atomic.Int64)
+	conn, err := pq.NewConnector(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Dialer(countingDialer{writes: trips})
+	d = db.New(sqlx.NewDb(sql.OpenDB(conn), "postgres"))
+	t.Cleanup(func() { d.Close() })
+	return d, trips
+}
+
+// countingDialer dials connections that count their writes.
+type countingDialer struct{ writes *atomic.Int64 }
+
+func (c countingDialer) Dial(network, address string) (net.Conn, error) {
+	return c.DialTimeout(network, address, 0)
+}
+
+func (c countingDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
+	conn, err := (&net.Dialer{Timeout: timeout}).Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{Conn: conn, writes: c.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(b)
+}
+
+// E5 costs a handful of Redis commands per account, and its API side two
+// round trips to PostgreSQL.
+func TestE5_AccountCostsAHandfulOfRoundTrips(t *testing.T) {
 	t.Parallel()
-	d := dbtest.New(t)
+	url := dbtest.NewDatabase(t)
+	d, err := db.Open(t.Context(), url, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
 	for _, q := range []string{
 		`INSERT INTO import_suppliers (code, country, document_root, migration_emails) VALUES ('DEMO', 'GB', 'imports/demo', true)`,
 		`INSERT INTO products (code) VALUES ('P')`,
@@ -203,11 +261,13 @@ func TestE5_AccountCostsAHandfulOfRedisCommands(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-ran })
 	hub := taskwait.NewHub(api)
 	t.Cleanup(func() { hub.Close() })
-	svc := process.New(d, api, process.Config{Limit: 10, Log: log, Hub: hub})
+	apiDB, pgTrips := countedDB(t, url)
+	svc := process.New(apiDB, api, process.Config{Limit: 10, Log: log, Hub: hub})
 
 	counted := 0
 	for i := range accounts {
 		counter.reset()
+		pgBefore := pgTrips.Load()
 		start := time.Now()
 		res, err := svc.Process(t.Context(), process.Request{ExternalAccountNumber: fmt.Sprintf("R-%d", i),
 			ImportSupplierCode: "DEMO", OperationsTeamName: "Ops"}, nil)
@@ -224,6 +284,9 @@ func TestE5_AccountCostsAHandfulOfRedisCommands(t *testing.T) {
 			continue
 		}
 		counted++
+		if n := pgTrips.Load() - pgBefore; n > maxAPIPostgresTripsPerAccount {
+			t.Errorf("account %d: E5's API side made %d round trips to PostgreSQL, want at most %d", i, n, maxAPIPostgresTripsPerAccount)
+		}
 		commands, trips := counter.snapshot()
 		server := 0
 		for k, n := range commands {

@@ -32,7 +32,9 @@ func NewAnnouncer(rdb redis.UniversalClient, log *slog.Logger) *Announcer {
 }
 
 // Created announces that the task taskID created the account under the
-// service account number (or found it created).
+// service account number (or found it created). Call it only once the
+// account is committed: a waiting E5 answers with the number as it hears
+// it, without reading PostgreSQL.
 func (a *Announcer) Created(ctx context.Context, taskID, serviceAccountNumber string) {
 	a.finish(ctx, taskID, outcome{Outcome: outcomeCreated, ServiceAccountNumber: serviceAccountNumber})
 }

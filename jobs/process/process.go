@@ -333,19 +333,25 @@ func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request
 			}
 			return s.fromDatabase(ctx, req, processID)
 		}
+		var o outcome
+		if err := json.Unmarshal(payload, &o); err != nil {
+			s.cfg.Log.WarnContext(ctx, "bad outcome message", "error", err)
+			continue
+		}
 		if !req.DryRun {
-			// PostgreSQL is the truth; the message only woke us. A row
-			// still IN_PROGRESS heard an announcement that is not its
+			// A created account is final: whichever task announced it, the
+			// account exists with that number, which is what PostgreSQL
+			// would answer. That saves the usual request a read.
+			if o.Outcome == outcomeCreated && o.ServiceAccountNumber != "" {
+				return Result{ServiceAccountNumber: o.ServiceAccountNumber}, nil
+			}
+			// Otherwise PostgreSQL is the truth; the message only woke us.
+			// A row still IN_PROGRESS heard an announcement that is not its
 			// task's outcome (a sweep's failure of the task an E5 has just
 			// replaced, or a task superseded by a takeover): wait on.
 			if r, done, err := s.finished(ctx, req, processID); done {
 				return r, err
 			}
-			continue
-		}
-		var o outcome
-		if err := json.Unmarshal(payload, &o); err != nil {
-			s.cfg.Log.WarnContext(ctx, "bad outcome message", "error", err)
 			continue
 		}
 		switch o.Outcome {
