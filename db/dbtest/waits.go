@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,8 @@ import (
 //
 // With E5_STATEMENTS set, it also reports pg_stat_statements for the
 // database over the same span: each statement's share of the execution
-// time, and its calls and time per account (see statementProfile).
+// time, and its calls and time per account (see statementProfile): the
+// first 12, or as many as E5_STATEMENTS says when it is a larger number.
 type WaitSampler struct {
 	stop chan struct{}
 	done chan map[string]int
@@ -157,8 +159,12 @@ func reportStatements(b *testing.B, d *db.DB) {
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "statements by execution time (%.0f ms in all, %.3f ms per account):\n", total, total/float64(b.N))
+	limit := 12
+	if n, err := strconv.Atoi(os.Getenv("E5_STATEMENTS")); err == nil && n > 1 {
+		limit = n // E5_STATEMENTS=40 prints 40 statements
+	}
 	for i, r := range rows {
-		if i == 12 {
+		if i == limit {
 			break
 		}
 		fmt.Fprintf(&sb, "  %5.1f%%  %6.2f calls/account  %6.3f ms/account  %s\n",
