@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,8 +46,18 @@ import (
 // METRICS_PROFILES port: go tool pprof bin/importd file. E5_STATEMENTS=1
 // prints PostgreSQL's statements over the run, and E5_WAITS=1 what its
 // backends waited on (dbtest.WaitSampler).
+//
+// MIGRATE_IMPORTD_ENV="ACCOUNT_WRITERS=1 ACCOUNT_BATCH=32" runs importd with
+// those settings, to compare them in the same conditions.
 func BenchmarkMigrate(b *testing.B) {
 	env := map[string]string{"LOG_LEVEL": "error"}
+	for _, kv := range strings.Fields(os.Getenv("MIGRATE_IMPORTD_ENV")) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			b.Fatalf("MIGRATE_IMPORTD_ENV: %q is not NAME=value", kv)
+		}
+		env[k] = v
+	}
 	profile := os.Getenv("MIGRATE_CPUPROFILE")
 	if profile != "" {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
