@@ -25,6 +25,26 @@ END
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.add_notes(p_account bigint, p_bodies text[], p_created_ats timestamp with time zone[], p_pinned boolean[], p_unpin_ats timestamp with time zone[], p_doc_notes bigint[], p_doc_positions integer[], p_doc_paths text[])
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    WITH u AS MATERIALIZED (
+        SELECT nextval('notes_id_seq') AS id, u.*
+        FROM unnest(p_bodies, p_created_ats, p_pinned, p_unpin_ats) WITH ORDINALITY
+            AS u (body, created_at, is_pinned, unpin_at, ord)
+    ), n AS (
+        INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
+        SELECT u.id, p_account, u.body, u.created_at, u.is_pinned, u.unpin_at FROM u ORDER BY u.ord
+    )
+    INSERT INTO note_documents (note_id, position, document_path)
+    SELECT u.id, d.position, d.path FROM unnest(p_doc_notes, p_doc_positions, p_doc_paths) AS d (ord, position, path)
+    JOIN u ON u.ord = d.ord;
+END
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.import_suppliers_document_root()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -53,6 +73,54 @@ BEGIN
     END IF;
     RETURN NEW;
 END $function$
+;
+
+CREATE OR REPLACE FUNCTION public.post_notes(p_supplier text, p_ean text, p_hashes text[], p_bodies text[], p_created_ats timestamp with time zone[], p_pinned boolean[], p_unpin_ats timestamp with time zone[], p_doc_notes bigint[], p_doc_positions integer[], p_doc_paths text[])
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_account bigint;
+BEGIN
+    SELECT a.id INTO v_account FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
+    WHERE s.code = p_supplier AND a.external_account_number = p_ean
+    FOR NO KEY UPDATE OF a;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM notes n WHERE n.account_id = v_account AND md5(n.body) = ANY (p_hashes)) THEN
+        RETURN false;
+    END IF;
+    PERFORM add_notes(v_account, p_bodies, p_created_ats, p_pinned, p_unpin_ats, p_doc_notes, p_doc_positions,
+        p_doc_paths);
+    RETURN true;
+END
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.post_statements(p_supplier text, p_ean text, p_ids text[], p_numbers text[], p_froms date[], p_tos date[], p_issued date[], p_amounts bigint[], p_paths text[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_account bigint;
+    v_written integer;
+BEGIN
+    SELECT a.id INTO v_account FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
+    WHERE s.code = p_supplier AND a.external_account_number = p_ean
+    FOR NO KEY UPDATE OF a;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date, bill_period_to_date,
+        issued_date, gross_amount, statement_path)
+    SELECT v_account, u.* FROM unnest(p_ids, p_numbers, p_froms, p_tos, p_issued, p_amounts, p_paths)
+        AS u (statement_id, number, bill_period_from_date, bill_period_to_date, issued_date, gross_amount, statement_path)
+    WHERE NOT EXISTS (SELECT 1 FROM historical_statements h WHERE h.account_id = v_account AND h.statement_id = ANY (p_ids));
+    GET DIAGNOSTICS v_written = ROW_COUNT;
+    RETURN v_written;
+END
+$function$
 ;
 
 CREATE OR REPLACE FUNCTION public.post_transactions(p_supplier text, p_ean text, p_doc jsonb, p_first_open_day date, p_check_previously_added boolean)

@@ -3,9 +3,11 @@ package note
 import (
 	"context"
 	"crypto/md5"
+	"database/sql"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"text/template"
@@ -56,22 +58,9 @@ func Insert(ctx context.Context, tx *db.Tx, accountID int64, notes []Note, now t
 var insertSQL = `WITH note_account AS (SELECT 1 AS x, $1::bigint AS id), note_src AS (SELECT 1 AS x, $2::jsonb AS notes), ` +
 	InsertCTE("note_src", "notes", "note_account", false) + ` SELECT 1`
 
-// addSQL writes notes and their documents in one statement. The note ids
-// are drawn in the first CTE, which is materialized (nextval is volatile),
-// so each note's documents find their note's id by its position in the
-// arrays rather than by the order of RETURNING rows.
-const addSQL = `
-WITH u AS MATERIALIZED (
-	SELECT nextval('notes_id_seq') AS id, u.*
-	FROM unnest($2::text[], $3::timestamptz[], $4::boolean[], $5::timestamptz[]) WITH ORDINALITY
-		AS u (body, created_at, is_pinned, unpin_at, ord)
-), n AS (
-	INSERT INTO notes (id, account_id, body, created_at, is_pinned, unpin_at)
-	SELECT u.id, $1, u.body, u.created_at, u.is_pinned, u.unpin_at FROM u ORDER BY u.ord
-)
-INSERT INTO note_documents (note_id, position, document_path)
-SELECT u.id, d.position, d.path FROM unnest($6::bigint[], $7::int[], $8::text[]) AS d (ord, position, path)
-JOIN u ON u.ord = d.ord`
+// addSQL calls add_notes (db/migrations), the one home of the statement
+// that writes notes and their documents.
+const addSQL = `SELECT add_notes($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // Add writes notes, with their documents, onto the account in one
 // statement run through q (a *db.Tx). A note without created_at is created at now. It is
@@ -80,6 +69,17 @@ func Add(ctx context.Context, q sqlx.ExecerContext, accountID int64, notes []Not
 	if len(notes) == 0 {
 		return nil
 	}
+	if _, err := q.ExecContext(ctx, addSQL, append([]any{accountID}, addArgs(notes, now)...)...); err != nil {
+		return fmt.Errorf("add notes: %w", err)
+	}
+	return nil
+}
+
+// addArgs returns the arrays add_notes takes after the account: the notes'
+// bodies, creation times (now for a note without one), pins and unpin
+// times, then their documents as the note's position (from 1), the
+// document's position and its path.
+func addArgs(notes []Note, now time.Time) []any {
 	n := len(notes)
 	bodies, createdAts := make([]string, n), make([]string, n)
 	unpins, pinned := make([]*string, n), make([]bool, n)
@@ -107,12 +107,8 @@ func Add(ctx context.Context, q sqlx.ExecerContext, accountID int64, notes []Not
 			docPaths = append(docPaths, d.DocumentPath)
 		}
 	}
-	_, err := q.ExecContext(ctx, addSQL, accountID, pq.Array(bodies), pq.Array(createdAts), pq.Array(pinned), pq.Array(unpins),
-		pq.Array(docNotes), pq.Array(docPositions), pq.Array(docPaths))
-	if err != nil {
-		return fmt.Errorf("add notes: %w", err)
-	}
-	return nil
+	return []any{pq.Array(bodies), pq.Array(createdAts), pq.Array(pinned), pq.Array(unpins),
+		pq.Array(docNotes), pq.Array(docPositions), pq.Array(docPaths)}
 }
 
 // insertNote and insertDocument are the rows InsertCTE reads: a note's
@@ -219,41 +215,89 @@ type existing struct {
 	Paths     pq.StringArray `db:"paths"`
 }
 
-// Create is E6's write: it inserts the notes that the account, which the
-// caller has locked in tx, does not have yet, and answers one Result per
-// note. A note is the same as an existing one when it has the same body (or,
-// for a note without a body, the same document paths) and, when created_at
-// is given, the same creation time. Notes of one call that repeat each other
-// are created once. now should be whole seconds: answers carry seconds, and
-// a re-sent note must compare equal to what was stored. tx is a *db.Tx.
-func Create(ctx context.Context, tx sqlx.ExtContext, accountID int64, notes []Note, now time.Time) ([]Result, error) {
-	// Only notes whose body is one of the posted bodies can match; the
-	// expression index on (account_id, md5(body)) finds them.
-	var hashes []string
-	for _, n := range notes {
+// bodyHashes returns the md5 of each note's body (of "" for a note
+// without one), in hex: only a stored note whose body has one of them can
+// be the same as a posted one, and the expression index on (account_id,
+// md5(body)) finds those.
+func bodyHashes(notes []Note) []string {
+	hashes := make([]string, len(notes))
+	for i, n := range notes {
 		body := ""
 		if n.Body != nil {
 			body = *n.Body
 		}
 		sum := md5.Sum([]byte(body))
-		hashes = append(hashes, hex.EncodeToString(sum[:]))
+		hashes[i] = hex.EncodeToString(sum[:])
 	}
+	return hashes
+}
+
+// Create is E6's write: it inserts the notes that the account, which the
+// caller has locked in tx, does not have yet, and answers one Result per
+// note (see decide). now should be whole seconds: answers carry seconds,
+// and a re-sent note must compare equal to what was stored. tx is a *db.Tx.
+func Create(ctx context.Context, tx sqlx.ExtContext, accountID int64, notes []Note, now time.Time) ([]Result, error) {
 	var rows []existing
 	err := sqlx.SelectContext(ctx, tx, &rows, `
 		SELECT n.body, n.created_at,
 			ARRAY(SELECT d.document_path FROM note_documents d WHERE d.note_id = n.id ORDER BY d.position) AS paths
-		FROM notes n WHERE n.account_id = $1 AND md5(n.body) = ANY($2::text[])`, accountID, pq.Array(hashes))
+		FROM notes n WHERE n.account_id = $1 AND md5(n.body) = ANY($2::text[])`, accountID, pq.Array(bodyHashes(notes)))
 	if err != nil {
 		return nil, fmt.Errorf("create notes: read existing: %w", err)
 	}
+	out, add := decide(notes, rows, now)
+	if err := Add(ctx, tx, accountID, add, now); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// postSQL calls post_notes (db/migrations): it locks the account, checks
+// that no note of it has one of the posted bodies' hashes, and then writes
+// the notes through add_notes, or writes nothing.
+const postSQL = `SELECT post_notes($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+// ErrNoAccount is Post's answer when supplier has no account ean.
+var ErrNoAccount = errors.New("note: no such account")
+
+// Post is Create in one round trip for E6's usual request, one whose notes
+// the account has none of: it decides the answer as if the account had no
+// note with one of the posted bodies, and post_notes, called through q (the
+// pool: the call is then one implicit transaction), locks the account of
+// supplier with the number ean, checks that this holds and writes. wrote
+// is false, and nothing was written, when a note of the account has one of
+// the posted bodies; the caller then runs Create with the account locked.
+// It returns ErrNoAccount when there is no such account.
+func Post(ctx context.Context, q sqlx.QueryerContext, supplier, ean string, notes []Note, now time.Time) (
+	res []Result, wrote bool, err error) {
+	out, add := decide(notes, nil, now)
+	args := append([]any{supplier, ean, pq.Array(bodyHashes(notes))}, addArgs(add, now)...)
+	var posted sql.NullBool
+	if err := q.QueryRowxContext(ctx, postSQL, args...).Scan(&posted); err != nil {
+		return nil, false, fmt.Errorf("post notes: %w", err)
+	}
+	switch {
+	case !posted.Valid:
+		return nil, false, ErrNoAccount
+	case !posted.Bool:
+		return nil, false, nil
+	}
+	return out, true, nil
+}
+
+// decide answers one Result per note and returns the notes to insert, given
+// the account's stored notes that may be the same as one of them (rows). A
+// note is the same as an existing one when it has the same body (or, for a
+// note without a body, the same document paths) and, when created_at is
+// given, the same creation time. Notes of one call that repeat each other
+// are created once.
+func decide(notes []Note, rows []existing, now time.Time) (out []Result, add []Note) {
 	seen := make(map[string][]time.Time, len(rows))
 	for _, e := range rows {
 		id := identity(e.Body, e.Paths)
 		seen[id] = append(seen[id], e.CreatedAt)
 	}
-
-	out := make([]Result, len(notes))
-	var add []Note
+	out = make([]Result, len(notes))
 	for i, n := range notes {
 		body := ""
 		if n.Body != nil {
@@ -282,8 +326,5 @@ func Create(ctx context.Context, tx sqlx.ExtContext, accountID int64, notes []No
 		}
 		out[i] = res
 	}
-	if err := Add(ctx, tx, accountID, add, now); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, add
 }

@@ -2,6 +2,7 @@ package postimport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,6 +68,9 @@ func parseNotes(ctx context.Context, body []byte) (*NotesRequest, problem.List, 
 
 // CreateNotes is E6. It creates each posted note that the account does not
 // have yet and answers one note.Result per posted note (see note.Create).
+// The usual request, whose notes the account has none of, costs one round
+// trip (note.Post); any other is decided again in a transaction that locks
+// the account and reads the notes it may repeat.
 //
 // Errors: *problem.Error of Kind Invalid (400) with every problem, NotFound
 // (404, account_not_found) when the account is not an imported account the
@@ -89,7 +93,18 @@ func (s *Service) CreateNotes(ctx context.Context, body []byte, visible func(str
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeNotesFailed, detailNotesFailed)
 	}
-	var out []note.Result
+	if visible != nil && !visible(r.ImportSupplier) {
+		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
+	}
+	out, wrote, err := note.Post(ctx, s.db, r.ImportSupplier, r.ExternalAccountNumber, r.Notes, now)
+	switch {
+	case errors.Is(err, note.ErrNoAccount):
+		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
+	case err != nil:
+		return nil, fmt.Errorf("create notes: %w", err)
+	case wrote:
+		return out, nil
+	}
 	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
 		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
 		if err != nil {

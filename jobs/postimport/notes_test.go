@@ -303,3 +303,99 @@ func TestNotes_ColdServiceOnAPoolOfOneConnectionDoesNotWaitForItself(t *testing.
 		t.Fatalf("note on a cold pool of one: %v", err)
 	}
 }
+
+// A request with a note the account has already is decided in the
+// transaction that locks the account: that note is answered with the
+// stored creation time, the others are created, those that repeat each
+// other once, with their documents.
+func TestNotes_ANoteTheAccountHasIsAnsweredAndTheRestCreated(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ean := b.newAccount(t, acct{supplier: laxCode})
+	if _, err := b.db.Exec(`INSERT INTO notes (account_id, body, created_at) SELECT id, 'Known', '2025-02-03 04:05:06+00'
+		FROM accounts WHERE external_account_number = $1`, ean); err != nil {
+		t.Fatal(err)
+	}
+	req := body(t, obj{"import_supplier": laxCode, "external_account_number": ean, "notes": []obj{
+		{"body": "New", "document_paths": []obj{{"document_path": "letters/a.pdf"}}},
+		{"body": "Known"},
+		{"body": "New"},
+		{"document_paths": []obj{{"document_path": "letters/b.pdf"}}},
+	}})
+	res, err := b.svc.CreateNotes(ctx, req, visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct{ Body, CreatedAt, Status string }
+	var got []answer
+	for _, r := range res {
+		got = append(got, answer{r.Body, string(r.CreatedAt), r.Status})
+	}
+	want := []answer{
+		{"New", "2025-06-15T12:30:45Z", note.StatusCreated},
+		{"Known", "2025-02-03T04:05:06Z", note.StatusAlreadyExists},
+		{"New", "2025-06-15T12:30:45Z", note.StatusAlreadyExists},
+		{"", "2025-06-15T12:30:45Z", note.StatusCreated},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("answer (-want +got):\n%s", diff)
+	}
+	var rows []string
+	if err := b.db.Select(&rows, `SELECT n.body || '|' ||
+			COALESCE((SELECT string_agg(d.document_path, ',' ORDER BY d.position) FROM note_documents d WHERE d.note_id = n.id), '-')
+		FROM notes n ORDER BY n.id`); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"Known|-", "New|letters/a.pdf", "|letters/b.pdf"}, rows); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+}
+
+// Requests that post the same notes to one account at once create each
+// note once: one of them creates all, and every other, which finds them
+// once it holds the lock, answers that they exist.
+func TestNotes_ConcurrentPostsOfTheSameNotesAnswerThatTheyExist(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	req := notesBody(t, ean, obj{"body": "Once only"}, obj{"body": "And this", "created_at": "2025-01-01T00:00:00Z"},
+		obj{"body": "Once only"})
+	const posts = 8
+	answers := make([][]string, posts)
+	errs := make([]error, posts)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range posts {
+		wg.Go(func() {
+			<-start
+			res, err := b.svc.CreateNotes(context.Background(), req, visible)
+			for _, r := range res {
+				answers[i] = append(answers[i], r.Status)
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	created := []string{note.StatusCreated, note.StatusCreated, note.StatusAlreadyExists}
+	existing := []string{note.StatusAlreadyExists, note.StatusAlreadyExists, note.StatusAlreadyExists}
+	var creators int
+	for i, got := range answers {
+		if errs[i] != nil {
+			t.Errorf("post %d: %v", i, errs[i])
+			continue
+		}
+		if cmp.Equal(got, created) {
+			creators++
+		} else if diff := cmp.Diff(existing, got); diff != "" {
+			t.Errorf("post %d: statuses (-want +got):\n%s", i, diff)
+		}
+	}
+	if creators != 1 {
+		t.Errorf("%d posts created the notes, want 1", creators)
+	}
+	if n := b.count(t, `SELECT count(*) FROM notes`); n != 2 {
+		t.Errorf("%d notes, want 2", n)
+	}
+}

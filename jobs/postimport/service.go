@@ -7,7 +7,12 @@
 // The lock is what makes concurrent requests for one account take turns, so
 // that the "does this note or transaction exist already?" question and the
 // write that follows it see the same world; unique constraints on
-// (account, transaction_id) and (account, statement_id) back it up.
+// (account, transaction_id) and (account, statement_id) back it up. The
+// usual request of each endpoint is decided in Go as if the account had
+// none of its items, and written by one PL/pgSQL function in one round trip
+// (post_notes, post_transactions, post_statements): the function takes the
+// same lock, checks what the request was decided on, and writes, or
+// writes nothing and the request is decided again in the transaction.
 //
 // The rules, the open statement period, the ledger's sign convention and
 // every error code are in RULES.md, which TestRulesFile keeps in step with

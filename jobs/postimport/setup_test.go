@@ -39,6 +39,7 @@ func visible(code string) bool { return code != hiddenCode }
 // bundle is one test's database, document store and service.
 type bundle struct {
 	db   *db.DB
+	url  string // the database's, for a pool of a test's own
 	docs *documents.Store
 	svc  *Service
 }
@@ -50,8 +51,13 @@ type bundle struct {
 // accounts of their own.
 func setup(t testing.TB) *bundle {
 	t.Helper()
-	d := dbtest.New(t)
 	ctx := context.Background()
+	dbURL := dbtest.NewDatabase(t)
+	d, err := db.Open(ctx, dbURL, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
 	for _, q := range []string{
 		`INSERT INTO import_suppliers (code, document_root, require_documents) VALUES ('ACME', 'imports/acme', true), ('HIDDEN', '', false)`,
 		`INSERT INTO import_suppliers (code, document_root) VALUES ('LAX', 'imports/lax')`,
@@ -69,7 +75,7 @@ func setup(t testing.TB) *bundle {
 	t.Cleanup(func() { docs.Close() })
 	svc := New(d, docs)
 	svc.now = func() time.Time { return testNow }
-	return &bundle{db: d, docs: docs, svc: svc}
+	return &bundle{db: d, url: dbURL, docs: docs, svc: svc}
 }
 
 // acct describes a test account. The zero value is an ACME account created

@@ -2,6 +2,7 @@ package postimport
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math"
 	"slices"
@@ -191,7 +192,10 @@ func StatementDocumentRefs(list string, sts []Statement) []documents.Ref {
 // CreateStatements is E8. It creates every posted statement, or none, and
 // answers the validated statements. The latest bill_period_to_date of an
 // account's statements ends its closed history, so statements move the open
-// statement period of E7.
+// statement period of E7. The usual request, none of whose statements the
+// account has, costs one round trip (postStatements); one that names a
+// statement of the account is refused in a transaction that holds the
+// account's lock, statement by statement.
 //
 // Errors: *problem.Error of Kind Invalid (400) with every problem, NotFound
 // (404, account_not_found) when the account is not an imported account the
@@ -213,29 +217,36 @@ func (s *Service) CreateStatements(ctx context.Context, body []byte, visible fun
 	if len(errs) > 0 {
 		return nil, errs.Err(CodeStatementsFailed, detailStatementsFailed)
 	}
-	err = db.InTx(ctx, s.db, func(tx *db.Tx) error {
-		acc, err := lockAccount(ctx, tx, r.ImportSupplier, r.ExternalAccountNumber, visible)
-		if err != nil {
-			return err
-		}
-		return insertStatements(ctx, tx, acc.ID, r.Statements)
-	})
+	if visible != nil && !visible(r.ImportSupplier) {
+		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
+	}
+	written, err := postStatements(ctx, s.db, r)
 	if err != nil {
+		return nil, err
+	}
+	if written == len(r.Statements) {
+		return r, nil
+	}
+	if err := db.InTx(ctx, s.db, func(tx *db.Tx) error { return insertStatements(ctx, tx, r) }); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// insertStatements writes the statements unless the account, which the
-// caller has locked, has one of them already; then it refuses those. The
-// insert checks that itself, so that a request without such statements,
-// the usual case, costs one statement; its snapshot follows the lock, so it
-// sees every import that held the account before.
-func insertStatements(ctx context.Context, tx *db.Tx, accountID int64, sts []Statement) error {
+// postStatementsSQL calls post_statements (db/migrations), the one home of
+// E8's insert: it locks the account as lockAccount does and writes the
+// statements unless the account has one of their ids, all or none. Called
+// outside a transaction it is one round trip and one implicit transaction;
+// inside one, the lock it takes is held until that transaction ends.
+const postStatementsSQL = `SELECT post_statements($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+
+// postStatements runs post_statements for r through q, the pool or a
+// *db.Tx, and returns how many statements it wrote: all of them, or none
+// when the account has one of their ids. It fails with account_not_found
+// when there is no such account.
+func postStatements(ctx context.Context, q rowQuerier, r *StatementsRequest) (int, error) {
+	sts := r.Statements
 	n := len(sts)
-	if n == 0 {
-		return nil
-	}
 	ids, froms, tos := make([]string, n), make([]string, n), make([]string, n)
 	numbers, issued, paths := make([]*string, n), make([]*string, n), make([]*string, n)
 	amounts := make([]*int64, n)
@@ -248,30 +259,46 @@ func insertStatements(ctx context.Context, tx *db.Tx, accountID int64, sts []Sta
 		}
 		amounts[i], paths[i] = st.GrossAmount, st.StatementPath
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO historical_statements (account_id, statement_id, number, bill_period_from_date,
-			bill_period_to_date, issued_date, gross_amount, statement_path)
-		SELECT $1, u.* FROM unnest($2::text[], $3::text[], $4::date[], $5::date[], $6::date[], $7::bigint[], $8::text[])
-			AS u (statement_id, number, bill_period_from_date, bill_period_to_date, issued_date, gross_amount, statement_path)
-		WHERE NOT EXISTS (SELECT 1 FROM historical_statements h WHERE h.account_id = $1 AND h.statement_id = ANY($2::text[]))`,
-		accountID, pq.Array(ids), pq.Array(numbers), pq.Array(froms), pq.Array(tos), pq.Array(issued), pq.Array(amounts), pq.Array(paths))
-	if db.IsUniqueViolation(err, "historical_statements_account_id_statement_id_key") {
+	var written sql.NullInt64
+	err := q.QueryRowxContext(ctx, postStatementsSQL, r.ImportSupplier, r.ExternalAccountNumber, pq.Array(ids),
+		pq.Array(numbers), pq.Array(froms), pq.Array(tos), pq.Array(issued), pq.Array(amounts), pq.Array(paths)).Scan(&written)
+	switch {
+	case db.IsUniqueViolation(err, "historical_statements_account_id_statement_id_key"):
 		// Unreachable behind the account lock; kept as the constraint's word.
-		return problem.Invalidf(CodeStatementExists, "statements", "A statement of this request was created at the same time; re-send the request.")
+		return 0, problem.Invalidf(CodeStatementExists, "statements", "A statement of this request was created at the same time; re-send the request.")
+	case err != nil:
+		return 0, fmt.Errorf("create statements: insert: %w", err)
+	case !written.Valid:
+		return 0, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
 	}
-	if err != nil {
-		return fmt.Errorf("create statements: insert: %w", err)
-	}
-	if written, err := res.RowsAffected(); err != nil || written == int64(n) {
+	return int(written.Int64), nil
+}
+
+// insertStatements writes r's statements inside tx, or refuses each one
+// that the account has already. It is the answer to a request that
+// post_statements, called on its own, did not write: the call here takes
+// the account's lock for the rest of tx, so the read of the statements
+// that exist, in a statement of its own whose snapshot follows the lock,
+// sees every import that held the account before.
+func insertStatements(ctx context.Context, tx *db.Tx, r *StatementsRequest) error {
+	written, err := postStatements(ctx, tx, r)
+	if err != nil || written == len(r.Statements) {
 		return err
 	}
+	ids := make([]string, len(r.Statements))
+	for i, st := range r.Statements {
+		ids[i] = st.StatementID
+	}
 	var existing pq.StringArray
-	err = tx.GetContext(ctx, &existing, `SELECT ARRAY(SELECT statement_id FROM historical_statements
-		WHERE account_id = $1 AND statement_id = ANY($2::text[]))`, accountID, pq.Array(ids))
+	err = tx.GetContext(ctx, &existing, `SELECT ARRAY(SELECT h.statement_id FROM historical_statements h
+		JOIN accounts a ON a.id = h.account_id JOIN import_suppliers s ON s.id = a.supplier_id
+		WHERE s.code = $1 AND a.external_account_number = $2 AND h.statement_id = ANY($3::text[]))`,
+		r.ImportSupplier, r.ExternalAccountNumber, pq.Array(ids))
 	if err != nil {
 		return fmt.Errorf("create statements: read existing: %w", err)
 	}
 	if len(existing) == 0 {
-		return fmt.Errorf("create statements: insert wrote some of %d statements", n)
+		return fmt.Errorf("create statements: insert wrote %d of %d statements", written, len(r.Statements))
 	}
 	var errs problem.List
 	for i, id := range ids {

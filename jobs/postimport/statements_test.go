@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -207,5 +209,87 @@ func TestStatements_WithoutDocumentStore(t *testing.T) {
 	}
 	if _, err := svc.CreateStatements(context.Background(), stBody(t, ean, statement("S1", "2025-01-01", "2025-01-31")), visible); err != nil {
 		t.Errorf("statement without a path: %v", err)
+	}
+}
+
+// A request with a statement the account has is refused at that
+// statement's index alone, and writes none of its statements.
+func TestStatements_AStatementTheAccountHasIsRefusedAtItsIndex(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	ean := b.newAccount(t, acct{})
+	if _, err := b.svc.CreateStatements(ctx, stBody(t, ean, statement("S2", "2025-02-01", "2025-03-01")), visible); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.svc.CreateStatements(ctx, stBody(t, ean, statement("S1", "2025-01-01", "2025-02-01"),
+		statement("S2", "2025-02-01", "2025-03-01"), statement("S3", "2025-03-01", "2025-04-01")), visible)
+	if p := wantProblems(t, err, []want{{CodeStatementExists, "statements.1.statement_id"}}); p.Code != CodeStatementsFailed {
+		t.Errorf("top-level code %q", p.Code)
+	}
+	var ids []string
+	if err := b.db.Select(&ids, `SELECT statement_id FROM historical_statements ORDER BY statement_id`); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"S2"}, ids); diff != "" {
+		t.Errorf("stored (-want +got):\n%s", diff)
+	}
+}
+
+// A request waits for another import on the same account and then sees
+// its statement.
+func TestStatements_RequestWaitsForAnotherImportOnTheAccount(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	err := b.whileHeld(t, ean, func(tx *sqlx.Tx, id int64) {
+		if _, err := tx.Exec(`INSERT INTO historical_statements (account_id, statement_id, bill_period_from_date, bill_period_to_date)
+			VALUES ($1, 'S1', '2025-01-01', '2025-02-01')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}, func() error {
+		_, err := b.svc.CreateStatements(context.Background(), stBody(t, ean, statement("S0", "2024-12-01", "2025-01-01"),
+			statement("S1", "2025-01-01", "2025-02-01")), visible)
+		return err
+	})
+	wantProblems(t, err, []want{{CodeStatementExists, "statements.1.statement_id"}})
+	if n := b.count(t, `SELECT count(*) FROM historical_statements`); n != 1 {
+		t.Errorf("%d statements, want the other import's 1", n)
+	}
+}
+
+// Requests that post the same statements to one account at once write
+// them once: one of them is answered 201, and every other, which finds
+// them once it holds the lock, is refused at each of their indexes.
+func TestStatements_ConcurrentPostsOfTheSameStatementsWriteThemOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ean := b.newAccount(t, acct{})
+	req := stBody(t, ean, statement("S1", "2025-01-01", "2025-02-01"), statement("S2", "2025-02-01", "2025-03-01"))
+	const posts = 8
+	errs := make([]error, posts)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range posts {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = b.svc.CreateStatements(context.Background(), req, visible)
+		})
+	}
+	close(start)
+	wg.Wait()
+	var written int
+	for _, err := range errs {
+		if err == nil {
+			written++
+			continue
+		}
+		wantProblems(t, err, []want{{CodeStatementExists, "statements.0.statement_id"}, {CodeStatementExists, "statements.1.statement_id"}})
+	}
+	if written != 1 {
+		t.Errorf("%d posts were answered 201, want 1", written)
+	}
+	if n := b.count(t, `SELECT count(*) FROM historical_statements`); n != 2 {
+		t.Errorf("%d statements, want 2", n)
 	}
 }
