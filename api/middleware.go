@@ -149,6 +149,32 @@ func (s *Server) readJSON(c *gin.Context) ([]byte, error) {
 	return s.readJSONLimit(c, s.cfg.MaxBodyBytes)
 }
 
+// maxBodyPresize bounds the buffer readAllSized allocates from a request's
+// Content-Length before any of the body has arrived, so that a client that
+// announces a large body and sends none costs no more than this.
+const maxBodyPresize = 64 << 10
+
+// readAllSized is io.ReadAll into a buffer of size+1 bytes at first (the
+// one more byte takes the read that meets the end), grown as io.ReadAll
+// grows it only when the body is longer: a body read from 512 bytes up by
+// doubling left twice its size as garbage per request.
+func readAllSized(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, max(size, 511)+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // room to read into, as io.ReadAll makes
+		}
+	}
+}
+
 // readJSONLimit is readJSON with a limit of its own; the reader stops at
 // limit bytes, so a larger body is never held in memory.
 func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
@@ -164,7 +190,7 @@ func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 	// stream).
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	body, err := readAllSized(http.MaxBytesReader(c.Writer, c.Request.Body, limit), min(c.Request.ContentLength, limit, maxBodyPresize))
 	if err == nil {
 		// After a failed read the deadline stays: net/http then gives up
 		// draining the rest of the body at once and closes the connection

@@ -12,7 +12,8 @@ import (
 )
 
 // FuzzValidate: any byte string yields either an Account whose encoding
-// validates again to the same Account, or a *problem.Error of Kind Invalid
+// validates again to the same Account (and AppendJSON writes that encoding
+// as encoding/json does), or a *problem.Error of Kind Invalid
 // whose every field problem has a code and a path. Never a panic, and never
 // an infrastructure error (which would mean the payload reached the database
 // in a form it refuses). Run with: go test ./jobs/account -run '^$' -fuzz FuzzValidate
@@ -62,6 +63,7 @@ func FuzzValidate(f *testing.F) {
 			}
 			return
 		}
+		checkAppendJSON(t, a)
 		enc, err := json.Marshal(a)
 		if err != nil {
 			t.Fatalf("marshal: %v", err)
