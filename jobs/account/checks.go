@@ -233,17 +233,83 @@ func normalisePhone(s, region string) (string, phoneResult) {
 	if err != nil {
 		return s, phoneInvalid
 	}
-	// For a number of the supplier's own country, IsValidNumberForRegion
-	// decides with one pass over the region's patterns, where IsValidNumber
-	// makes two (one to find the region among those sharing the calling
-	// code, such as GB, GG, IM and JE for +44, one for the type).
-	valid := region != "" && int(num.GetCountryCode()) == phonenumbers.GetCountryCodeForRegion(region) &&
-		phonenumbers.IsValidNumberForRegion(num, region)
-	if !valid && !phonenumbers.IsValidNumber(num) {
+	if !validPhone(num, region) {
 		return s, phoneInvalid
 	}
 	return withExtension(s, num), phoneValid
 }
+
+// validPhone reports whether num is valid for region, the supplier's
+// country ("" when unknown), or valid at all:
+//
+//	IsValidNumberForRegion(num, region) || IsValidNumber(num)
+//
+// with fewer passes over the library's patterns. Each pass (one per region
+// tried) runs every number type's pattern, and is most of the cost of a
+// valid number after Parse. For a number of the supplier's own country,
+// IsValidNumberForRegion decides in one pass where IsValidNumber makes two
+// (one to find the region among those sharing the calling code, such as
+// GB, GG, IM and JE for +44, one for the type). For a number of another
+// region of the same calling code (a Guernsey mobile, +44 7911, for a GB
+// supplier), IsValidNumber after it would make the supplier region's pass
+// again, then the number's region's twice: validPhone walks the regions of
+// the calling code as IsValidNumber does (GetRegionCodeForNumber: the first
+// region whose leading digits match, or, for one without leading digits,
+// whose patterns match), skips the pass already made, and lets the pass that
+// found a region answer for it. TestValidPhone_AsLibrary and FuzzValidPhone
+// hold it to the expression above.
+func validPhone(num *phonenumbers.PhoneNumber, region string) bool {
+	cc := int(num.GetCountryCode())
+	triedRegion := region != "" && cc == phonenumbers.GetCountryCodeForRegion(region)
+	if triedRegion && phonenumbers.IsValidNumberForRegion(num, region) {
+		return true
+	}
+	regions := phonenumbers.GetRegionCodesForCountryCode(cc)
+	switch len(regions) {
+	case 0:
+		return false
+	case 1:
+		// GetRegionCodeForNumber names the only region without a pass.
+		return phonenumbers.IsValidNumberForRegion(num, regions[0])
+	}
+	var nsn string
+	for _, r := range regions {
+		if ld := leadingDigits[r]; ld != nil {
+			if nsn == "" {
+				nsn = phonenumbers.GetNationalSignificantNumber(num)
+			}
+			if ld.MatchString(nsn) {
+				return r != region && phonenumbers.IsValidNumberForRegion(num, r)
+			}
+			continue
+		}
+		// A region without leading digits is the number's region when its
+		// pass finds a type, and IsValidNumberForRegion is that pass.
+		if r == region && triedRegion {
+			continue // its pass failed above
+		}
+		if phonenumbers.IsValidNumberForRegion(num, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// leadingDigits holds, for each region whose metadata has leading digits,
+// the anchored pattern GetRegionCodeForNumber matches them with.
+var leadingDigits = func() map[string]*regexp.Regexp {
+	coll, err := phonenumbers.MetadataCollection()
+	if err != nil {
+		panic("account: phone number metadata: " + err.Error())
+	}
+	m := map[string]*regexp.Regexp{}
+	for _, md := range coll.GetMetadata() {
+		if ld := md.GetLeadingDigits(); ld != "" {
+			m[md.GetId()] = regexp.MustCompile("^(?:" + ld + ")")
+		}
+	}
+	return m
+}()
 
 // withExtension returns num in E.164 followed, when it has an extension,
 // by the extension in RFC 3966 form: "+441614960123;ext=12". E.164 alone

@@ -158,6 +158,18 @@ type checker struct {
 	country        string
 	missingTariffs map[string]bool
 	contractExists bool
+	// phones holds the answer for each phone number text checked so far in
+	// this payload, so that a number sent twice (a customer's mobile again
+	// as an alternative number, a landline shared by two customers) is
+	// parsed and checked once. It lives as long as the payload's check:
+	// answers are never kept across payloads.
+	phones map[string]phoneAnswer
+}
+
+// phoneAnswer is normalisePhone's answer for one text.
+type phoneAnswer struct {
+	normalised string
+	result     phoneResult
 }
 
 // lookup asks the catalogue everything the payload needs at once.
@@ -266,10 +278,17 @@ func (c *checker) checkCustomers() {
 
 // phone checks and normalises *p in place; attr gives its path.
 func (c *checker) phone(p *string, attr ...any) {
-	n, res := normalisePhone(*p, c.country)
-	switch res {
+	ans, ok := c.phones[*p]
+	if !ok {
+		ans.normalised, ans.result = normalisePhone(*p, c.country)
+		if c.phones == nil {
+			c.phones = make(map[string]phoneAnswer, 4)
+		}
+		c.phones[*p] = ans
+	}
+	switch ans.result {
 	case phoneValid:
-		*p = n
+		*p = ans.normalised
 	case phoneInvalid:
 		c.w.AddAt(validate.Attr(attr...), CodeInvalidPhoneNumber, "%s is not a valid phone number", *p)
 	}

@@ -296,6 +296,10 @@ var ruleCases = []ruleCase{
 	{name: "invalid landline", edit: set("customers.0.landline", "12345"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
 	{name: "invalid mobile", edit: set("customers.0.mobile", "07911"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
 	{name: "mobile not a number", edit: set("customers.0.mobile", "abcde"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
+	{name: "the same invalid number twice, refused at each place",
+		edit: edits(set("customers.0.mobile", "12345"), set("customers.1.landline", "12345"), set("customers.0.alternative_phone_numbers.0.phone_number", "12345")),
+		want: []pair{{"customers.0.mobile", "invalid_phone_number"}, {"customers.0.alternative_phone_numbers.0.phone_number", "invalid_phone_number"},
+			{"customers.1.landline", "invalid_phone_number"}}},
 	{name: "invalid alternative phone number", edit: set("customers.0.alternative_phone_numbers.0.phone_number", "0800"),
 		want: []pair{{"customers.0.alternative_phone_numbers.0.phone_number", "invalid_phone_number"}}},
 	{name: "e-mail without domain", edit: set("customers.0.email", "amelia.hughes"), want: []pair{{"customers.0.email", "invalid_email"}}},
@@ -509,6 +513,15 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 			check: func(t *testing.T, a *Account) {
 				got := []string{*a.Customers[0].Landline, a.Customers[0].AlternativePhoneNumbers[0].PhoneNumber}
 				if diff := cmp.Diff([]string{"+441614960123;ext=12", "+442079460018;ext=7"}, got); diff != "" {
+					t.Errorf("numbers (-want +got):\n%s", diff)
+				}
+			}},
+		{name: "the same number in several places, normalised at each",
+			edit: edits(set("customers.0.landline", "0161 496 0123"), set("customers.1.landline", "0161 496 0123"),
+				set("customers.0.alternative_phone_numbers.0.phone_number", "0161 496 0123")),
+			check: func(t *testing.T, a *Account) {
+				got := []string{*a.Customers[0].Landline, *a.Customers[1].Landline, a.Customers[0].AlternativePhoneNumbers[0].PhoneNumber}
+				if diff := cmp.Diff([]string{"+441614960123", "+441614960123", "+441614960123"}, got); diff != "" {
 					t.Errorf("numbers (-want +got):\n%s", diff)
 				}
 			}},

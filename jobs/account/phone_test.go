@@ -1,0 +1,138 @@
+package account
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
+// validPhoneReference is what validPhone must answer, in the library's own
+// calls.
+func validPhoneReference(num *phonenumbers.PhoneNumber, region string) bool {
+	if region != "" && int(num.GetCountryCode()) == phonenumbers.GetCountryCodeForRegion(region) &&
+		phonenumbers.IsValidNumberForRegion(num, region) {
+		return true
+	}
+	return phonenumbers.IsValidNumber(num)
+}
+
+// phoneTestRegions are the supplier countries every number is read in:
+// none, a calling code's main region and the others that share it (+44
+// and +1, whose regions have leading digits or not), and single-region
+// codes.
+var phoneTestRegions = []string{"", "GB", "GG", "IM", "JE", "US", "CA", "AG", "PR", "RU", "KZ", "FR", "IE", "IT", "DE"}
+
+// TestValidPhone_AsLibrary compares validPhone with the library's calls on
+// the example number of every type of every region, and on numbers a digit
+// away from each (mostly invalid, or of another type or region), read in
+// every supplier country of phoneTestRegions.
+func TestValidPhone_AsLibrary(t *testing.T) {
+	t.Parallel()
+	regions := make([]string, 0, 256)
+	for r := range phonenumbers.GetSupportedRegions() {
+		regions = append(regions, r)
+	}
+	slices.Sort(regions)
+	types := []phonenumbers.PhoneNumberType{
+		phonenumbers.FIXED_LINE, phonenumbers.MOBILE, phonenumbers.TOLL_FREE, phonenumbers.PREMIUM_RATE,
+		phonenumbers.SHARED_COST, phonenumbers.VOIP, phonenumbers.PERSONAL_NUMBER, phonenumbers.PAGER,
+		phonenumbers.UAN, phonenumbers.VOICEMAIL,
+	}
+	checked, valid := 0, 0
+	for _, r := range regions {
+		var inputs []string
+		for _, ty := range types {
+			ex := phonenumbers.GetExampleNumberForType(r, ty)
+			if ex == nil {
+				continue
+			}
+			e164 := phonenumbers.Format(ex, phonenumbers.E164)
+			nsn := phonenumbers.GetNationalSignificantNumber(ex)
+			inputs = append(inputs, e164, phonenumbers.Format(ex, phonenumbers.NATIONAL), e164[:len(e164)-1], e164+"7")
+			for i := range len(nsn) {
+				d := (nsn[i]-'0'+1)%10 + '0'
+				inputs = append(inputs, "+"+strconv.Itoa(int(ex.GetCountryCode()))+nsn[:i]+string(d)+nsn[i+1:])
+			}
+		}
+		for _, in := range inputs {
+			for _, region := range append(phoneTestRegions, r) {
+				num, err := phonenumbers.Parse(in, region)
+				if err != nil {
+					continue
+				}
+				want := validPhoneReference(num, region)
+				if got := validPhone(num, region); got != want {
+					t.Errorf("validPhone(%q read in %q) = %v, the library says %v", in, region, got, want)
+				}
+				checked++
+				if want {
+					valid++
+				}
+			}
+		}
+	}
+	t.Logf("%d numbers checked, %d valid", checked, valid)
+	// The inputs reach both answers, many times.
+	if checked < 100_000 || valid < 10_000 || checked-valid < 10_000 {
+		t.Errorf("%d numbers checked, %d valid: too few of either", checked, valid)
+	}
+}
+
+// FuzzValidPhone: any text that parses as a phone number in a supplier
+// country gets validPhone's answer from the library's calls too.
+func FuzzValidPhone(f *testing.F) {
+	for _, s := range []string{
+		"+44 7911 123456", "0161 496 0123", "+44 7624 123456", "+44 7700 900123", "+1 204 555 0100",
+		"+1 268 464 1234", "(201) 555-0123", "+7 701 123 4567", "+39 06 1234 5678", "+800 1234 5678",
+		"+882 1234 5678", "0488008221", "+44 20 7946 0018 x7", "+999 1234",
+	} {
+		for i := range phoneTestRegions {
+			f.Add(s, uint8(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string, ri uint8) {
+		region := phoneTestRegions[int(ri)%len(phoneTestRegions)]
+		num, err := phonenumbers.Parse(s, region)
+		if err != nil {
+			return
+		}
+		if got, want := validPhone(num, region), validPhoneReference(num, region); got != want {
+			t.Fatalf("validPhone(%q read in %q) = %v, the library says %v", s, region, got, want)
+		}
+	})
+}
+
+// The fixture's mobiles are Guernsey numbers (+44 7911), valid for a GB
+// supplier through IsValidNumber; its landlines are GB's own.
+func TestValidPhone_OtherRegionOfTheCallingCode(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in, region string
+		want       bool
+	}{
+		{"+44 7911 123456", "GB", true},
+		{"0161 496 0123", "GB", true},
+		{"+44 7624 123456", "GB", true}, // Isle of Man, found by its leading digits
+		{"+44 7624 123456", "IM", true},
+		{"+44 1624 123456", "JE", false}, // Isle of Man by its leading digits, and not valid there
+		{"+44 1624 12345", "GB", false},
+		{"+1 204 555 0100", "US", true}, // Canada
+		{"+1 268 464 1234", "US", true}, // Antigua, leading digits 268
+		{"+1 268 123 1234", "US", false},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.in, " in ", tc.region), func(t *testing.T) {
+			t.Parallel()
+			num, err := phonenumbers.Parse(tc.in, tc.region)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := validPhone(num, tc.region); got != tc.want || got != validPhoneReference(num, tc.region) {
+				t.Errorf("validPhone = %v, want %v (the library: %v)", got, tc.want, validPhoneReference(num, tc.region))
+			}
+		})
+	}
+}
