@@ -3,9 +3,11 @@ package validate
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -161,5 +163,50 @@ func BenchmarkParse(b *testing.B) {
 		if _, err := Parse(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The objects of one parse share the allocations of their members, and
+// each one's Members is a slice of exactly its length and capacity, so
+// that appending to one never overwrites another's.
+func TestParse_ObjectsShareMemberAllocations(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString(`{"first": {"a": "x:y", "b": 1}`)
+	for i := range 50 {
+		fmt.Fprintf(&b, `, "o%d": {"k": %d}`, i, i)
+	}
+	b.WriteString(`}`)
+	v, err := Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := v.Members[0].Value.Members
+	if len(first) != 2 || cap(first) != 2 {
+		t.Fatalf("first object: len %d cap %d, want 2 and 2", len(first), cap(first))
+	}
+	_ = append(first, Member{Key: "c"})
+	if got := v.Members[1].Value.Members[0].Key; got != "k" {
+		t.Errorf("appending to one object changed the next: its first key is %q", got)
+	}
+	if got := v.Members[1].Key; got != "o0" {
+		t.Errorf("appending to one object changed its parent: second key %q", got)
+	}
+	// The members of the objects completed one after another lie one
+	// after another in one allocation.
+	for i := range 50 {
+		want := unsafe.Add(unsafe.Pointer(&first[0]), (2+i)*int(unsafe.Sizeof(Member{})))
+		if got := unsafe.Pointer(&v.Members[1+i].Value.Members[0]); got != want {
+			t.Fatalf("object o%d's members are not next to the previous object's", i)
+		}
+	}
+}
+
+// A Value is 88 bytes on a 64-bit platform: Kind, Bool and Truncated share
+// a word.
+func TestValue_Size(t *testing.T) {
+	t.Parallel()
+	if unsafe.Sizeof(uintptr(0)) == 8 && unsafe.Sizeof(Value{}) != 88 {
+		t.Errorf("a Value is %d bytes, want 88", unsafe.Sizeof(Value{}))
 	}
 }
