@@ -1,6 +1,7 @@
 package account
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"testing"
@@ -46,4 +47,38 @@ func BenchmarkDecodeBaseline(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkEncode writes the fixture's normalised payload as E3 answers it:
+// AppendJSON beside encoding/json (a json.Encoder without HTML escaping),
+// which wrote it before.
+func BenchmarkEncode(b *testing.B) {
+	bn := setup(b)
+	a, err := bn.v.Validate(context.Background(), fixture(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("AppendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			if buf, err = a.AppendJSON(buf[:0]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(int64(len(buf)))
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf bytes.Buffer
+		for b.Loop() {
+			buf.Reset()
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(a); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.SetBytes(int64(buf.Len()))
+	})
 }
