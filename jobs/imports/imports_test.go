@@ -3,6 +3,7 @@ package imports
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -239,6 +240,41 @@ func TestStage_PayloadIsStoredWithLZ4(t *testing.T) {
 	}
 	if method.String != "lz4" {
 		t.Errorf("the staged payload is compressed with %q, want lz4", method.String)
+	}
+}
+
+// The stored payload is the normalised account, the value json.Marshal
+// writes for it, with text that encoding/json escapes for HTML (a note's
+// "<" and "&", inside a supply point and out).
+func TestStage_PayloadIsTheNormalisedAccount(t *testing.T) {
+	t.Parallel()
+	d := newDB(t, "DEMO")
+	s := New(d)
+	ctx := context.Background()
+	body := strings.Replace(string(fixture(t, "DEMO", "A-1")), `"Cupboard under the stairs"`, `"Cupboard <under> the stairs & hall"`, 1)
+	body = strings.Replace(body, `"Customer asked for paper bills until the end of 2025."`, `"<b>Paper</b> bills & letters \u2028 only."`, 1)
+	acc, err := s.Validator(allVisible).Validate(ctx, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(want), `\u003cunder\u003e`) || !strings.Contains(string(want), `\u003cb\u003ePaper`) {
+		t.Fatalf("the edits did not reach the payload: %s", want)
+	}
+	if _, err := s.Stage(ctx, []byte(body), allVisible); err != nil {
+		t.Fatal(err)
+	}
+	var same bool
+	if err := d.Get(&same, `SELECT payload = $1::jsonb FROM import_processes`, string(want)); err != nil {
+		t.Fatal(err)
+	}
+	if !same {
+		var got string
+		_ = d.Get(&got, `SELECT payload::text FROM import_processes`)
+		t.Errorf("stored payload differs from json.Marshal's:\n got %s\nwant %s", got, want)
 	}
 }
 
