@@ -137,7 +137,7 @@ var vars = []variable{
 	{"WORKER_CONCURRENCY", "10", "tasks a worker runs at once when PROCESS_CONCURRENCY_LIMIT is 0", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.WorkerConcurrency)
 	}},
-	{"ACCOUNT_WRITERS", strconv.Itoa(creation.DefaultBatching.Writers), "transactions in which one worker creates accounts at once; keep the total over all workers near twice the database's cores", 0, func(c *Config, v string) error {
+	{"ACCOUNT_WRITERS", strconv.Itoa(creation.DefaultBatching.Writers), "transactions in which one worker creates accounts at once; one makes the fullest transactions, and the least CPU per account; keep the total over all workers under twice the database's cores", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.AccountWriters)
 	}},
 	{"ACCOUNT_BATCH", strconv.Itoa(creation.DefaultBatching.Size), "most accounts one such transaction creates; each account is still all or nothing, and 1 gives every account a transaction of its own", 0, func(c *Config, v string) error {

@@ -32,8 +32,11 @@ import (
 // it does so queue for the next. A lone task waits for nobody.
 type Batching struct {
 	// Writers is how many creation transactions one Creator runs at once
-	// (ACCOUNT_WRITERS). Beyond twice the database's cores, more only
-	// contend for the same index pages (README, Inside PostgreSQL).
+	// (ACCOUNT_WRITERS). One makes the fullest transactions, and so the
+	// least work per account, while the migration's other requests keep
+	// the database busy; beyond twice the database's cores, more only
+	// contend for the same index pages (docs/performance.md, Inside
+	// PostgreSQL).
 	Writers int
 	// Size is the most accounts one transaction creates (ACCOUNT_BATCH).
 	Size int
@@ -41,7 +44,7 @@ type Batching struct {
 
 // DefaultBatching is the batching of a worker that is not told otherwise:
 // the defaults of ACCOUNT_WRITERS and ACCOUNT_BATCH.
-var DefaultBatching = Batching{Writers: 2, Size: 16}
+var DefaultBatching = Batching{Writers: 1, Size: 16}
 
 // WithBatching makes c create accounts in shared transactions as b says,
 // recording each transaction's size and outcome in m (nil records
