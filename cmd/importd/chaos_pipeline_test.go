@@ -592,7 +592,8 @@ type plannedFault struct {
 // plan is the run's faults in the order they come. The first API kill
 // falls while the businesses are created (E1), the others, like every
 // other fault, when a random share (5 to 85%) of the cohort's valid lines
-// exists, so that every fault falls inside the run whatever its speed.
+// exists, so that every fault falls inside the run whatever its speed;
+// runner kills first among them.
 func (r *pipelineRun) plan() []plannedFault {
 	cfg := r.cfg
 	var kinds []string
@@ -613,6 +614,20 @@ func (r *pipelineRun) plan() []plannedFault {
 		out = append(out, plannedFault{kind: faultAPIKill, due: func() bool { return r.e1Answered.Load() >= half }})
 	}
 	rand.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	// A runner kill needs the runner running, and the faults handled before
+	// it take seconds each (a process killed and started again, Redis
+	// restarted): on a fast run they pushed it past the runner's end. Runner
+	// kills therefore take the earliest due points; the others stay in
+	// random order.
+	slices.SortStableFunc(kinds, func(a, b string) int {
+		switch {
+		case a == faultRunnerKill && b != faultRunnerKill:
+			return -1
+		case a != faultRunnerKill && b == faultRunnerKill:
+			return 1
+		}
+		return 0
+	})
 	at := make([]int64, len(kinds))
 	for i := range at {
 		at[i] = int64(float64(r.valid) * (0.05 + 0.8*rand.Float64()))

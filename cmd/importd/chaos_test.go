@@ -579,13 +579,13 @@ func logSummary(dir string) string {
 }
 
 // The small variant of `make chaos`, run by `make test` so that the
-// harness cannot rot: 300 accounts (2% invalid) and 3 businesses through
+// harness cannot rot: 500 accounts (2% invalid) and 3 businesses through
 // the built runner and two worker processes, on the shared PostgreSQL,
 // while 3 workers, the API and the runner are killed and Redis is
 // restarted, with an E5 concurrency limit below the runner's concurrency.
 func TestChaos_FaultsDuringARunLoseNothing(t *testing.T) {
 	t.Parallel()
-	res := runPipeline(t, chaosConfig{Accounts: 300, InvalidRate: 0.02, Seed: 31, Businesses: 3, Concurrency: 12, Workers: 2,
+	res := runPipeline(t, chaosConfig{Accounts: 500, InvalidRate: 0.02, Seed: 31, Businesses: 3, Concurrency: 12, Workers: 2,
 		WorkerKills: 3, APIKills: 1, RunnerKills: 1, RedisRestarts: 1, SlowVendor: 500 * time.Millisecond,
 		Deadline: 8 * time.Minute, Settle: 3 * time.Minute,
 		// Fewer slots than the runner's concurrency: the limit is
