@@ -2,22 +2,17 @@ package worker
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
-	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
@@ -152,46 +147,6 @@ const maxRedisTripsPerAccount = 7
 // as well cost a third.
 const maxAPIPostgresTripsPerAccount = 2
 
-// countedDB opens a pool to url whose writes, that is round trips (lib/pq
-// flushes a request, then waits for the answer), are counted in trips.
-func countedDB(t *testing.T, url string) (d *db.DB, trips *atomic.Int64) {
-	t.Helper()
-	trips = new(atomic.Int64)
-	conn, err := pq.NewConnector(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Dialer(countingDialer{writes: trips})
-	d = db.New(sqlx.NewDb(sql.OpenDB(conn), "postgres"))
-	t.Cleanup(func() { d.Close() })
-	return d, trips
-}
-
-// countingDialer dials connections that count their writes.
-type countingDialer struct{ writes *atomic.Int64 }
-
-func (c countingDialer) Dial(network, address string) (net.Conn, error) {
-	return c.DialTimeout(network, address, 0)
-}
-
-func (c countingDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
-	conn, err := (&net.Dialer{Timeout: timeout}).Dial(network, address)
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{Conn: conn, writes: c.writes}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
-}
-
 // E5 costs a handful of Redis commands per account, and its API side two
 // round trips to PostgreSQL.
 func TestE5_AccountCostsAHandfulOfRoundTrips(t *testing.T) {
@@ -261,7 +216,7 @@ func TestE5_AccountCostsAHandfulOfRoundTrips(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-ran })
 	hub := taskwait.NewHub(api)
 	t.Cleanup(func() { hub.Close() })
-	apiDB, pgTrips := countedDB(t, url)
+	apiDB, pgTrips := dbtest.Counted(t, url)
 	svc := process.New(apiDB, api, process.Config{Limit: 10, Log: log, Hub: hub})
 
 	counted := 0

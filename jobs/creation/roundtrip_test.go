@@ -2,17 +2,14 @@ package creation
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
@@ -21,38 +18,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/process"
 )
-
-// countingDialer counts the writes of every connection it dials. lib/pq
-// writes once per round trip (it flushes a request, then waits for the
-// answer), so the count is the number of round trips to PostgreSQL.
-type countingDialer struct {
-	d      net.Dialer
-	writes *atomic.Int64
-}
-
-func (c countingDialer) Dial(network, address string) (net.Conn, error) {
-	return c.DialTimeout(network, address, 0)
-}
-
-func (c countingDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
-	d := c.d
-	d.Timeout = timeout
-	conn, err := d.Dial(network, address)
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{Conn: conn, writes: c.writes}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(b)
-}
 
 // maxRoundTrips is what the worker may spend on PostgreSQL for one account
 // once its connection has prepared its statements: the read of the staged
@@ -119,14 +84,7 @@ func TestRun_CreatesAnAccountInAHandfulOfRoundTrips(t *testing.T) {
 // writes, that is round trips, are counted in writes.
 func countedCreator(t *testing.T, url string) (c *Creator, writes *atomic.Int64) {
 	t.Helper()
-	writes = new(atomic.Int64)
-	conn, err := pq.NewConnector(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Dialer(countingDialer{writes: writes})
-	counted := db.New(sqlx.NewDb(sql.OpenDB(conn), "postgres"))
-	t.Cleanup(func() { counted.Close() })
+	counted, writes := dbtest.Counted(t, url)
 	counted.SetMaxOpenConns(1) // one connection, whose statements the first account prepares
 	opt, err := redis.ParseURL(dbtest.NewRedis(t))
 	if err != nil {

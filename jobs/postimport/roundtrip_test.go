@@ -2,53 +2,17 @@ package postimport
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jmoiron/sqlx"
-	"github.com/lib/pq"
 
-	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
-
-// countingDialer counts the writes of every connection it dials. lib/pq
-// writes once per round trip (it flushes a request, then waits for the
-// answer), so the count is the number of round trips to PostgreSQL.
-type countingDialer struct {
-	d      net.Dialer
-	writes *atomic.Int64
-}
-
-func (c countingDialer) Dial(network, address string) (net.Conn, error) {
-	return c.DialTimeout(network, address, 0)
-}
-
-func (c countingDialer) DialTimeout(network, address string, timeout time.Duration) (net.Conn, error) {
-	d := c.d
-	d.Timeout = timeout
-	conn, err := d.Dial(network, address)
-	if err != nil {
-		return nil, err
-	}
-	return countingConn{Conn: conn, writes: c.writes}, nil
-}
-
-type countingConn struct {
-	net.Conn
-	writes *atomic.Int64
-}
-
-func (c countingConn) Write(p []byte) (int, error) {
-	c.writes.Add(1)
-	return c.Conn.Write(p)
-}
 
 // countedService returns a Service on b's database and document store
 // whose pool has one connection, and the count of that connection's round
@@ -56,14 +20,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // the zone it reads once is never read again.
 func (b *bundle) countedService(t *testing.T) (*Service, *atomic.Int64) {
 	t.Helper()
-	writes := new(atomic.Int64)
-	conn, err := pq.NewConnector(b.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.Dialer(countingDialer{writes: writes})
-	counted := db.New(sqlx.NewDb(sql.OpenDB(conn), "postgres"))
-	t.Cleanup(func() { counted.Close() })
+	counted, writes := dbtest.Counted(t, b.url)
 	counted.SetMaxOpenConns(1)
 	svc := New(counted, b.docs)
 	svc.now = func() time.Time { return testNow }
