@@ -5,14 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/lib/pq"
 	"github.com/redis/go-redis/v9"
@@ -65,39 +58,6 @@ func benchDemoIDs(b *testing.B, s *service) (supplierID, teamID int64) {
 	return supplierID, teamID
 }
 
-// runConcurrently calls fn for every index from workers goroutines and
-// returns each call's latency.
-func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.Duration {
-	b.Helper()
-	lat := make([]time.Duration, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				start := time.Now()
-				if err := fn(i); err != nil {
-					failed.Store(err)
-					return
-				}
-				lat[i] = time.Since(start)
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
-	return lat
-}
-
 // BenchmarkE5 measures account creation two ways, each at concurrency 1
 // and benchConcurrency, in this order so that the second reports its ratio
 // to the first from the same run:
@@ -111,39 +71,17 @@ func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.
 //     concurrency 1, "queue-p50-ms" is its p50 less direct creation's p50:
 //     what the queue adds (target < 10 ms).
 func BenchmarkE5(b *testing.B) {
-	for _, c := range benchEnvInts(b, "E5_LEVELS", 1, benchConcurrency) {
-		var direct e5Figures
+	for _, c := range dbtest.EnvInts(b, "E5_LEVELS", 1, benchConcurrency) {
+		var direct dbtest.Figures
 		b.Run(fmt.Sprintf("direct/concurrency=%d", c), func(b *testing.B) { direct = benchE5Direct(b, c) })
 		b.Run(fmt.Sprintf("e2e/concurrency=%d", c), func(b *testing.B) {
 			e2e := benchE5Process(b, c)
-			reportRatio(b, e2e, direct, "vs-direct")
-			if c == 1 && direct.p50 > 0 {
-				b.ReportMetric(e2e.p50-direct.p50, "queue-p50-ms")
+			e2e.ReportRatio(b, direct, "vs-direct")
+			if c == 1 && direct.P50 > 0 {
+				b.ReportMetric(e2e.P50-direct.P50, "queue-p50-ms")
 			}
 		})
 	}
-}
-
-// e5Figures are what one E5 benchmark measured, for the next to compare with.
-type e5Figures struct {
-	rate, p50 float64 // accounts/s, ms
-}
-
-func reportRatio(b *testing.B, got, base e5Figures, unit string) {
-	if base.rate > 0 {
-		b.ReportMetric(got.rate/base.rate, unit)
-	}
-}
-
-func reportLatency(b *testing.B, lat []time.Duration) e5Figures {
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	f := e5Figures{rate: float64(len(lat)) / b.Elapsed().Seconds(), p50: q(0.50)}
-	b.ReportMetric(f.rate, "accounts/s")
-	b.ReportMetric(f.p50, "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op") // the per-op time of a concurrent run says nothing
-	return f
 }
 
 // benchPool opens a pool of one connection per goroutine on the service's
@@ -154,13 +92,13 @@ func benchPool(b *testing.B, s *service, workers int) *db.DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { d.Close() })
-	runConcurrently(b, workers, workers, func(int) error { _, err := d.Exec(`SELECT 1`); return err })
+	dbtest.RunConcurrently(b, workers, workers, func(int) error { _, err := d.Exec(`SELECT 1`); return err })
 	return d
 }
 
-func benchE5Process(b *testing.B, workers int) e5Figures {
+func benchE5Process(b *testing.B, workers int) dbtest.Figures {
 	if b.N == 1 {
-		return e5Figures{} // the probe run before the -benchtime Nx run: a service start measures nothing
+		return dbtest.Figures{} // the probe run before the -benchtime Nx run: a service start measures nothing
 	}
 	batching := benchBatching(b)
 	s := startService(b, "serve", map[string]string{"WORKER_CONCURRENCY": fmt.Sprint(benchWorkerConcurrency(b)),
@@ -172,13 +110,13 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 	eans := stageForBench(b, s, "E2E", b.N)
 	// The first requests open the service's connections and prepare its
 	// statements; they are not what a migration's millionth account costs.
-	runConcurrently(b, workers, workers, func(i int) error { return e5Post(b, s, tok, warm[i]) })
+	dbtest.RunConcurrently(b, workers, workers, func(i int) error { return e5Post(b, s, tok, warm[i]) })
 	waits := dbtest.StartWaitSampler(b, s.db)
 	b.ResetTimer()
-	lat := runConcurrently(b, workers, b.N, func(i int) error { return e5Post(b, s, tok, eans[i]) })
+	lat := dbtest.RunConcurrently(b, workers, b.N, func(i int) error { return e5Post(b, s, tok, eans[i]) })
 	b.StopTimer()
 	waits.Report(b)
-	return reportLatency(b, lat)
+	return dbtest.ReportLatency(b, lat)
 }
 
 // benchWorkerConcurrency is the end-to-end benchmark's WORKER_CONCURRENCY:
@@ -186,7 +124,7 @@ func benchE5Process(b *testing.B, workers int) e5Figures {
 // in flight, with the clients' concurrency unchanged, move the throughput
 // (docs/operating.md, "Tuning a migration").
 func benchWorkerConcurrency(b *testing.B) int {
-	return benchEnvInt(b, "E5_WORKER_CONCURRENCY", benchConcurrency)
+	return dbtest.EnvInt(b, "E5_WORKER_CONCURRENCY", benchConcurrency)
 }
 
 // benchBatching is how direct creation and the end-to-end run share
@@ -198,8 +136,8 @@ func benchBatching(b *testing.B) creation.Batching {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return creation.Batching{Writers: benchEnvInt(b, "E5_WRITERS", def.AccountWriters),
-		Size: benchEnvInt(b, "E5_BATCH", def.AccountBatch)}
+	return creation.Batching{Writers: dbtest.EnvInt(b, "E5_WRITERS", def.AccountWriters),
+		Size: dbtest.EnvInt(b, "E5_BATCH", def.AccountBatch)}
 }
 
 // benchDBConns is DB_MAX_CONNS of the end-to-end benchmark and the largest
@@ -208,35 +146,7 @@ func benchBatching(b *testing.B) creation.Batching {
 // measure others. Creation needs only its ACCOUNT_WRITERS connections; more
 // than a few per core only add backends for the same cores to switch
 // between.
-func benchDBConns(b *testing.B) int { return benchEnvInt(b, "E5_DB_CONNS", 8) }
-
-// benchEnvInt reads the environment variable name as one positive integer,
-// or returns def when it is unset.
-func benchEnvInt(b *testing.B, name string, def int) int {
-	n := benchEnvInts(b, name, def)
-	if len(n) != 1 {
-		b.Fatalf("%s: want one number, got %v", name, n)
-	}
-	return n[0]
-}
-
-// benchEnvInts reads the environment variable name as comma-separated
-// positive integers, or returns def when it is unset.
-func benchEnvInts(b *testing.B, name string, def ...int) []int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("%s=%q: want positive integers separated by commas", name, v)
-		}
-		out = append(out, n)
-	}
-	return out
-}
+func benchDBConns(b *testing.B) int { return dbtest.EnvInt(b, "E5_DB_CONNS", 8) }
 
 func e5Post(b *testing.B, s *service, tok, ean string) error {
 	r := s.do(b, "POST", processPath, tok, processBody(ean, false))
@@ -257,9 +167,9 @@ func stagedIDs(b *testing.B, s *service, prefix string) []int64 {
 	return ids
 }
 
-func benchE5Direct(b *testing.B, workers int) e5Figures {
+func benchE5Direct(b *testing.B, workers int) dbtest.Figures {
 	if b.N == 1 {
-		return e5Figures{} // the probe run before the -benchtime Nx run: a service start measures nothing
+		return dbtest.Figures{} // the probe run before the -benchtime Nx run: a service start measures nothing
 	}
 	s := startService(b, "api", map[string]string{"LOG_LEVEL": "error"})
 	seedDemo(b, s, admin.Supplier{})
@@ -285,14 +195,14 @@ func benchE5Direct(b *testing.B, workers int) e5Figures {
 			ExternalAccountNumber: ean, OperationsTeamID: teamID,
 		}, false)
 	}
-	runConcurrently(b, workers, workers, func(i int) error { return create(warmIDs[i], warm[i]) })
+	dbtest.RunConcurrently(b, workers, workers, func(i int) error { return create(warmIDs[i], warm[i]) })
 	waits := dbtest.StartWaitSampler(b, s.db)
 	b.ResetTimer()
-	lat := runConcurrently(b, workers, b.N, func(i int) error { return create(ids[i], eans[i]) })
+	lat := dbtest.RunConcurrently(b, workers, b.N, func(i int) error { return create(ids[i], eans[i]) })
 	b.StopTimer()
 	waits.Report(b)
 	if n := s.count(b, `SELECT count(*) FROM accounts`); n != b.N+workers {
 		b.Fatalf("%d accounts created, want %d", n, b.N+workers)
 	}
-	return reportLatency(b, lat)
+	return dbtest.ReportLatency(b, lat)
 }

@@ -12,11 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,27 +50,15 @@ import (
 // ACCOUNT_WRITERS, ACCOUNT_BATCH and pool size, and E5_WAITS and
 // E5_STATEMENTS profile each phase (dbtest.WaitSampler), as they do there.
 func BenchmarkCreate(b *testing.B) {
-	for _, c := range benchEnvInts(b, "E5_LEVELS", 1, 32) {
-		var pgbench, baseline benchFigures
+	for _, c := range dbtest.EnvInts(b, "E5_LEVELS", 1, 32) {
+		var pgbench, baseline dbtest.Figures
 		b.Run(fmt.Sprintf("pgbench/concurrency=%d", c), func(b *testing.B) { pgbench = benchPgbench(b, c) })
 		b.Run(fmt.Sprintf("baseline/concurrency=%d", c), func(b *testing.B) { baseline = benchBaseline(b, c) })
 		b.Run(fmt.Sprintf("direct/concurrency=%d", c), func(b *testing.B) {
 			direct := benchDirect(b, c)
-			direct.reportRatio(b, baseline, "vs-baseline")
-			direct.reportRatio(b, pgbench, "vs-pgbench")
+			direct.ReportRatio(b, baseline, "vs-baseline")
+			direct.ReportRatio(b, pgbench, "vs-pgbench")
 		})
-	}
-}
-
-// benchFigures are what one benchmark measured, for the next to compare
-// with.
-type benchFigures struct {
-	rate float64 // accounts/s
-}
-
-func (f benchFigures) reportRatio(b *testing.B, base benchFigures, unit string) {
-	if base.rate > 0 {
-		b.ReportMetric(f.rate/base.rate, unit)
 	}
 }
 
@@ -142,7 +127,7 @@ func (r *benchRig) pool(b *testing.B, workers int) *db.DB {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { d.Close() })
-	runConcurrently(b, workers, workers, func(int) error { _, err := d.Exec(`SELECT 1`); return err })
+	dbtest.RunConcurrently(b, workers, workers, func(int) error { _, err := d.Exec(`SELECT 1`); return err })
 	return d
 }
 
@@ -154,9 +139,9 @@ func (r *benchRig) accounts(b *testing.B) int {
 	return n
 }
 
-func benchBaseline(b *testing.B, workers int) benchFigures {
+func benchBaseline(b *testing.B, workers int) dbtest.Figures {
 	if b.N == 1 {
-		return benchFigures{} // the probe run before the -benchtime Nx run
+		return dbtest.Figures{} // the probe run before the -benchtime Nx run
 	}
 	r := newBenchRig(b)
 	_, ids := r.stage(b, "BASE", b.N+workers, "UNKNOWN")
@@ -191,18 +176,18 @@ func benchBaseline(b *testing.B, workers int) benchFigures {
 		}
 		return nil
 	}
-	runConcurrently(b, workers, workers, func(i int) error { return exec(b.N + i) })
+	dbtest.RunConcurrently(b, workers, workers, func(i int) error { return exec(b.N + i) })
 	waits := dbtest.StartWaitSampler(b, r.d)
 	b.ResetTimer()
-	lat := runConcurrently(b, workers, b.N, exec)
+	lat := dbtest.RunConcurrently(b, workers, b.N, exec)
 	b.StopTimer()
 	waits.Report(b)
-	return reportLatency(b, lat)
+	return dbtest.ReportLatency(b, lat)
 }
 
-func benchDirect(b *testing.B, workers int) benchFigures {
+func benchDirect(b *testing.B, workers int) dbtest.Figures {
 	if b.N == 1 {
-		return benchFigures{} // the probe run before the -benchtime Nx run
+		return dbtest.Figures{} // the probe run before the -benchtime Nx run
 	}
 	r := newBenchRig(b)
 	warm, warmIDs := r.stage(b, "WARM", workers, "UNKNOWN")
@@ -213,10 +198,10 @@ func benchDirect(b *testing.B, workers int) benchFigures {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	pool := r.pool(b, min(workers, benchEnvInt(b, "E5_DB_CONNS", 8)))
+	pool := r.pool(b, min(workers, dbtest.EnvInt(b, "E5_DB_CONNS", 8)))
 	log := slog.New(slog.DiscardHandler)
-	batching := Batching{Writers: benchEnvInt(b, "E5_WRITERS", DefaultBatching.Writers),
-		Size: benchEnvInt(b, "E5_BATCH", DefaultBatching.Size)}
+	batching := Batching{Writers: dbtest.EnvInt(b, "E5_WRITERS", DefaultBatching.Writers),
+		Size: dbtest.EnvInt(b, "E5_BATCH", DefaultBatching.Size)}
 	creator := NewCreator(pool, rdb, account.NewCatalog(pool, nil), nil, process.NewAnnouncer(rdb, log), log).
 		WithBatching(batching, nil)
 	create := func(id int64, ean string) error {
@@ -225,16 +210,16 @@ func benchDirect(b *testing.B, workers int) benchFigures {
 			ExternalAccountNumber: ean, OperationsTeamID: r.teamID,
 		}, false)
 	}
-	runConcurrently(b, workers, workers, func(i int) error { return create(warmIDs[i], warm[i]) })
+	dbtest.RunConcurrently(b, workers, workers, func(i int) error { return create(warmIDs[i], warm[i]) })
 	waits := dbtest.StartWaitSampler(b, r.d)
 	b.ResetTimer()
-	lat := runConcurrently(b, workers, b.N, func(i int) error { return create(ids[i], eans[i]) })
+	lat := dbtest.RunConcurrently(b, workers, b.N, func(i int) error { return create(ids[i], eans[i]) })
 	b.StopTimer()
 	waits.Report(b)
 	if n := r.accounts(b); n != b.N+workers {
 		b.Fatalf("%d accounts created, want %d", n, b.N+workers)
 	}
-	return reportLatency(b, lat)
+	return dbtest.ReportLatency(b, lat)
 }
 
 // pgbenchScript is the pgbench form of account creation: createSQL with
@@ -328,9 +313,9 @@ func pgbenchConn(b *testing.B, dsn string) (conn string, env []string) {
 // about b.N accounts in all (a whole number per client), and reports its
 // rate. Each pgbench client prepares the statement on its first
 // transaction, as the worker's pool does once per connection.
-func benchPgbench(b *testing.B, workers int) benchFigures {
+func benchPgbench(b *testing.B, workers int) dbtest.Figures {
 	if b.N == 1 {
-		return benchFigures{}
+		return dbtest.Figures{}
 	}
 	pgbench, err := findPgbench()
 	if err != nil {
@@ -379,81 +364,11 @@ func benchPgbench(b *testing.B, workers int) benchFigures {
 	if tps == nil || lat == nil {
 		b.Fatalf("pgbench: no tps or latency in its output:\n%s", out.String())
 	}
-	f := benchFigures{}
-	f.rate, _ = strconv.ParseFloat(tps[1], 64)
+	f := dbtest.Figures{}
+	f.Rate, _ = strconv.ParseFloat(tps[1], 64)
 	avg, _ := strconv.ParseFloat(lat[1], 64)
-	b.ReportMetric(f.rate, "accounts/s")
+	b.ReportMetric(f.Rate, "accounts/s")
 	b.ReportMetric(avg, "avg-ms")
 	b.ReportMetric(0, "ns/op")
 	return f
-}
-
-// runConcurrently calls fn for every index from workers goroutines and
-// returns each call's latency.
-func runConcurrently(b *testing.B, workers, n int, fn func(i int) error) []time.Duration {
-	b.Helper()
-	lat := make([]time.Duration, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				start := time.Now()
-				if err := fn(i); err != nil {
-					failed.Store(err)
-					return
-				}
-				lat[i] = time.Since(start)
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
-	return lat
-}
-
-func reportLatency(b *testing.B, lat []time.Duration) benchFigures {
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	f := benchFigures{rate: float64(len(lat)) / b.Elapsed().Seconds()}
-	b.ReportMetric(f.rate, "accounts/s")
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(0, "ns/op") // the per-op time of a concurrent run says nothing
-	return f
-}
-
-// benchEnvInt reads the environment variable name as one positive integer,
-// or returns def when it is unset.
-func benchEnvInt(b *testing.B, name string, def int) int {
-	n := benchEnvInts(b, name, def)
-	if len(n) != 1 {
-		b.Fatalf("%s: want one number, got %v", name, n)
-	}
-	return n[0]
-}
-
-// benchEnvInts reads the environment variable name as comma-separated
-// positive integers, or returns def when it is unset.
-func benchEnvInts(b *testing.B, name string, def ...int) []int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("%s=%q: want positive integers separated by commas", name, v)
-		}
-		out = append(out, n)
-	}
-	return out
 }
