@@ -36,9 +36,10 @@ type Result struct {
 }
 
 // Insert writes notes, with their documents, onto the account inside tx, in
-// one statement. A note without created_at is created at now. E6 and E7's
-// pinned note write through it; account creation (E5) writes the same rows
-// with InsertCTE inside its own statement.
+// one statement built from InsertCTE, as account creation (E5) writes them
+// inside its own statement. A note without created_at is created at now.
+// E6 and E7's pinned note write through Add; the row-by-row writer that the
+// creation statement's tests compare with writes through Insert.
 func Insert(ctx context.Context, tx *db.Tx, accountID int64, notes []Note, now time.Time) error {
 	if len(notes) == 0 {
 		return nil
@@ -63,8 +64,9 @@ var insertSQL = `WITH note_account AS (SELECT 1 AS x, $1::bigint AS id), note_sr
 const addSQL = `SELECT add_notes($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // Add writes notes, with their documents, onto the account in one
-// statement run through q (a *db.Tx). A note without created_at is created at now. It is
-// Insert in one round trip instead of two: E6 and E7's pinned note use it.
+// statement run through q (a *db.Tx). A note without created_at is created
+// at now. E7's pinned note and Create use it; E6's usual request writes
+// through post_notes (Post), which calls add_notes too.
 func Add(ctx context.Context, q sqlx.ExecerContext, accountID int64, notes []Note, now time.Time) error {
 	if len(notes) == 0 {
 		return nil
