@@ -10,21 +10,8 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate/validatetest"
 )
-
-// cancelAt returns a context that records the phases its checkpoints see
-// and is cancelled at the checkpoint of phase stop ("" never), as a
-// request is when its client hangs up.
-func cancelAt(stop validate.Phase) (context.Context, *[]validate.Phase) {
-	ctx, cancel := context.WithCancel(context.Background())
-	seen := new([]validate.Phase)
-	return validate.WithCheckpoints(ctx, func(p validate.Phase) {
-		*seen = append(*seen, p)
-		if p == stop {
-			cancel()
-		}
-	}), seen
-}
 
 // A request whose client hung up stops at the next phase of its checks:
 // the schema's binding and the rules after it (E1's free-form terms among
@@ -49,7 +36,7 @@ func TestParse_ACancelledRequestStopsBetweenItsPhases(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, seen := cancelAt(tc.stop)
+			ctx, seen := validatetest.CancelAt(tc.stop)
 			_, errs, err := Parse(ctx, data)
 			if got := errors.Is(err, context.Canceled); got != tc.cancelled || (!tc.cancelled && err != nil) {
 				t.Errorf("Parse: %v, want cancelled %v", err, tc.cancelled)
@@ -94,7 +81,7 @@ func TestCreate_ACancelledRequestStoresNothing(t *testing.T) {
 	data := body(t, largeRequest())
 	for _, phases := range [][]validate.Phase{{validate.Parsed}, {validate.Parsed, validate.Bound}} {
 		stop := phases[len(phases)-1]
-		ctx, seen := cancelAt(stop)
+		ctx, seen := validatetest.CancelAt(stop)
 		_, err := b.svc.Create(ctx, data, visible)
 		if _, isProblem := problem.As(err); !errors.Is(err, context.Canceled) || isProblem {
 			t.Errorf("cancelled after the %s: %v, want the cancellation", stop, err)

@@ -10,21 +10,8 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate/validatetest"
 )
-
-// cancelAt returns a context that records the phases its checkpoints see
-// and is cancelled at the checkpoint of phase stop ("" never), as a
-// request is when its client hangs up.
-func cancelAt(stop v.Phase) (context.Context, *[]v.Phase) {
-	ctx, cancel := context.WithCancel(context.Background())
-	seen := new([]v.Phase)
-	return v.WithCheckpoints(ctx, func(p v.Phase) {
-		*seen = append(*seen, p)
-		if p == stop {
-			cancel()
-		}
-	}), seen
-}
 
 // A request whose client hung up stops at the next phase of its checks:
 // the schema's binding and E2's rules after it do not run for no one. A
@@ -60,7 +47,7 @@ func TestParse_ACancelledRequestStopsBetweenItsPhases(t *testing.T) {
 				{"", []v.Phase{v.Parsed, v.Bound}},
 			}
 			for _, tc := range tests {
-				ctx, seen := cancelAt(tc.stop)
+				ctx, seen := validatetest.CancelAt(tc.stop)
 				errs, err := ep.parse(ctx)
 				if diff := cmp.Diff(tc.seen, *seen); diff != "" {
 					t.Errorf("cancelled after the %q: phases (-want +got):\n%s", tc.stop, diff)
@@ -114,7 +101,7 @@ func TestCreate_ACancelledRequestStopsBeforeItsChecks(t *testing.T) {
 			t.Parallel()
 			for _, phases := range [][]v.Phase{{v.Parsed}, {v.Parsed, v.Bound}} {
 				stop := phases[len(phases)-1]
-				ctx, seen := cancelAt(stop)
+				ctx, seen := validatetest.CancelAt(stop)
 				err := ep.create(ctx)
 				if _, isProblem := problem.As(err); !errors.Is(err, context.Canceled) || isProblem {
 					t.Errorf("cancelled after the %s: %v, want the cancellation", stop, err)

@@ -12,21 +12,8 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	v "github.com/bulkimport/bulkimport/jobs/validate"
+	"github.com/bulkimport/bulkimport/jobs/validate/validatetest"
 )
-
-// cancelAt returns a context that records the phases its checkpoints see
-// and is cancelled at the checkpoint of phase stop ("" never), as a
-// request is when its client hangs up.
-func cancelAt(stop v.Phase) (context.Context, *[]v.Phase) {
-	ctx, cancel := context.WithCancel(context.Background())
-	seen := new([]v.Phase)
-	return v.WithCheckpoints(ctx, func(p v.Phase) {
-		*seen = append(*seen, p)
-		if p == stop {
-			cancel()
-		}
-	}), seen
-}
 
 // cancelEndpoint is one of E6, E7 and E8 as the cancellation tests drive it.
 type cancelEndpoint struct {
@@ -150,7 +137,7 @@ func TestParse_ACancelledRequestStopsBetweenItsPhases(t *testing.T) {
 				if i < len(ep.phases) {
 					stop, want = ep.phases[i], ep.phases[:i+1]
 				}
-				ctx, seen := cancelAt(stop)
+				ctx, seen := validatetest.CancelAt(stop)
 				codes, todays, err := ep.parse(ctx, ep.refused)
 				if diff := cmp.Diff(want, *seen); diff != "" {
 					t.Errorf("cancelled after the %q: phases (-want +got):\n%s", stop, diff)
@@ -192,7 +179,7 @@ func TestCreate_ACancelledRequestWritesNothing(t *testing.T) {
 			data := ep.large(ean)
 			for i := range ep.phases {
 				stop := ep.phases[i]
-				ctx, seen := cancelAt(stop)
+				ctx, seen := validatetest.CancelAt(stop)
 				err := ep.create(b, ctx, data)
 				if _, isProblem := problem.As(err); !errors.Is(err, context.Canceled) || isProblem {
 					t.Errorf("cancelled after the %s: %v, want the cancellation", stop, err)
