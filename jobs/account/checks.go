@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nyaruka/phonenumbers"
 	"golang.org/x/net/idna"
 )
 
@@ -209,122 +208,6 @@ func isASCII(s string) bool {
 		}
 	}
 	return true
-}
-
-type phoneResult uint8
-
-const (
-	phoneValid     phoneResult = iota
-	phoneInvalid               // not a number we accept
-	phoneUnchecked             // a national number while the country is unknown
-)
-
-// normalisePhone checks a phone number, reading national numbers in region
-// (the supplier's country; "" when unknown), and returns it in E.164. Any
-// valid number is accepted, whatever its type: the reference checks only
-// that a number "conforms to the norms of the region" (section 6.3), and its
-// own examples give mobiles in national form (07123456789, 0488008221).
-func normalisePhone(s, region string) (string, phoneResult) {
-	international := strings.HasPrefix(strings.TrimSpace(s), "+")
-	if !international && region == "" {
-		return s, phoneUnchecked
-	}
-	num, err := phonenumbers.Parse(s, region)
-	if err != nil {
-		return s, phoneInvalid
-	}
-	if !validPhone(num, region) {
-		return s, phoneInvalid
-	}
-	return withExtension(s, num), phoneValid
-}
-
-// validPhone reports whether num is valid for region, the supplier's
-// country ("" when unknown), or valid at all:
-//
-//	IsValidNumberForRegion(num, region) || IsValidNumber(num)
-//
-// with fewer passes over the library's patterns. Each pass (one per region
-// tried) runs every number type's pattern, and is most of the cost of a
-// valid number after Parse. For a number of the supplier's own country,
-// IsValidNumberForRegion decides in one pass where IsValidNumber makes two
-// (one to find the region among those sharing the calling code, such as
-// GB, GG, IM and JE for +44, one for the type). For a number of another
-// region of the same calling code (a Guernsey mobile, +44 7911, for a GB
-// supplier), IsValidNumber after it would make the supplier region's pass
-// again, then the number's region's twice: validPhone walks the regions of
-// the calling code as IsValidNumber does (GetRegionCodeForNumber: the first
-// region whose leading digits match, or, for one without leading digits,
-// whose patterns match), skips the pass already made, and lets the pass that
-// found a region answer for it. TestValidPhone_AsLibrary and FuzzValidPhone
-// hold it to the expression above.
-func validPhone(num *phonenumbers.PhoneNumber, region string) bool {
-	cc := int(num.GetCountryCode())
-	triedRegion := region != "" && cc == phonenumbers.GetCountryCodeForRegion(region)
-	if triedRegion && phonenumbers.IsValidNumberForRegion(num, region) {
-		return true
-	}
-	regions := phonenumbers.GetRegionCodesForCountryCode(cc)
-	switch len(regions) {
-	case 0:
-		return false
-	case 1:
-		// GetRegionCodeForNumber names the only region without a pass.
-		return phonenumbers.IsValidNumberForRegion(num, regions[0])
-	}
-	var nsn string
-	for _, r := range regions {
-		if ld := leadingDigits[r]; ld != nil {
-			if nsn == "" {
-				nsn = phonenumbers.GetNationalSignificantNumber(num)
-			}
-			if ld.MatchString(nsn) {
-				return r != region && phonenumbers.IsValidNumberForRegion(num, r)
-			}
-			continue
-		}
-		// A region without leading digits is the number's region when its
-		// pass finds a type, and IsValidNumberForRegion is that pass.
-		if r == region && triedRegion {
-			continue // its pass failed above
-		}
-		if phonenumbers.IsValidNumberForRegion(num, r) {
-			return true
-		}
-	}
-	return false
-}
-
-// leadingDigits holds, for each region whose metadata has leading digits,
-// the anchored pattern GetRegionCodeForNumber matches them with.
-var leadingDigits = func() map[string]*regexp.Regexp {
-	coll, err := phonenumbers.MetadataCollection()
-	if err != nil {
-		panic("account: phone number metadata: " + err.Error())
-	}
-	m := map[string]*regexp.Regexp{}
-	for _, md := range coll.GetMetadata() {
-		if ld := md.GetLeadingDigits(); ld != "" {
-			m[md.GetId()] = regexp.MustCompile("^(?:" + ld + ")")
-		}
-	}
-	return m
-}()
-
-// withExtension returns num in E.164 followed, when it has an extension,
-// by the extension in RFC 3966 form: "+441614960123;ext=12". E.164 alone
-// cannot carry an extension, and an office number often has one. Should
-// that form exceed the reference's 32 characters, the number is kept as
-// sent (which fits), so that the normalised payload validates again.
-func withExtension(s string, num *phonenumbers.PhoneNumber) string {
-	n := phonenumbers.Format(num, phonenumbers.E164)
-	if ext := num.GetExtension(); ext != "" {
-		n += ";ext=" + ext
-	}
-	if len(n) > maxPhone {
-		return s
-	}
-	return n
 }
 
 // validReading reports whether s matches the reference's pattern for a
