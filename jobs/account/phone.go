@@ -1,7 +1,10 @@
 package account
 
 import (
+	"bytes"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -26,9 +29,12 @@ func normalisePhone(s, region string) (string, phoneResult) {
 	if !international && region == "" {
 		return s, phoneUnchecked
 	}
-	num, err := phonenumbers.Parse(s, region)
-	if err != nil {
-		return s, phoneInvalid
+	num, ok := parseSimplePhone(s, region)
+	if !ok {
+		var err error
+		if num, err = phonenumbers.Parse(s, region); err != nil {
+			return s, phoneInvalid
+		}
 	}
 	if !validPhone(num, region) {
 		return s, phoneInvalid
@@ -93,22 +99,31 @@ func validPhone(num *phonenumbers.PhoneNumber, region string) bool {
 // calling code cc whose national significant number is nsn.
 func validForRegion(nsn string, cc int, region string) bool {
 	if region == nonGeoRegion {
-		p := nonGeoPatterns[cc]
-		return p != nil && p().valid(nsn)
+		r := nonGeoRegions[cc]
+		return r != nil && r.patterns().valid(nsn)
 	}
-	p := regionPatternsByID[region]
-	return p != nil && cc == phonenumbers.GetCountryCodeForRegion(region) && p().valid(nsn)
+	r := phoneRegions[region]
+	return r != nil && cc == int(r.md.GetCountryCode()) && r.patterns().valid(nsn)
 }
 
 // nonGeoRegion is the library's region code for the calling codes of no
 // country (+800, +882, ...), each with metadata of its own.
 const nonGeoRegion = "001"
 
-// regionPatterns are one region's number patterns, compiled once. The
-// library's own check (isNumberMatchingDesc, under IsValidNumberForRegion)
-// builds each anchored pattern by string concatenation at every call, looks
-// it up in a mutex-guarded cache and matches it twice; that was most of a
-// valid number's cost after Parse, and a third of validation's allocations.
+// phoneRegion is one region's metadata, with its patterns compiled on first
+// use: a service sees a few regions, and compiling all of them would cost
+// every start-up about a tenth of a second.
+type phoneRegion struct {
+	md       *phonenumbers.PhoneMetadata
+	patterns func() *regionPatterns
+}
+
+// regionPatterns are one region's patterns, compiled once. The library's
+// own checks build each anchored pattern by string concatenation at every
+// call, look it up in a mutex-guarded cache and, for a number type, match it
+// twice (isNumberMatchingDesc, under IsValidNumberForRegion); that was most
+// of a valid number's cost after Parse, and a third of validation's
+// allocations.
 type regionPatterns struct {
 	general descPattern
 	// types are the number types getNumberTypeHelper tries after the
@@ -117,6 +132,14 @@ type regionPatterns struct {
 	// fixed line's. A number is valid when the general pattern and any of
 	// them match; which one decides only the type, which is not asked.
 	types []descPattern
+
+	// What parseSimplePhone needs: the international prefix (IDD), as
+	// the library matches it (unanchored, the match to start at 0); the
+	// national prefix for parsing, anchored at the start, nil when the
+	// region has none; and whether a transform rule goes with it.
+	idd            *regexp.Regexp
+	nationalPrefix *regexp.Regexp
+	transform      bool
 }
 
 // descPattern is one PhoneNumberDesc: the number matches when its length is
@@ -127,17 +150,8 @@ type descPattern struct {
 }
 
 func (d descPattern) matches(nsn string) bool {
-	if len(d.lengths) > 0 {
-		ok := false
-		for _, l := range d.lengths {
-			if int(l) == len(nsn) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
-		}
+	if len(d.lengths) > 0 && !slices.Contains(d.lengths, int32(len(nsn))) {
+		return false
 	}
 	return d.re.MatchString(nsn)
 }
@@ -172,7 +186,14 @@ func compileRegion(md *phonenumbers.PhoneMetadata) *regionPatterns {
 	if !md.GetSameMobileAndFixedLinePattern() {
 		descs = append(descs, md.GetMobile())
 	}
-	p := &regionPatterns{general: compileDesc(md.GetGeneralDesc())}
+	p := &regionPatterns{
+		general:   compileDesc(md.GetGeneralDesc()),
+		idd:       regexp.MustCompile(md.GetInternationalPrefix()),
+		transform: md.GetNationalPrefixTransformRule() != "",
+	}
+	if np := md.GetNationalPrefixForParsing(); np != "" {
+		p.nationalPrefix = regexp.MustCompile("^(?:" + np + ")")
+	}
 	for _, d := range descs {
 		if d.GetNationalNumberPattern() == "" {
 			continue // matches nothing; see compileDesc
@@ -182,26 +203,25 @@ func compileRegion(md *phonenumbers.PhoneMetadata) *regionPatterns {
 	return p
 }
 
-// regionPatternsByID and nonGeoPatterns compile a region's patterns on
-// first use: a service sees a few regions, and compiling all of them would
-// cost every start-up about a tenth of a second.
-var regionPatternsByID, nonGeoPatterns, leadingDigits = func() (map[string]func() *regionPatterns, map[int]func() *regionPatterns, map[string]*regexp.Regexp) {
+// phoneRegions holds every region's metadata by region code, nonGeoRegions
+// that of each calling code of no country, and leadingDigits, for each
+// region whose metadata has leading digits, the anchored pattern
+// GetRegionCodeForNumber matches them with.
+var phoneRegions, nonGeoRegions, leadingDigits = func() (map[string]*phoneRegion, map[int]*phoneRegion, map[string]*regexp.Regexp) {
 	coll, err := phonenumbers.MetadataCollection()
 	if err != nil {
 		panic("account: phone number metadata: " + err.Error())
 	}
-	byID := map[string]func() *regionPatterns{}
-	nonGeo := map[int]func() *regionPatterns{}
-	// leadingDigits holds, for each region whose metadata has leading
-	// digits, the anchored pattern GetRegionCodeForNumber matches them with.
+	byID := map[string]*phoneRegion{}
+	nonGeo := map[int]*phoneRegion{}
 	ld := map[string]*regexp.Regexp{}
 	for _, md := range coll.GetMetadata() {
-		compile := sync.OnceValue(func() *regionPatterns { return compileRegion(md) })
+		r := &phoneRegion{md: md, patterns: sync.OnceValue(func() *regionPatterns { return compileRegion(md) })}
 		if md.GetId() == nonGeoRegion {
-			nonGeo[int(md.GetCountryCode())] = compile
+			nonGeo[int(md.GetCountryCode())] = r
 			continue
 		}
-		byID[md.GetId()] = compile
+		byID[md.GetId()] = r
 		if l := md.GetLeadingDigits(); l != "" {
 			ld[md.GetId()] = regexp.MustCompile("^(?:" + l + ")")
 		}
@@ -223,4 +243,140 @@ func withExtension(s string, num *phonenumbers.PhoneNumber) string {
 		return s
 	}
 	return n
+}
+
+// parseSimplePhone is phonenumbers.Parse(s, region) for the forms numbers
+// are usually sent in: ASCII digits in groups of one space, after an
+// optional +: "+447911123456", "+44 7911 123456", "0161 496 0123". It
+// answers ok=false for anything else, and for any case below that it
+// leaves to Parse, whose answer the caller then takes.
+//
+// For these forms most of Parse is no work: no extension form can match
+// (each needs a label, ";", "," or "#"), nor an RFC 3966 context, and
+// normalising drops the spaces. Yet Parse runs its extension pattern, a
+// large case-insensitive alternation, over every input, twice: alone, and
+// inside the pattern of viable numbers. That was most of Parse's time. What
+// is left is done here in the library's order, with the region's patterns
+// compiled once: the calling code after a +, or the supplier region's
+// (leaving to Parse a number that starts with the region's international
+// prefix or its calling code); the national prefix, stripped when what is
+// left is of a possible length (leaving to Parse a region whose prefix comes
+// with a transform rule); the national number's leading zeros.
+// TestParseSimplePhone_AsLibrary and FuzzParseSimplePhone hold it to Parse.
+func parseSimplePhone(s, region string) (*phonenumbers.PhoneNumber, bool) {
+	var buf [32]byte
+	digits, plus, ok := simplePhoneDigits(s, buf[:0])
+	if !ok || len(digits) < 3 {
+		return nil, false
+	}
+	var (
+		md       *phonenumbers.PhoneMetadata
+		p        *regionPatterns
+		cc       int
+		national []byte
+	)
+	if plus {
+		if digits[0] == '0' {
+			return nil, false
+		}
+		for i := 1; i <= 3 && cc == 0; i++ {
+			n, _ := strconv.Atoi(string(digits[:i]))
+			if len(phonenumbers.GetRegionCodesForCountryCode(n)) > 0 {
+				cc, national = n, digits[i:]
+			}
+		}
+		if cc == 0 {
+			return nil, false
+		}
+		var r *phoneRegion
+		if main := phonenumbers.GetRegionCodeForCountryCode(cc); main == nonGeoRegion {
+			r = nonGeoRegions[cc]
+		} else {
+			r = phoneRegions[main]
+		}
+		if r == nil {
+			return nil, false
+		}
+		md, p = r.md, r.patterns()
+	} else {
+		r := phoneRegions[region]
+		if r == nil {
+			return nil, false
+		}
+		md, p = r.md, r.patterns()
+		if loc := p.idd.FindIndex(digits); loc != nil && loc[0] == 0 {
+			return nil, false
+		}
+		cc = int(md.GetCountryCode())
+		if bytes.HasPrefix(digits, strconv.AppendInt(nil, int64(cc), 10)) {
+			return nil, false
+		}
+		national = digits
+	}
+	if len(national) < 2 || len(md.GetGeneralDesc().GetPossibleLength()) == 0 {
+		return nil, false
+	}
+	if p.nationalPrefix != nil {
+		if loc := p.nationalPrefix.FindIndex(national); loc != nil {
+			if p.transform {
+				return nil, false
+			}
+			stripped := national[loc[1]:]
+			if !(p.general.re.Match(national) && !p.general.re.Match(stripped)) &&
+				possibleLength(len(stripped), md.GetGeneralDesc()) {
+				national = stripped
+			}
+		}
+	}
+	if len(national) < 2 || len(national) > 17 {
+		return nil, false
+	}
+	nn, err := strconv.ParseUint(string(national), 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	cc32 := int32(cc)
+	num := &phonenumbers.PhoneNumber{CountryCode: &cc32, NationalNumber: &nn}
+	if national[0] == '0' {
+		italian := true
+		num.ItalianLeadingZero = &italian
+		zeros := int32(1)
+		for int(zeros) < len(national)-1 && national[zeros] == '0' {
+			zeros++
+		}
+		if zeros != 1 {
+			num.NumberOfLeadingZeros = &zeros
+		}
+	}
+	return num, true
+}
+
+// simplePhoneDigits appends the digits of s to buf when s is an optional +
+// and groups of ASCII digits separated by one space each.
+func simplePhoneDigits(s string, buf []byte) (digits []byte, plus, ok bool) {
+	if plus = strings.HasPrefix(s, "+"); plus {
+		s = s[1:]
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			buf = append(buf, c)
+		case c == ' ' && i > 0 && i < len(s)-1 && s[i-1] != ' ':
+		default:
+			return nil, false, false
+		}
+	}
+	return buf, plus, len(s) > 0
+}
+
+// possibleLength is the library's testNumberLength(number, metadata,
+// UNKNOWN) being none of TOO_SHORT, IS_POSSIBLE_LOCAL_ONLY and
+// INVALID_LENGTH: the length is a possible one of the region's numbers, or
+// longer than all of them.
+func possibleLength(n int, general *phonenumbers.PhoneNumberDesc) bool {
+	lengths := general.GetPossibleLength() // never empty: parseSimplePhone checks
+	if lengths[0] == -1 || slices.Contains(general.GetPossibleLengthLocalOnly(), int32(n)) {
+		return false
+	}
+	return int32(n) > lengths[len(lengths)-1] || slices.Contains(lengths, int32(n))
 }

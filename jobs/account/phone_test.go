@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nyaruka/phonenumbers"
+	"google.golang.org/protobuf/proto"
 )
 
 // validPhoneReference is what validPhone must answer, in the library's own
@@ -145,4 +147,117 @@ func TestValidPhone_OtherRegionOfTheCallingCode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseSimplePhoneTestRegions are the supplier countries parseSimplePhone
+// is compared with Parse in, beside each number's own: none, an unknown
+// one, and regions whose national prefixes differ (AR's comes with a
+// transform rule, IT keeps its leading zero, RU's is 8, US's is 1).
+var parseSimplePhoneTestRegions = []string{"", "ZZ", "GB", "US", "IT", "AR", "RU"}
+
+// checkParseSimplePhone fails t when parseSimplePhone answers for s read
+// in region and Parse does not answer the same, and reports whether it
+// answered.
+func checkParseSimplePhone(t testing.TB, s, region string) bool {
+	t.Helper()
+	got, ok := parseSimplePhone(s, region)
+	if !ok {
+		return false
+	}
+	want, err := phonenumbers.Parse(s, region)
+	if err != nil {
+		t.Errorf("parseSimplePhone(%q, %q) = %v, Parse fails: %v", s, region, got, err)
+	} else if !proto.Equal(got, want) {
+		t.Errorf("parseSimplePhone(%q, %q) = %v, Parse says %v", s, region, got, want)
+	}
+	return true
+}
+
+// TestParseSimplePhone_AsLibrary compares parseSimplePhone with Parse on
+// every region's example numbers and numbers a digit away, written in
+// E.164, spaced, in national form with and without the national prefix,
+// after the international prefix and after the bare calling code, each
+// read in its own region, its calling code's main region and the regions
+// above.
+func TestParseSimplePhone_AsLibrary(t *testing.T) {
+	t.Parallel()
+	regions := make([]string, 0, 256)
+	for r := range phonenumbers.GetSupportedRegions() {
+		regions = append(regions, r)
+	}
+	slices.Sort(regions)
+	types := []phonenumbers.PhoneNumberType{
+		phonenumbers.FIXED_LINE, phonenumbers.MOBILE, phonenumbers.TOLL_FREE, phonenumbers.PREMIUM_RATE,
+		phonenumbers.SHARED_COST, phonenumbers.VOIP, phonenumbers.PERSONAL_NUMBER, phonenumbers.PAGER,
+		phonenumbers.UAN, phonenumbers.VOICEMAIL,
+	}
+	spaced := func(d string) string {
+		var b strings.Builder
+		for i := range len(d) {
+			if i > 0 && i%3 == 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteByte(d[i])
+		}
+		return b.String()
+	}
+	checked, answered, international := 0, 0, 0
+	for _, r := range regions {
+		cc := strconv.Itoa(phonenumbers.GetCountryCodeForRegion(r))
+		ndd := phonenumbers.GetNddPrefixForRegion(r, true)
+		idd := phoneRegions[r].md.GetPreferredInternationalPrefix()
+		if idd == "" {
+			idd = "00"
+		}
+		var inputs []string
+		for _, ty := range types {
+			ex := phonenumbers.GetExampleNumberForType(r, ty)
+			if ex == nil {
+				continue
+			}
+			nsn := phonenumbers.GetNationalSignificantNumber(ex)
+			inputs = append(inputs, phonenumbers.Format(ex, phonenumbers.INTERNATIONAL), phonenumbers.Format(ex, phonenumbers.NATIONAL))
+			for _, v := range []string{nsn, nsn[:len(nsn)-1], nsn + "7", nsn[1:], "0" + nsn, "00" + nsn} {
+				inputs = append(inputs, "+"+cc+v, "+"+cc+" "+spaced(v), v, spaced(v), ndd+v, ndd+" "+spaced(v), cc+v, idd+cc+v, idd+" "+cc+" "+v)
+			}
+			for i := range len(nsn) {
+				v := nsn[:i] + string((nsn[i]-'0'+1)%10+'0') + nsn[i+1:]
+				inputs = append(inputs, "+"+cc+v, v, ndd+v)
+			}
+		}
+		suppliers := append([]string{r, phonenumbers.GetRegionCodeForCountryCode(phonenumbers.GetCountryCodeForRegion(r))}, parseSimplePhoneTestRegions...)
+		for _, in := range inputs {
+			for _, region := range suppliers {
+				checked++
+				if checkParseSimplePhone(t, in, region) {
+					answered++
+					if strings.HasPrefix(in, "+") {
+						international++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d inputs read, %d answered without Parse, %d of them international", checked, answered, international)
+	// Both forms take the short way many times, and many are left to Parse.
+	if answered < 50_000 || international < 20_000 || answered-international < 20_000 || checked-answered < 50_000 {
+		t.Errorf("%d inputs read, %d answered without Parse, %d of them international: too few of some", checked, answered, international)
+	}
+}
+
+// FuzzParseSimplePhone: whatever parseSimplePhone answers, Parse answers
+// the same.
+func FuzzParseSimplePhone(f *testing.F) {
+	for _, s := range []string{
+		"+44 7911 123456", "+447911123457", "0161 496 0123", "020 7946 0018", "07911 123456", "+39 06 1234 5678",
+		"06 1234 5678", "011 54 9 11 1234 5678", "0011 1234", "8 701 123 4567", "44 20 7946 0018", "+800 1234 5678",
+		"+0 123", "12", "1 2 3", "+1 2", "0 0 0 0",
+	} {
+		for i := range parseSimplePhoneTestRegions {
+			f.Add(s, uint8(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string, ri uint8) {
+		checkParseSimplePhone(t, s, parseSimplePhoneTestRegions[int(ri)%len(parseSimplePhoneTestRegions)])
+	})
 }
