@@ -82,8 +82,9 @@ AS $function$
 DECLARE
     v_account bigint;
 BEGIN
-    SELECT a.id INTO v_account FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
-    WHERE s.code = p_supplier AND a.external_account_number = p_ean
+    SELECT a.id INTO v_account FROM accounts a
+    WHERE a.supplier_id = (SELECT s.id FROM import_suppliers s WHERE s.code = p_supplier)
+      AND a.external_account_number = p_ean
     FOR NO KEY UPDATE OF a;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -106,8 +107,9 @@ DECLARE
     v_account bigint;
     v_written integer;
 BEGIN
-    SELECT a.id INTO v_account FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
-    WHERE s.code = p_supplier AND a.external_account_number = p_ean
+    SELECT a.id INTO v_account FROM accounts a
+    WHERE a.supplier_id = (SELECT s.id FROM import_suppliers s WHERE s.code = p_supplier)
+      AND a.external_account_number = p_ean
     FOR NO KEY UPDATE OF a;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -131,8 +133,9 @@ DECLARE
     v_account bigint;
     v_first_open_day date;
 BEGIN
-    SELECT a.id INTO v_account FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
-    WHERE s.code = p_supplier AND a.external_account_number = p_ean
+    SELECT a.id INTO v_account FROM accounts a
+    WHERE a.supplier_id = (SELECT s.id FROM import_suppliers s WHERE s.code = p_supplier)
+      AND a.external_account_number = p_ean
     FOR NO KEY UPDATE OF a;
     IF NOT FOUND THEN
         RETURN false;

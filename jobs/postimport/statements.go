@@ -290,10 +290,7 @@ func insertStatements(ctx context.Context, tx *db.Tx, r *StatementsRequest) erro
 		ids[i] = st.StatementID
 	}
 	var existing pq.StringArray
-	err = tx.GetContext(ctx, &existing, `SELECT ARRAY(SELECT h.statement_id FROM historical_statements h
-		JOIN accounts a ON a.id = h.account_id JOIN import_suppliers s ON s.id = a.supplier_id
-		WHERE s.code = $1 AND a.external_account_number = $2 AND h.statement_id = ANY($3::text[]))`,
-		r.ImportSupplier, r.ExternalAccountNumber, pq.Array(ids))
+	err = tx.GetContext(ctx, &existing, existingStatementsSQL, r.ImportSupplier, r.ExternalAccountNumber, pq.Array(ids))
 	if err != nil {
 		return fmt.Errorf("create statements: read existing: %w", err)
 	}
@@ -309,3 +306,9 @@ func insertStatements(ctx context.Context, tx *db.Tx, r *StatementsRequest) erro
 	}
 	return errs.Err(CodeStatementsFailed, detailStatementsFailed)
 }
+
+// existingStatementsSQL reads which of the statement ids $3 the account
+// already has.
+const existingStatementsSQL = `SELECT ARRAY(SELECT h.statement_id FROM historical_statements h
+	JOIN accounts a ON a.id = h.account_id
+	WHERE ` + accountByKey + ` AND h.statement_id = ANY($3::text[]))`

@@ -79,7 +79,7 @@ func lookupColumns(ids, codes string) string {
 // after the lock.
 var lockLookupSQL = `SELECT a.id, s.document_root, s.require_documents, ` + lookupColumns("$3", "$4") + `
 	FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id
-	WHERE s.code = $1 AND a.external_account_number = $2
+	WHERE ` + accountByKey + `
 	FOR NO KEY UPDATE OF a`
 
 // lookupSQL reads the lookup of the locked account $1 in a statement of its
