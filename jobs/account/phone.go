@@ -127,10 +127,10 @@ type phoneRegion struct {
 type regionPatterns struct {
 	general descPattern
 	// types are the number types getNumberTypeHelper tries after the
-	// general pattern: premium rate, toll free, shared cost, VoIP, personal,
-	// pager, UAN, voicemail, fixed line, and mobile unless its pattern is the
-	// fixed line's. A number is valid when the general pattern and any of
-	// them match; which one decides only the type, which is not asked.
+	// general pattern: fixed line, mobile unless its pattern is the fixed
+	// line's, premium rate, toll free, shared cost, VoIP, personal, pager,
+	// UAN and voicemail. A number is valid when the general pattern and any
+	// of them match; which one decides only the type, which is not asked.
 	types []descPattern
 
 	// What parseSimplePhone needs: the international prefix (IDD), as
@@ -179,13 +179,14 @@ func compileDesc(d *phonenumbers.PhoneNumberDesc) descPattern {
 }
 
 func compileRegion(md *phonenumbers.PhoneMetadata) *regionPatterns {
-	descs := []*phonenumbers.PhoneNumberDesc{
-		md.GetPremiumRate(), md.GetTollFree(), md.GetSharedCost(), md.GetVoip(), md.GetPersonalNumber(),
-		md.GetPager(), md.GetUan(), md.GetVoicemail(), md.GetFixedLine(),
-	}
+	// Fixed line and mobile first: most numbers are one of them, and for
+	// validity the order does not matter.
+	descs := []*phonenumbers.PhoneNumberDesc{md.GetFixedLine()}
 	if !md.GetSameMobileAndFixedLinePattern() {
 		descs = append(descs, md.GetMobile())
 	}
+	descs = append(descs, md.GetPremiumRate(), md.GetTollFree(), md.GetSharedCost(), md.GetVoip(),
+		md.GetPersonalNumber(), md.GetPager(), md.GetUan(), md.GetVoicemail())
 	p := &regionPatterns{
 		general:   compileDesc(md.GetGeneralDesc()),
 		idd:       regexp.MustCompile(md.GetInternationalPrefix()),
