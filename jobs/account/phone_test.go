@@ -261,3 +261,30 @@ func FuzzParseSimplePhone(f *testing.F) {
 		checkParseSimplePhone(t, s, parseSimplePhoneTestRegions[int(ri)%len(parseSimplePhoneTestRegions)])
 	})
 }
+
+// BenchmarkNormalisePhone checks the fixture's four numbers for a GB
+// supplier: the service's way, and the library's own calls for the same
+// answers (Parse, the validity test validPhone stands for, Format).
+func BenchmarkNormalisePhone(b *testing.B) {
+	in := []string{"+44 7911 123456", "0161 496 0123", "020 7946 0018", "+447911123457"}
+	b.Run("service", func(b *testing.B) {
+		for b.Loop() {
+			for _, s := range in {
+				if _, r := normalisePhone(s, "GB"); r != phoneValid {
+					b.Fatal(s)
+				}
+			}
+		}
+	})
+	b.Run("library", func(b *testing.B) {
+		for b.Loop() {
+			for _, s := range in {
+				num, err := phonenumbers.Parse(s, "GB")
+				if err != nil || !validPhoneReference(num, "GB") {
+					b.Fatal(s)
+				}
+				phonenumbers.Format(num, phonenumbers.E164)
+			}
+		}
+	})
+}
