@@ -77,7 +77,7 @@ func validPhone(num *phonenumbers.PhoneNumber, region string) bool {
 		return validForRegion(nsn, cc, regions[0])
 	}
 	for _, r := range regions {
-		if ld := leadingDigits[r]; ld != nil {
+		if ld := phoneRegions[r].leadingDigits(); ld != nil {
 			if ld.MatchString(nsn) {
 				return r != region && validForRegion(nsn, cc, r)
 			}
@@ -116,6 +116,18 @@ const nonGeoRegion = "001"
 type phoneRegion struct {
 	md       *phonenumbers.PhoneMetadata
 	patterns func() *regionPatterns
+	// leading is, when the metadata has leading digits, the anchored
+	// pattern GetRegionCodeForNumber matches them with.
+	leading *regexp.Regexp
+}
+
+// leadingDigits is r's leading-digits pattern; nil for a region without
+// them, or for no region.
+func (r *phoneRegion) leadingDigits() *regexp.Regexp {
+	if r == nil {
+		return nil
+	}
+	return r.leading
 }
 
 // regionPatterns are one region's patterns, compiled once. The library's
@@ -204,30 +216,27 @@ func compileRegion(md *phonenumbers.PhoneMetadata) *regionPatterns {
 	return p
 }
 
-// phoneRegions holds every region's metadata by region code, nonGeoRegions
-// that of each calling code of no country, and leadingDigits, for each
-// region whose metadata has leading digits, the anchored pattern
-// GetRegionCodeForNumber matches them with.
-var phoneRegions, nonGeoRegions, leadingDigits = func() (map[string]*phoneRegion, map[int]*phoneRegion, map[string]*regexp.Regexp) {
+// phoneRegions holds every region's metadata by region code, and
+// nonGeoRegions that of each calling code of no country.
+var phoneRegions, nonGeoRegions = func() (map[string]*phoneRegion, map[int]*phoneRegion) {
 	coll, err := phonenumbers.MetadataCollection()
 	if err != nil {
 		panic("account: phone number metadata: " + err.Error())
 	}
 	byID := map[string]*phoneRegion{}
 	nonGeo := map[int]*phoneRegion{}
-	ld := map[string]*regexp.Regexp{}
 	for _, md := range coll.GetMetadata() {
 		r := &phoneRegion{md: md, patterns: sync.OnceValue(func() *regionPatterns { return compileRegion(md) })}
 		if md.GetId() == nonGeoRegion {
 			nonGeo[int(md.GetCountryCode())] = r
 			continue
 		}
-		byID[md.GetId()] = r
 		if l := md.GetLeadingDigits(); l != "" {
-			ld[md.GetId()] = regexp.MustCompile("^(?:" + l + ")")
+			r.leading = regexp.MustCompile("^(?:" + l + ")")
 		}
+		byID[md.GetId()] = r
 	}
-	return byID, nonGeo, ld
+	return byID, nonGeo
 }()
 
 // withExtension returns num in E.164 followed, when it has an extension,
