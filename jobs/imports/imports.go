@@ -139,9 +139,9 @@ func (s *Service) Stage(ctx context.Context, body []byte, visible func(string) b
 	// The payload is stored as JSONB, which keeps the value and not the
 	// text, so AppendJSON's encoding (E3's answer, which escapes <, > and &
 	// in fewer places than json.Marshal) stores what json.Marshal's did, at
-	// a sixth of the cost.
-	// Sized by the body: the normalised payload is about as long, and a
-	// buffer grown from nothing copies it a dozen times.
+	// a sixth of the cost. Its buffer is sized by the body, about as long
+	// as the normalised payload: grown from nothing, it was copied a dozen
+	// times.
 	payload, err := acc.AppendJSON(make([]byte, 0, len(body)+len(body)/8))
 	if err != nil {
 		return StageResult{}, fmt.Errorf("stage: encode: %w", err)
