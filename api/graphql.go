@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 	graphql "github.com/graph-gophers/graphql-go"
 	gqlast "github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/lexer"
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/bulkimport/bulkimport/jobs/auth"
@@ -167,7 +168,10 @@ var errTooManyOperations = gqlError{codeTooManyOperations, "VALIDATION", "A requ
 type attemptsKey struct{}
 
 func (s *Server) graphql() gin.HandlerFunc {
-	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth, s.log})
+	// The options repeat checkQueryShape's bounds inside the library, so
+	// that they hold for whatever its own reading of a query finds.
+	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth, s.log},
+		graphql.MaxQueryLength(maxQueryBytes), graphql.MaxDepth(maxQueryDepth))
 	limit := int64(graphqlMaxBodyBytes)
 	if s.cfg.MaxBodyBytes > 0 {
 		limit = min(limit, s.cfg.MaxBodyBytes)
@@ -194,6 +198,10 @@ func (s *Server) graphql() gin.HandlerFunc {
 		}
 		if err := json.Unmarshal(body, &req); err != nil {
 			s.writeGraphQLError(c, problem.New(problem.Invalid, validate.CodeParseError, "The body must be a GraphQL request object: "+err.Error()))
+			return
+		}
+		if err := checkQueryShape(req.Query); err != nil {
+			s.writeGraphQLError(c, err)
 			return
 		}
 		if topLevelFields(req.Query) > 1 {
@@ -249,6 +257,65 @@ func (s *Server) writeGraphQLError(c *gin.Context, err error) {
 	c.JSON(http.StatusOK, gin.H{"data": nil, "errors": []map[string]any{{
 		"message": p.Detail, "extensions": gqlError{p.Code, typ, p.Detail, p.RetryAfter}.Extensions(),
 	}}})
+}
+
+// The bounds of a token request's query (checkQueryShape). The reference's
+// request is 24 tokens and about 150 bytes; these leave ten times that for
+// a client's own spelling (aliases, __typename, comments, a refresh token
+// written inline).
+const (
+	maxQueryBytes  = 4 << 10
+	maxQueryTokens = 256
+	maxQueryDepth  = 8
+)
+
+// The codes of checkQueryShape's refusals.
+const (
+	codeQueryTooComplex       = "query_too_complex"
+	codeFragmentsNotSupported = "fragments_not_supported"
+	codeQuerySyntax           = "query_syntax_error"
+)
+
+// checkQueryShape refuses, before graph-gophers reads it, a query that the
+// token endpoint cannot need: one over maxQueryBytes or maxQueryTokens, one
+// that spreads a named fragment, or one that is not GraphQL's syntax. The
+// endpoint takes no login, and graph-gophers' validation runs without a
+// context, so it cannot be stopped once started: its check that fragments
+// form no cycle grows faster than the cube of the spreads (1,000
+// self-spreads of one fragment, a 5 KB body, cost 21 s of CPU; 2,500 more
+// than ten minutes). One mutation with one field needs no named fragment
+// (inline ones, "... on T", stay allowed: they cannot refer to themselves).
+// Within these bounds the library's work on any query is a few milliseconds
+// (BenchmarkGraphQL_WorstAllowedQuery).
+//
+// The tokens are read with gqlparser's lexer, which follows the GraphQL
+// specification; graph-gophers reads some spellings the specification does
+// not have (Go's "\x41" escapes), and those are refused here as syntax
+// errors, so that no query reaches the library that this count misread.
+func checkQueryShape(query string) error {
+	if len(query) > maxQueryBytes {
+		return problem.New(problem.Invalid, codeQueryTooComplex,
+			fmt.Sprintf("The query is longer than %d bytes; a token request needs one mutation with one field.", maxQueryBytes))
+	}
+	lex := lexer.New(&gqlast.Source{Input: query})
+	var prev lexer.Type
+	for n := 0; ; n++ {
+		tok, err := lex.ReadToken()
+		if err != nil {
+			return problem.New(problem.Invalid, codeQuerySyntax, "The query is not valid GraphQL: "+err.Error())
+		}
+		switch {
+		case tok.Kind == lexer.EOF:
+			return nil
+		case n >= maxQueryTokens:
+			return problem.New(problem.Invalid, codeQueryTooComplex,
+				fmt.Sprintf("The query has more than %d tokens; a token request needs one mutation with one field.", maxQueryTokens))
+		case prev == lexer.Spread && tok.Kind == lexer.Name && tok.Value != "on":
+			return problem.New(problem.Invalid, codeFragmentsNotSupported,
+				"Named fragments are not accepted by the token endpoint; write the fields in the mutation itself.")
+		}
+		prev = tok.Kind
+	}
 }
 
 // topLevelFields counts the top-level fields of all operations in query,
