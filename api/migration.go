@@ -89,7 +89,13 @@ type migrationPage struct {
 }
 
 // routeMigration registers the page's routes on r.
-func routeMigration(r *gin.Engine, login MigrationLogin, p *progress.Service, a *auth.Service, rc redis.UniversalClient, log *slog.Logger) {
+// inFlight and share are the API's cap on a key's requests in flight and
+// its share of the database pool: a viewer's requests count against the
+// same caps as its key's API requests (the operator's login has caps of
+// its own). A summary reads every counter of a supplier and a page of
+// failed accounts; without them, 40 summaries at once took another
+// supplier's E10 past its time-out.
+func routeMigration(r *gin.Engine, login MigrationLogin, p *progress.Service, a *auth.Service, rc redis.UniversalClient, log *slog.Logger, inFlight, share gin.HandlerFunc) {
 	m := &migrationPage{progress: p, auth: a, log: log,
 		wantUser: sha256.Sum256([]byte(login.User)), wantPass: sha256.Sum256([]byte(login.Password))}
 	perMinute := login.PerMinute
@@ -101,13 +107,14 @@ func routeMigration(r *gin.Engine, login MigrationLogin, p *progress.Service, a 
 	}
 	r.GET(MigrationRoot, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, MigrationRoot+"/") })
 	g := r.Group(MigrationRoot, m.authenticate, m.limitRate, pageHeaders)
-	g.GET("/", m.index)
+	g.Use(inFlight)
+	g.GET("/", share, m.index)
 	g.GET("/static/*file", gin.WrapH(migrationStatic))
 	g.GET("/:supplier", func(c *gin.Context) {
 		c.Redirect(http.StatusMovedPermanently, MigrationRoot+"/"+url.PathEscape(c.Param("supplier"))+"/")
 	})
-	g.GET("/:supplier/", m.supplier)
-	g.GET("/:supplier/summary.json", m.summaryJSON)
+	g.GET("/:supplier/", share, m.supplier)
+	g.GET("/:supplier/summary.json", share, m.summaryJSON)
 }
 
 // authenticate admits the MONITORING_USER login, or any user name with an
@@ -131,6 +138,7 @@ func (m *migrationPage) authenticate(c *gin.Context) {
 		}
 		if operator {
 			c.Set(viewerKey, migrationViewer{id: "operator", visible: func(string) bool { return true }, operator: true})
+			c.Set(callerKeyKey, operatorCaller)
 			return
 		}
 	default:
@@ -141,6 +149,7 @@ func (m *migrationPage) authenticate(c *gin.Context) {
 		}
 		if err == nil {
 			c.Set(viewerKey, migrationViewer{id: "key:" + strconv.FormatInt(p.KeyID, 10), visible: p.CanSee})
+			c.Set(callerKeyKey, p.KeyID)
 			return
 		}
 	}

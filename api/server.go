@@ -59,9 +59,12 @@ type Config struct {
 	// PoolShare is how many requests of one API key may use the database
 	// at once on this replica (E1, E3, E4, E6 to E8, E10 to E13; not E5, E2
 	// and E9, which spend their time waiting on the worker or the vendor);
-	// more wait up to poolShareWait, then get 429. Zero means no cap. cmd
+	// more wait up to PoolShareWait, then get 429. Zero means no cap. cmd
 	// sets half of DB_MAX_CONNS, so that no key can take the whole pool.
 	PoolShare int
+	// PoolShareWait is how long a request waits for its key's share of
+	// the pool; zero means poolShareWait (30 s).
+	PoolShareWait time.Duration
 	// BodyMemory is the memory, in bytes, that the request bodies over
 	// LargeBody being parsed and answered at once may take on this
 	// replica, estimated as bodyTreeFactor times their size (see
@@ -99,6 +102,9 @@ type Server struct {
 	log     *slog.Logger
 	// bodies is the budget of Config.BodyMemory (chargeBody).
 	bodies *semaphore.Weighted
+	// shares are the keys' shares of the database pool
+	// (Config.PoolShare), for the API and the migration page alike.
+	shares *poolShares
 
 	postImport *postimport.Service
 	business   *business.Service
@@ -124,11 +130,14 @@ func New(cfg Config, deps Deps) *Server {
 	if cfg.BodyMemory <= 0 {
 		cfg.BodyMemory = 512 << 20
 	}
+	if cfg.PoolShareWait <= 0 {
+		cfg.PoolShareWait = poolShareWait
+	}
 	if deps.Log == nil {
 		panic("api.New: nil Deps.Log")
 	}
 	s := &Server{cfg: cfg, db: deps.DB, redis: deps.Redis, auth: deps.Auth, imports: deps.Imports, process: deps.Process, log: deps.Log,
-		bodies: semaphore.NewWeighted(cfg.BodyMemory)}
+		bodies: semaphore.NewWeighted(cfg.BodyMemory), shares: newPoolShares(cfg.PoolShare, cfg.PoolShareWait)}
 	s.postImport = deps.PostImport
 	s.business, s.payment = deps.Business, deps.Payment
 	r := gin.New()
@@ -162,16 +171,19 @@ func New(cfg Config, deps Deps) *Server {
 		r.GET("/monitoring", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/monitoring/") })
 	}
 
+	// One in-flight cap and one share of the pool per key, whichever of
+	// the API and the migration page its requests reach.
+	inFlight := limitInFlight(cfg.MaxInFlightPerKey)
+	share := s.shares.handler()
 	if cfg.Migration.User != "" {
 		var insp progress.QueueInspector
 		if deps.Redis != nil {
 			insp = asynq.NewInspectorFromRedisClient(deps.Redis)
 		}
-		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth, deps.Redis, deps.Log)
+		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth, deps.Redis, deps.Log, inFlight, share)
 	}
 
-	v1 := r.Group("/v1/data-import", s.authenticate, limitInFlight(cfg.MaxInFlightPerKey))
-	share := limitPoolShare(cfg.PoolShare, poolShareWait)
+	v1 := r.Group("/v1/data-import", s.authenticate, inFlight)
 	v1.GET("/whoami/", s.whoami)
 	v1.POST("/validate-account/", share, s.validateAccount)
 	v1.POST("/account-import-process/create-or-update/", share, s.stageAccount)
@@ -186,7 +198,7 @@ func New(cfg Config, deps Deps) *Server {
 	v1.POST("/business/", share, s.createBusiness)
 	v1.POST("/payment-instruction/create/", s.createAccountPaymentInstruction)
 	v1.POST("/business-payment-instruction/create/", s.createBusinessPaymentInstruction)
-	v1.GET("/reconciliation/:supplier/", s.reconciliation)
+	v1.GET("/reconciliation/:supplier/", share, s.reconciliation)
 	s.router = r
 	return s
 }

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/google/go-cmp/cmp"
@@ -377,5 +379,99 @@ func TestStage_RefusalThatCannotBeRecordedIsStillAnswered(t *testing.T) {
 	// Staging still works, and finds nothing to delete.
 	if _, err := s.Stage(ctx, fixture(t, "DEMO", "A-1"), allVisible); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A refusal row keeps a bounded record: the first MaxRefusalErrors field
+// errors and the count of the others, each text cut at its bound. The
+// migration that bounded the rows stored before (00051) cuts a record as
+// boundRefusal does: its statement, run here on a row stored whole, leaves
+// the record boundRefusal makes.
+func TestBoundRefusal_TheMigrationBoundsAsGoDoes(t *testing.T) {
+	t.Parallel()
+	d := newDB(t, "DEMO")
+	long := func(s string, n int) string { return strings.Repeat(s, n) }
+	rec := problem.Record{Code: "invalid", Detail: long("é", 600)}
+	for i := range 990 {
+		rec.Errors = append(rec.Errors, problem.FieldError{
+			Code: long("c", 150), Attr: fmt.Sprintf("%d.", i) + long("a", 9000), Detail: long("ü", 501)})
+	}
+	rec.Errors[1] = problem.FieldError{Code: "short", Attr: "customers.0.mobile", Detail: long("d", 500)}
+	whole, _ := json.Marshal(rec)
+	exec(t, d, `INSERT INTO staging_refusals (supplier_id, external_account_number, step, error)
+		SELECT id, 'WHOLE', 'validate', $1 FROM import_suppliers WHERE code = 'DEMO'`, string(whole))
+	up, err := os.ReadFile("../../db/migrations/00051_bound_staging_refusals.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmt, _, _ := strings.Cut(string(up), "-- +goose StatementEnd")
+	_, stmt, _ = strings.Cut(stmt, "-- +goose StatementBegin")
+	exec(t, d, stmt)
+
+	var stored []byte
+	if err := d.Get(&stored, `SELECT error FROM staging_refusals WHERE external_account_number = 'WHOLE'`); err != nil {
+		t.Fatal(err)
+	}
+	var got problem.Record
+	if err := json.Unmarshal(stored, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := boundRefusal(rec)
+	// Through JSON, as the page reads it: the count is a number.
+	var wantJSON problem.Record
+	b, _ := json.Marshal(want)
+	_ = json.Unmarshal(b, &wantJSON)
+	if d := cmp.Diff(wantJSON, got); d != "" {
+		t.Errorf("the migration's record against boundRefusal's (-want +got):\n%s", d)
+	}
+	if n := len(stored); n > maxRefusalBytes {
+		t.Errorf("the bounded record is %d bytes, over %d", n, maxRefusalBytes)
+	}
+	if d := cmp.Diff(map[string]any{ErrorsOmitted: float64(970)}, wantJSON.Extra); d != "" {
+		t.Errorf("errors left out (-want +got):\n%s", d)
+	}
+	for _, e := range want.Errors[2:] {
+		if n := utf8.RuneCountInString(e.Attr); n != MaxRefusalAttr || !strings.HasSuffix(e.Attr, "…") {
+			t.Fatalf("attr of %d characters %.20q…, want %d ending in an ellipsis", n, e.Attr, MaxRefusalAttr)
+		}
+	}
+	_, counted := refusedCounters(t, d)
+	if n := len(counted); n != MaxRefusalErrors {
+		t.Errorf("%d (code, attr) pairs counted after the migration, want %d", n, MaxRefusalErrors)
+	}
+}
+
+// maxRefusalBytes is the most a bounded record can take: every text at its
+// bound in characters of four bytes, and room for the JSON around them.
+const maxRefusalBytes = (MaxRefusalErrors+1)*(MaxRefusalCode+MaxRefusalAttr+MaxRefusalDetail)*4 + 4096
+
+// An E3 refused for 990 unknown fields of 9,000-character names (an
+// 8.9 MB body) was answered whole, as it should be, and stored whole: a
+// 17.9 MB row. The row now keeps MaxRefusalErrors errors, each cut.
+func TestValidate_ARefusalOfAHugeBodyIsStoredBounded(t *testing.T) {
+	t.Parallel()
+	d := newDB(t, "DEMO")
+	s := New(d)
+	body := fixture(t, "DEMO", "HUGE")
+	var extra strings.Builder
+	for i := range 990 {
+		fmt.Fprintf(&extra, `"%d%s": 1, `, i, strings.Repeat("x", 9000))
+	}
+	body = replaceOnce(t, body, `"import_supplier": "DEMO",`, `"import_supplier": "DEMO", `+extra.String())
+	_, err := s.Validate(context.Background(), body, allVisible)
+	p, ok := problem.As(err)
+	if !ok || len(p.Errors) < 990 {
+		t.Fatalf("Validate: %v (%d errors), want a refusal with the 990 unknown fields", err, len(p.Errors))
+	}
+	var size int
+	if err := d.Get(&size, `SELECT octet_length(error::text) FROM staging_refusals WHERE external_account_number = 'HUGE'`); err != nil {
+		t.Fatal(err)
+	}
+	if size > maxRefusalBytes {
+		t.Errorf("the refusal row holds %d bytes, over %d", size, maxRefusalBytes)
+	}
+	got := refusals(t, d)
+	if len(got) != 1 || len(got[0].Fields) != MaxRefusalErrors {
+		t.Errorf("stored %v, want one refusal of %d errors", got, MaxRefusalErrors)
 	}
 }

@@ -3,8 +3,10 @@ package progress
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,5 +215,71 @@ func TestSummarize_RefusalCursorIsCheckedLikeAProcessCursor(t *testing.T) {
 	sum, err := svc.Summarize(context.Background(), pt.Supplier, Filter{Before: fmt.Sprintf("%d.r1", time.Now().Add(time.Hour).UnixMicro())}, all, false)
 	if err != nil || len(sum.Failed.Accounts) != 5 {
 		t.Errorf("a refusal cursor after every failure: %v, %d accounts, want the 5 failed", err, len(sum.Failed.Accounts))
+	}
+}
+
+// A page of failed accounts reads from the database only what its rows
+// show: the shown error's texts, cut to the bounds of a stored refusal,
+// and the count of the others, the ones a bounded refusal left out among
+// them. A row stored whole before refusals were bounded, or a process's
+// record, is no longer read whole.
+func TestSummarize_AFailedAccountReadsOnlyWhatItShows(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	pt.Seed(t, d)
+	svc := New(d, nil)
+	ctx := context.Background()
+	huge := strings.Repeat("x", 1<<20)
+	var errs []problem.FieldError
+	for i := range 30 {
+		errs = append(errs, problem.FieldError{Code: fmt.Sprintf("code_%d", i), Attr: fmt.Sprintf("f%d.", i) + huge, Detail: huge})
+	}
+	whole, _ := json.Marshal(problem.Record{Code: "account_failed_validation", Detail: huge, Errors: errs})
+	bounded, _ := json.Marshal(problem.Record{Code: "account_failed_validation", Detail: "d", Errors: errs[:2],
+		Extra: map[string]any{imports.ErrorsOmitted: 970}})
+	for _, r := range []struct {
+		ean string
+		rec []byte
+	}{{"WHOLE", whole}, {"BOUNDED", bounded}} {
+		if _, err := d.Exec(`INSERT INTO staging_refusals (supplier_id, external_account_number, step, error)
+			SELECT id, $2, 'validate', $3 FROM import_suppliers WHERE code = $1`, pt.Supplier, r.ean, string(r.rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type row struct {
+		EAN, Code          string
+		AttrLen, DetailLen int
+		Others             int
+	}
+	for _, tc := range []struct {
+		name   string
+		filter Filter
+		want   map[string]row
+	}{
+		{"no filter", Filter{}, map[string]row{
+			"WHOLE":   {"WHOLE", "code_0", imports.MaxRefusalAttr, imports.MaxRefusalDetail, 29},
+			"BOUNDED": {"BOUNDED", "code_0", imports.MaxRefusalAttr, imports.MaxRefusalDetail, 971},
+		}},
+		{"filtered by the second error's code", Filter{Code: "code_1"}, map[string]row{
+			"WHOLE":   {"WHOLE", "code_1", imports.MaxRefusalAttr, imports.MaxRefusalDetail, 29},
+			"BOUNDED": {"BOUNDED", "code_1", imports.MaxRefusalAttr, imports.MaxRefusalDetail, 971},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sum, err := svc.Summarize(ctx, pt.Supplier, tc.filter, all, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]row{}
+			for _, a := range sum.Failed.Accounts {
+				if _, ok := tc.want[a.ExternalAccountNumber]; ok {
+					got[a.ExternalAccountNumber] = row{a.ExternalAccountNumber, a.Code, len(a.Attr), len(a.Detail), a.OtherErrors}
+				}
+			}
+			if diff := gocmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

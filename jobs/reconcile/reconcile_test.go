@@ -204,3 +204,50 @@ func TestStore_StreamsEveryAccountOnceInByteOrderAcrossPages(t *testing.T) {
 		}
 	})
 }
+
+// A stream holds one database connection at a time, the one its request's
+// share of the pool counts: the listing of the next page and the reading
+// of the page before take turns. Reading ahead once took two connections
+// per stream. With a pool of one connection, no query of the stream waits
+// for the pool.
+func TestStore_StreamUsesOneConnectionAtATime(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	if _, err := d.Exec(`INSERT INTO import_suppliers (code, country) VALUES ('ONE', 'GB');
+		INSERT INTO operations_teams (name) VALUES ('Ops');
+		WITH p AS (INSERT INTO import_processes (supplier_id, external_account_number, payload, status, service_account_number)
+			SELECT s.id, 'E' || lpad(i::text, 4, '0'), '{}', 'COMPLETED', 'A-' || lpad(i::text, 8, '0')
+			FROM import_suppliers s, generate_series(1, 60) AS i RETURNING id, supplier_id, external_account_number, service_account_number),
+		a AS (INSERT INTO accounts (service_account_number, supplier_id, external_account_number, import_process_id, operations_team_id, billing_country)
+			SELECT p.service_account_number, p.supplier_id, p.external_account_number, p.id, (SELECT id FROM operations_teams), 'GB' FROM p RETURNING id)
+		INSERT INTO ledgers (account_id, balance) SELECT id, 0 FROM a`); err != nil {
+		t.Fatal(err)
+	}
+	d.SetMaxOpenConns(1)
+	s := &Store{db: d, PageSize: 1, Prefetch: 3}
+	sup, err := s.Supplier(ctx, "ONE", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first streams prepare their statements, on the pool in the
+	// background (db.Tx), which waits for the one connection; a later
+	// stream finds them prepared and should never wait. Reading ahead on
+	// a second connection made about 100 waits in every stream.
+	var waits []int64
+	for range 5 {
+		before := d.Stats().WaitCount
+		n := 0
+		if err := s.Stream(ctx, sup, "", func(Summary) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n != 60 {
+			t.Fatalf("%d summaries, want 60", n)
+		}
+		waits = append(waits, d.Stats().WaitCount-before)
+		if waits[len(waits)-1] == 0 {
+			return
+		}
+	}
+	t.Errorf("waits for the pool in each of 5 streams: %v, want a stream without any", waits)
+}

@@ -76,8 +76,12 @@ ORDER BY external_account_number COLLATE "C" LIMIT $3`
 //
 // Pages are read ahead: while one page is sent, the next is read and
 // summarised (Prefetch pages at most), so that the database, the
-// summaries' computation and the client's reading overlap. Each page's
-// reading holds a connection only while its query runs.
+// summaries' computation and the client's reading overlap. A stream uses
+// one database connection at a time: the listing of a page and the
+// reading of another take turns, so that a request holds no more than the
+// one connection its key's share of the pool counts (two per stream once
+// let 16 streams of one key take a pool of 20). Each holds it only while
+// its query runs.
 func (s *Store) Stream(ctx context.Context, sup Supplier, after string, emit func(Summary) error) error {
 	size := s.PageSize
 	if size <= 0 {
@@ -88,6 +92,7 @@ func (s *Store) Stream(ctx context.Context, sup Supplier, after string, emit fun
 		ahead = DefaultPrefetch
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	turn := make(chan struct{}, 1)
 	var queue []*pageLoad
 	defer func() {
 		// Stop and wait for the pages still being read, so that none
@@ -111,13 +116,15 @@ func (s *Store) Stream(ctx context.Context, sup Supplier, after string, emit fun
 	}
 	for more := true; more; {
 		var page []pageRow
-		if err := sqlx.SelectContext(ctx, s.db, &page, pageSQL, sup.ID, after, size); err != nil {
+		if err := takeTurn(ctx, turn, func() error {
+			return sqlx.SelectContext(ctx, s.db, &page, pageSQL, sup.ID, after, size)
+		}); err != nil {
 			return fmt.Errorf("reconcile: page: %w", err)
 		}
 		more = len(page) == size
 		if len(page) > 0 {
 			after = page[len(page)-1].Number
-			queue = append(queue, s.startLoad(ctx, page))
+			queue = append(queue, s.startLoad(ctx, turn, page))
 		}
 		for len(queue) > ahead || (!more && len(queue) > 0) {
 			p := queue[0]
@@ -148,7 +155,20 @@ type pageLoad struct {
 	err  error
 }
 
-func (s *Store) startLoad(ctx context.Context, page []pageRow) *pageLoad {
+// takeTurn runs fn while it holds turn, the stream's one connection.
+func takeTurn(ctx context.Context, turn chan struct{}, fn func() error) error {
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-turn }()
+	return fn()
+}
+
+// startLoad reads and summarises page in a goroutine; its reading waits
+// for the stream's turn on the database.
+func (s *Store) startLoad(ctx context.Context, turn chan struct{}, page []pageRow) *pageLoad {
 	p := &pageLoad{done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
@@ -156,7 +176,11 @@ func (s *Store) startLoad(ctx context.Context, page []pageRow) *pageLoad {
 		for i, r := range page {
 			ids[i] = r.ID
 		}
-		views, err := s.load(ctx, ids)
+		var views map[int64]*accountview.Account
+		err := takeTurn(ctx, turn, func() (err error) {
+			views, err = s.load(ctx, ids)
+			return err
+		})
 		if err != nil {
 			p.err = err
 			return
