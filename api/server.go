@@ -183,7 +183,7 @@ func New(cfg Config, deps Deps) *Server {
 		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth, deps.Redis, deps.Log, inFlight, share)
 	}
 
-	v1 := r.Group("/v1/data-import", s.authenticate, inFlight)
+	v1 := r.Group("/v1/data-import", s.authenticate, refuseMalformedParams, inFlight)
 	v1.GET("/whoami/", s.whoami)
 	v1.POST("/validate-account/", share, s.validateAccount)
 	v1.POST("/account-import-process/create-or-update/", share, s.stageAccount)
