@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -370,5 +373,67 @@ func TestMigrationPage_AccountsRefusedAtStagingShowUntilTheyStage(t *testing.T) 
 	if s.Supplier.Counts["refused"] != 0 || s.Supplier.Counts["staged"] != 1 || len(s.Failed.Accounts) != 0 || len(s.TopErrors) != 0 {
 		t.Errorf("after staging R-1: counts %v, failed %+v, top errors %+v; want it staged and nothing refused",
 			s.Supplier.Counts, s.Failed.Accounts, s.TopErrors)
+	}
+}
+
+// The top errors' links and the next page's link carried the code and attr
+// escaped twice (url.QueryEscape, then html/template's own escaping of a
+// URL attribute): an attr with '<' came out as %253C, and following the
+// link filtered by the escaped text, which matches nothing. Each link now
+// decodes back to the attr exactly once, and following it finds the
+// account.
+func TestMigrationPage_LinksCarryTheAttrEscapedOnce(t *testing.T) {
+	t.Parallel()
+	e := &importsEnv{s: startService(t, "api", map[string]string{"MONITORING_USER": pageUser, "MONITORING_PASSWORD": pagePass})}
+	for product, tariffs := range fixtureTariffCodes {
+		if _, err := admin.CreateProduct(context.Background(), e.s.db, product, tariffs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.addSupplier(t, "DEMO", admin.StatusOngoing)
+	tok := e.s.accessToken(t, e.s.newKey(t, "links"))
+	// An unknown field is refused at its own name: an attr made of what
+	// a URL escapes, and of an escape itself, which a second decoding
+	// would turn into '/'.
+	const attr = `a<b&c=d#e f+g%2Fh"é`
+	body := fixture(t, "L-1")
+	body[attr] = 1
+	if r := e.s.do(t, "POST", pathValidateAccount, tok, body); r.Status != 400 {
+		t.Fatalf("E3 with the unknown field: %d %.300s", r.Status, r.Raw)
+	}
+
+	link := regexp.MustCompile(`<a (?:id="[^"]*" )?href="([^"]*)"[^>]*>([^<]*)</a>`)
+	// linkQuery is the query of the page's link whose text is text, as a
+	// browser reads it: the attribute's HTML unescaped, then the URL
+	// parsed once.
+	linkQuery := func(page []byte, text string) url.Values {
+		t.Helper()
+		for _, m := range link.FindAllStringSubmatch(string(page), -1) {
+			if m[2] != text {
+				continue
+			}
+			u, err := url.Parse(html.UnescapeString(m[1]))
+			if err != nil {
+				t.Fatalf("link %q: %v", m[1], err)
+			}
+			return u.Query()
+		}
+		t.Fatalf("no link %q in the page", text)
+		return nil
+	}
+	top := e.s.basicGet(t, "/migration/DEMO/", pageUser, pagePass)
+	q := linkQuery(top.Raw, "unknown_field")
+	if diff := cmp.Diff(map[string]string{"code": "unknown_field", "attr": attr}, map[string]string{"code": q.Get("code"), "attr": q.Get("attr")}); diff != "" {
+		t.Errorf("top error's link, decoded once (-want +got):\n%s", diff)
+	}
+	filtered := decodeSummary(t, e.s.basicGet(t, "/migration/DEMO/summary.json?"+q.Encode(), pageUser, pagePass))
+	if len(filtered.Failed.Accounts) != 1 || filtered.Failed.Accounts[0].ExternalAccountNumber != "L-1" {
+		t.Errorf("following the top error's link: %+v, want L-1", filtered.Failed.Accounts)
+	}
+
+	page := e.s.basicGet(t, "/migration/DEMO/?"+q.Encode(), pageUser, pagePass)
+	next := linkQuery(page.Raw, "Next page")
+	if diff := cmp.Diff(map[string]string{"code": "unknown_field", "attr": attr}, map[string]string{"code": next.Get("code"), "attr": next.Get("attr")}); diff != "" {
+		t.Errorf("next page's link, decoded once (-want +got):\n%s", diff)
 	}
 }
