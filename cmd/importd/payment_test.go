@@ -257,6 +257,20 @@ func paymentBusinessCases(t *testing.T, e *paymentEnv) {
 			}
 		})
 	}
+	// A business the supplier does not have is not found, as the
+	// reference's E2 answers (404).
+	t.Run("a business that does not exist", func(t *testing.T) {
+		t.Parallel()
+		b := body("CARD-13", "B1-A")
+		b["external_business_identifier"] = "BIZ-NOPE"
+		r := e.do(t, "POST", pathE2, e.tok, b)
+		if r.Status != 404 || r.Body["code"] != "business_not_found" {
+			t.Fatalf("%d %s, want 404 business_not_found", r.Status, r.Raw)
+		}
+		if diff := cmp.Diff([]string{"business_not_found@external_business_identifier"}, codesAt(t, r)); diff != "" {
+			t.Errorf("errors (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // Concurrent requests with the same new reference share one verification

@@ -416,7 +416,6 @@ func TestCreateForBusiness_EachProblemAtItsAttr(t *testing.T) {
 		{"no accounts", func(m map[string]any) { m["accounts"] = []any{} }, validate.CodeRequired, "accounts"},
 		{"accounts missing", func(m map[string]any) { delete(m, "accounts") }, validate.CodeRequired, "accounts"},
 		{"account without number", func(m map[string]any) { m["accounts"] = []any{map[string]any{}} }, validate.CodeRequired, "accounts.0.external_account_number"},
-		{"unknown business", func(m map[string]any) { m["external_business_identifier"] = "BIZ-NOPE" }, CodeBusinessNotFound, "external_business_identifier"},
 		{"unknown vendor", func(m map[string]any) { m["vendor"] = "NOBODY" }, CodeVendorNotFound, "vendor"},
 		{"type of 65 characters", func(m map[string]any) { m["type"] = strings.Repeat("C", 65) }, validate.CodeInvalidChoice, "type"},
 		{"unknown supplier", func(m map[string]any) { m["import_supplier_code"] = "NOPE" }, CodeSupplierNotFound, "import_supplier_code"},
@@ -438,6 +437,40 @@ func TestCreateForBusiness_EachProblemAtItsAttr(t *testing.T) {
 	}
 	if n := b.count(t, `SELECT count(*) FROM payment_instructions`); n != 0 {
 		t.Errorf("refused requests stored %d instructions", n)
+	}
+}
+
+// A business the supplier does not have is not found (404), as the
+// reference's E2 answers, whatever else the request holds: its accounts and
+// vendor have nothing to be checked against.
+func TestCreateForBusiness_UnknownBusinessIsNotFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, true)
+	c1 := b.business(t, b.demo, "BIZ-1", "Acme Ltd", "BC-1")
+	b.account(t, b.demo, "B-ACC-1", c1)
+	for _, tc := range []struct {
+		name string
+		edit func(m map[string]any)
+	}{
+		{"alone", func(map[string]any) {}},
+		{"with an unknown account and vendor", func(m map[string]any) { m["accounts"] = accs("NOPE"); m["vendor"] = "NOBODY" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := businessBody("BIZ-NOPE", "CARD-30", "B-ACC-1")
+			tc.edit(m)
+			_, err := b.svc.CreateForBusiness(context.Background(), raw(t, m), visible)
+			p := asProblem(t, err)
+			type answer struct {
+				Kind   problem.Kind
+				Code   string
+				Errors []problem.FieldError
+			}
+			want := answer{problem.NotFound, CodeBusinessNotFound, []problem.FieldError{{Code: CodeBusinessNotFound, Attr: "external_business_identifier"}}}
+			if diff := cmp.Diff(want, answer{p.Kind, p.Code, p.Errors}, ignoreDetail); diff != "" {
+				t.Errorf("answer (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

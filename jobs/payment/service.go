@@ -260,8 +260,7 @@ func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible fu
 		errs.Add("import_supplier_code", CodeSupplierNotFound, "Import supplier %q not found.", req.ImportSupplierCode)
 	default:
 		if req.ExternalBusinessIdentifier != "" && len(c.BusinessIDs) == 0 {
-			errs.Add("external_business_identifier", CodeBusinessNotFound,
-				"Business %s of import supplier %s does not exist; create it (E1) first.", req.ExternalBusinessIdentifier, req.ImportSupplierCode)
+			return BusinessResult{}, businessNotFound(req.ExternalBusinessIdentifier, req.ImportSupplierCode)
 		}
 		var err error
 		businessID, accountIDs, err = s.checkAccounts(ctx, &errs, c.SupplierID.Int64, c.BusinessIDs, req)
@@ -289,6 +288,17 @@ func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible fu
 		return BusinessResult{}, err
 	}
 	return BusinessResult{Reference: req.Reference, ExternalBusinessIdentifier: req.ExternalBusinessIdentifier}, nil
+}
+
+// businessNotFound answers E2 for a business the supplier does not have:
+// 404, as the reference's E2 answers ("The business import process have
+// not been found", reference-api.md 10), and as E7 and E8 answer for a
+// missing account. It comes before the accounts' and the vendor's checks,
+// which have nothing to check against.
+func businessNotFound(identifier, supplier string) *problem.Error {
+	d := fmt.Sprintf("Business %s of import supplier %s does not exist; create it (E1) first, and check import_supplier_code and external_business_identifier.", identifier, supplier)
+	return &problem.Error{Kind: problem.NotFound, Code: CodeBusinessNotFound, Detail: d,
+		Errors: []problem.FieldError{{Detail: d, Code: CodeBusinessNotFound, Attr: "external_business_identifier"}}}
 }
 
 // checkAccounts adds a problem for every listed account that is not
