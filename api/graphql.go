@@ -31,6 +31,7 @@ const tokenSchema = `
 		APIKey: String
 		refreshToken: String
 		organizationSecretKey: String
+		preSignedKey: String
 	}
 	type ObtainServiceJSONWebToken {
 		token: String!
@@ -99,11 +100,21 @@ type tokenInput struct {
 	APIKey                *string
 	RefreshToken          *string
 	OrganizationSecretKey *string
+	PreSignedKey          *string
 }
 
 // codeOrganisationsNotSupported refuses organizationSecretKey: the service
 // issues no organisation secret keys, only the API keys of spec 5.2.
 const codeOrganisationsNotSupported = "organisations_not_supported"
+
+// codePreSignedKeysNotSupported refuses preSignedKey, the reference's
+// short-lived key: the service issues none.
+const codePreSignedKeysNotSupported = "pre_signed_keys_not_supported"
+
+// codeQueryInvalid is the code of an error that graph-gophers reports
+// itself (a field or argument the schema lacks, a wrong type, a syntax
+// error): clients branch on extensions.code, which the library leaves out.
+const codeQueryInvalid = "graphql_validation_failed"
 
 type tokenOutput struct{ pair auth.TokenPair }
 
@@ -123,7 +134,13 @@ func (r *tokenResolver) ObtainServiceToken(ctx context.Context, args struct{ Inp
 	hasKey := in.APIKey != nil && *in.APIKey != ""
 	hasRefresh := in.RefreshToken != nil && *in.RefreshToken != ""
 	hasOrg := in.OrganizationSecretKey != nil && *in.OrganizationSecretKey != ""
+	hasPreSigned := in.PreSignedKey != nil && *in.PreSignedKey != ""
 	switch {
+	case hasPreSigned && !hasKey && !hasRefresh && !hasOrg:
+		return nil, gqlError{codePreSignedKeysNotSupported, "VALIDATION",
+			"This service issues no pre-signed keys, so preSignedKey cannot be used; send the API key the service operator gave you as APIKey.", 0}
+	case hasPreSigned:
+		return nil, gqlError{auth.CodeInvalidTokenInput, "VALIDATION", "Provide exactly one of APIKey or refreshToken.", 0}
 	case hasOrg && !hasKey && !hasRefresh:
 		return nil, gqlError{codeOrganisationsNotSupported, "VALIDATION",
 			"This service has no organisations with secret keys, so organizationSecretKey cannot be used; send the API key the service operator gave you as APIKey.", 0}
@@ -218,6 +235,10 @@ func (s *Server) graphql() gin.HandlerFunc {
 		ctx := context.WithValue(c.Request.Context(), attemptsKey{}, new(atomic.Int32))
 		res := schema.Exec(ctx, req.Query, req.OperationName, vars)
 		for _, e := range res.Errors {
+			if e.ResolverError == nil && e.Extensions == nil {
+				e.Extensions = gqlError{codeQueryInvalid, "VALIDATION", e.Message, 0}.Extensions()
+				c.Set(errorCodeKey, codeQueryInvalid)
+			}
 			// A refusal for too many failed attempts keeps its Retry-After
 			// as a header, which clients and proxies back off on.
 			var g gqlError

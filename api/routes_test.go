@@ -23,6 +23,7 @@ var sharedExempt = map[string]string{
 	"GET /healthz":                "no key",
 	"GET /readyz":                 "no key",
 	"POST /v1/graphql/":           "no key: the token endpoint, bounded by the failed-attempt limit",
+	"POST /v1/graphql":            "the token endpoint without its trailing slash",
 	"GET " + SchemaPath:           "no key, no database",
 	"GET " + DocsPath + "*file":   "no key, no database",
 	"GET " + MigrationRoot:        "a redirect",

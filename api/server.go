@@ -160,7 +160,11 @@ func New(cfg Config, deps Deps) *Server {
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
-	r.POST("/v1/graphql/", s.graphql())
+	// The reference's address ends with a slash; a client that leaves it
+	// out still gets a GraphQL answer, not a REST 404 it cannot read.
+	gql := s.graphql()
+	r.POST("/v1/graphql/", gql)
+	r.POST("/v1/graphql", gql)
 	r.GET(SchemaPath, serveSchema)
 	r.GET(DocsPath+"*file", serveDocs)
 	if cfg.MetricsHandler != nil {
