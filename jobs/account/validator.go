@@ -315,7 +315,7 @@ func (c *checker) checkBillingAddress() {
 }
 
 func (c *checker) checkSupplyAddresses() {
-	var identifiers, serials map[string]bool // across the account
+	var identifiers map[string]bool // across the account
 	for i := range c.a.SupplyAddresses {
 		sa := &c.a.SupplyAddresses[i]
 		if sa.SupplyPostcode != "" && c.country != "" {
@@ -336,15 +336,11 @@ func (c *checker) checkSupplyAddresses() {
 				}
 				identifiers = setAdd(identifiers, *id)
 			}
-			for m := range sp.Meters {
-				mt := &sp.Meters[m]
-				if mt.SerialNumber != "" {
-					if serials[mt.SerialNumber] {
-						c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "serial_number"), CodeDuplicateMeterSerial,
-							"Meter serial number %q appears more than once in the account.", mt.SerialNumber)
-					}
-					serials = setAdd(serials, mt.SerialNumber)
-				}
+			// A serial names one meter of a supply point; the same meter may
+			// serve two supply points (an import and an export MPAN).
+			for _, m := range validate.Repeats(sp.Meters, func(x *Meter) string { return x.SerialNumber }) {
+				c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "meters", m, "serial_number"), CodeDuplicateMeterSerial,
+					"Meter serial number %q appears more than once in this supply point.", sp.Meters[m].SerialNumber)
 			}
 		}
 	}

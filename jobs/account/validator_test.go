@@ -330,8 +330,8 @@ var ruleCases = []ruleCase{
 	{name: "tariff not in the catalogue", edit: edits(set(elec+"agreements.0.tariff_code", "E-GONE"), set(elec2+"agreements.0.tariff_code", "E-GONE")),
 		want: []pair{{elec + "agreements.0.tariff_code", "tariff_code_not_found"}, {elec2 + "agreements.0.tariff_code", "tariff_code_not_found"}}},
 	{name: "electricity identifier twice", edit: set(elec2+"identifier", "1200023456789"), want: []pair{{elec2 + "identifier", "duplicate_supply_point_identifier"}}},
-	{name: "meter serial number twice in the account", edit: set(elec2+"meters.0.serial_number", "E21Z012345"),
-		want: []pair{{elec2 + "meters.0.serial_number", "duplicate_meter_serial_number"}}},
+	{name: "meter serial number twice in one supply point", edit: set(elec+"meters.1", map[string]any{"serial_number": "E21Z012345"}),
+		want: []pair{{elec + "meters.1.serial_number", "duplicate_meter_serial_number"}}},
 	{name: "transfer reading value not a number", edit: set(elec+"transfer_readings.0.value", "about 23k"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 	{name: "transfer reading value with an exponent", edit: set(elec+"transfer_readings.0.value", "1e5"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 	{name: "transfer reading value with 11 digits before the point", edit: set(elec+"transfer_readings.0.value", "12345678901"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
@@ -462,6 +462,7 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 	}{
 		{name: "external account number of exactly 128 characters", edit: set("external_account_number", strings.Repeat("A", 128))},
 		{name: "unknown occupier without customers", edit: edits(del("customers"), set("unknown_occupier", true))},
+		{name: "one meter serial on two supply points (an import and an export MPAN)", edit: set(elec2+"meters.0.serial_number", "E21Z012345")},
 		{name: "statements as in the reference's GB account example", edit: set("statements", referenceStatements()),
 			check: func(t *testing.T, a *Account) {
 				p1, p2 := "/EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "/EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf"

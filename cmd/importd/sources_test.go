@@ -1,0 +1,80 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/jobs/admin"
+)
+
+// The tests here send what a client sends where the service once refused or
+// accepted without a source (jobs/account/RULES.md and
+// jobs/business/RULES.md name each rule's source now).
+
+// exportPoint is an export MPAN at the fixture's first supply address whose
+// meter is the import MPAN's own (serial E21Z012345): a GB smart meter that
+// both takes and gives energy has one serial on two supply points.
+func exportPoint() map[string]any {
+	return map[string]any{
+		"supply_type": "ELECTRICITY", "identifier": "1200023456790", "supply_start_date": "2019-04-01",
+		"meters": []any{map[string]any{"serial_number": "E21Z012345",
+			"registers": []any{map[string]any{"register_type": "KWH_EXPORT"}}}},
+		"agreements": []any{map[string]any{"tariff_code": "E-1R-VAR-C", "effective_from": "2019-04-01"}},
+	}
+}
+
+// TestSources_ImportAndExportMPANsOfOneMeterShareItsSerial: the same
+// serial on two supply points of one account goes through E3, E4 and E5
+// and is stored on both; storage still holds a serial once per supply
+// point, and validation refuses it twice on one.
+func TestSources_ImportAndExportMPANsOfOneMeterShareItsSerial(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "serve", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	body := fixture(t, "ACC-EXPORT")
+	delete(body, "notes") // their document needs a store; not the subject here
+	points := get(t, body, "supply_addresses.0.supply_points").([]any)
+	edit(t, body, "supply_addresses.0.supply_points", append(points, exportPoint()))
+
+	if r := s.do(t, "POST", pathValidateAccount, tok, body); r.Status != 200 {
+		t.Fatalf("E3: %d %s", r.Status, r.Raw)
+	}
+	s.stage(t, tok, body)
+	r := s.do(t, "POST", processPath, tok, processBody("ACC-EXPORT", false))
+	if r.Status != 201 {
+		t.Fatalf("E5: %d %s", r.Status, r.Raw)
+	}
+	type meter struct{ Identifier, Serial string }
+	var got []meter
+	if err := s.db.Select(&got, `SELECT e.identifier, m.serial_number AS serial FROM meters m
+		JOIN electricity_supply_points e ON e.supply_point_id = m.supply_point_id
+		JOIN accounts a ON a.id = m.account_id WHERE a.service_account_number = $1 ORDER BY m.id`,
+		r.Body["service_account_number"]); err != nil {
+		t.Fatal(err)
+	}
+	want := []meter{{"1200023456789", "E21Z012345"}, {"1200023456790", "E21Z012345"}, {"1200098765432", "E19K998877"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored meters (-want +got):\n%s", diff)
+	}
+
+	// Storage keys a meter by supply point and serial number, which is
+	// what the validator checks (duplicate_meter_serial_number).
+	_, err := s.db.Exec(`INSERT INTO meters (supply_point_id, account_id, serial_number)
+		SELECT m.supply_point_id, m.account_id, m.serial_number FROM meters m
+		JOIN accounts a ON a.id = m.account_id WHERE a.service_account_number = $1 ORDER BY m.id LIMIT 1`,
+		r.Body["service_account_number"])
+	if !db.IsUniqueViolation(err, "meters_supply_point_serial_number") {
+		t.Errorf("a second meter E21Z012345 on the import MPAN: %v, want the unique violation of meters_supply_point_serial_number", err)
+	}
+	twice := fixture(t, "ACC-TWICE")
+	meters := get(t, twice, "supply_addresses.0.supply_points.0.meters").([]any)
+	edit(t, twice, "supply_addresses.0.supply_points.0.meters", append(meters, map[string]any{"serial_number": "E21Z012345"}))
+	r = s.do(t, "POST", pathValidateAccount, tok, twice)
+	wantProblems := []fieldProblem{{"supply_addresses.0.supply_points.0.meters.1.serial_number", "duplicate_meter_serial_number"}}
+	if diff := cmp.Diff(wantProblems, problemsOf(t, r.Body)); r.Status != 400 || diff != "" {
+		t.Errorf("E3 with one serial twice on one supply point: %d (-want +got):\n%s", r.Status, diff)
+	}
+}
