@@ -373,6 +373,46 @@ func TestPostImport_ReferenceTransactionsExampleIsStoredAsSent(t *testing.T) {
 	}
 }
 
+// A SUPPLY_CHARGE whose amount is not what its line and tax items add up
+// to, or that has no line items, is refused with the reference's codes at
+// their attrs, and nothing of the request is added.
+func TestPostImport_InconsistentSupplyChargeIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newReferenceEnv(t, "EXTERNAL-1234")
+	cases := []struct {
+		name, old, new string
+		want           map[string]any
+	}{
+		{"amount 99 with net 44.0 and tax 9.24", `"amount": 53.24`, `"amount": 99`,
+			map[string]any{"code": "ledger_transaction_amount_does_not_match_with_line_item_net_amount_and_tax_amount", "attr": "transactions.5.amount"}},
+		{"no line items", `"line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2019-10-01", "end_date": "2019-11-01", "number_of_units": 4.0,
+       "net_amount": 44.0, "price_per_unit": 11.0, "units": [4.0, 8.0]}],`, ``,
+			map[string]any{"code": "required", "attr": "transactions.5.line_items"}},
+		{"net amount that is not units times price", `"net_amount": 44.0, "price_per_unit": 11.0`, `"net_amount": 44.0, "price_per_unit": 12.0`,
+			map[string]any{"code": "incorrect_line_item_net_amount", "attr": "transactions.5.line_items.0.net_amount"}},
+	}
+	for _, tc := range cases {
+		body := strings.Replace(referenceTransactions, tc.old, tc.new, 1)
+		if body == referenceTransactions {
+			t.Fatalf("%s: the example does not contain %s", tc.name, tc.old)
+		}
+		r := e.do(t, "POST", pathTransactions, e.tok, body)
+		errs, _ := r.Body["errors"].([]any)
+		if r.Status != 400 || r.Body["code"] != "transactions_failed_validation" || len(errs) != 1 {
+			t.Fatalf("%s: %d %s", tc.name, r.Status, r.Raw)
+		}
+		got := errs[0].(map[string]any)
+		delete(got, "detail")
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: error (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	var n int
+	if err := e.db.Get(&n, `SELECT count(*) FROM transactions`); err != nil || n != 0 {
+		t.Errorf("%d transactions added by refused requests (%v)", n, err)
+	}
+}
+
 // The spec's own E7 examples: the 201 (PAYMENT with reason GENERAL_CREDIT)
 // and the 400 for a date before the open period, whose transaction_data
 // shows the amount as a two-place string.

@@ -127,10 +127,10 @@ func moneyField[T any](name, note string, at func(*T) *Money, extraCodes ...stri
 }
 
 // decimalListField is an optional array of plain decimal numbers.
-func decimalListField[T any](name string, at func(*T) *[]validate.Decimal, note string) validate.Field[T] {
+func decimalListField[T any](name string, at func(*T) *[]validate.Decimal, note string, codes ...string) validate.Field[T] {
 	// The schema has no list-of-numbers type; the reference renders this
 	// row's type from unitsType (see Reference).
-	spec := &validate.Spec{Name: name, Type: validate.TypeDecimal, Note: note, MaxItems: maxUnits}
+	spec := &validate.Spec{Name: name, Type: validate.TypeDecimal, Note: note, MaxItems: maxUnits, Codes: codes}
 	return validate.Custom(spec, func(w *validate.Walker, v *validate.Value, dst *T) {
 		if v.Kind == validate.KindNull {
 			w.Add(validate.CodeInvalid, "This field may not be null.")

@@ -62,21 +62,14 @@ var (
 		{CodeAccountNotFound, "`external_account_number` (404)", "The account was created (E5) for this import supplier, and the caller's key may use the supplier. An account that is only staged, an unknown one, and one of a supplier the key may not see get the same answer. Source: spec E6 (404)."},
 		{CodeTooManyItems, "`notes`", fmt.Sprintf("At most %d notes per request. Source: a limit of this service (spec 8.2 sets none): one request is one database transaction.", MaxNotes)},
 	}, sharedNoteRules()...)
-	transactionRules = []rule{
+	transactionRules = slices.Concat([]rule{
 		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: reference section 3 (transactions/create answers 404 when the account was not imported)."},
-		{CodeDuplicateTransactionIDs, "`transactions.N.transaction_id`", "A transaction id appears once in a request (reported at the second occurrence). Source: reference 3.5 (`duplicate_transaction_ids`)."},
-		{CodeTransactionInFuture, "`transactions.N.transaction_date`", "Not after today, dated in the supplier's time zone (UTC unless the operator set one), with or without force. Source: reference 3.5 (`transaction_in_future`)."},
 		{CodeNotInOpenPeriod, "`transactions.N.transaction_date`", "With `force_add_to_current_statement=false`, the date is in the open statement period (above). With the default `true`, an earlier date is moved to the period's first day instead, unless that day is after today. Source: spec 2.7 and E7, reference 3.5 (the 400 example)."},
-		{CodeProductNotFound, "`transactions.N.product_code`", "A SUPPLY_CHARGE names a product of the catalogue. Source: reference 3.5 (`product_code_does_not_exist`)."},
-		{CodeAmountNotPositive, "`transactions.N.amount`", "A PAYMENT or REPAYMENT is a positive amount. CHARGE, CREDIT and SUPPLY_CHARGE may be negative (a reversal) or zero. Source: reference 3.5 (\"Payments and repayments must be positive numbers\")."},
-		{CodeAmountPrecision, "every amount", "At most 10 decimal places. Trailing zeros do not count (`71.00000000000` is `71`); nothing is ever rounded on the way in. Source: reference 3.5 (pattern `^-?\\d{0,10}(?:\\.\\d{0,10})?$`)."},
-		{CodeAmountOutOfRange, "every amount", "Below 10,000,000,000 in absolute value. Source: reference 3.5 (at most 10 digits before the point)."},
-		{validate.CodeInvalid, "every amount", "A JSON number (exponents included, read exactly), or a JSON string holding a decimal number in the reference's form: an optional minus sign, digits, an optional point (`\"10.00\"`, `\"00512.5\"`, `\".5\"`, `\"5.\"`); no exponent, plus sign or spaces in a string. Both forms are read exactly, never through a binary float, and give the same amount. Source: reference 3.5 (`amount` is a decimal string; its example sends `\"10.00\"`) and spec 2.7 (\"number in requests\")."},
-		{CodeStartAfterEnd, "`transactions.N.line_items.K.start_date`", "Not after the line item's `end_date`. Source: reference 3.5 (`start_date_later_than_end_date`)."},
+	}, transactionItemRules("transactions.N.", "K"), []rule{
 		{CodeBalanceOutOfRange, "`transactions`", "The ledger balance stays below 1,000,000,000,000 in absolute value. Source: storage (the check `ledgers_balance_range`); no real account comes near it."},
 		{CodeTooManyItems, "`transactions`", fmt.Sprintf("At most %d transactions per request. Source: spec 8 leaves array lengths to the service; this keeps a request to one short database transaction.", MaxTransactions)},
 		{validate.CodeInvalid, "`check_previously_added`, `force_add_to_current_statement`", "Query parameters are `true` or `false` (also `1` or `0`), given at most once; empty or omitted means `true`. Source: spec E7 (both are booleans)."},
-	}
+	})
 	statementRules = slices.Concat([]rule{
 		{CodeAccountNotFound, "`external_account_number` (404)", "As for E6. Source: reference 10 (historical-statements/create, 404)."},
 		{CodeStatementExists, "`statements.N.statement_id`", "The account has no statement with this id yet: ids are unique per account, so a re-sent request is refused, never doubled. Source: reference 3.5 (`historical_statement_already_exists`)."},

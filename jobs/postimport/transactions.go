@@ -110,11 +110,11 @@ var lineItemSchema = v.NewObject(
 	v.Req("start_date", v.DateValue, func(l *LineItem) *v.Date { return &l.StartDate }, v.Codes(CodeStartAfterEnd)),
 	v.Req("end_date", v.DateValue, func(l *LineItem) *v.Date { return &l.EndDate }, v.Note("Inclusive.")),
 	v.Req("number_of_units", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.NumberOfUnits }),
-	moneyField("net_amount", moneyNote, func(l *LineItem) *Money { return &l.NetAmount }),
+	moneyField("net_amount", moneyNote, func(l *LineItem) *Money { return &l.NetAmount }, CodeIncorrectNetAmount),
 	v.Req("price_per_unit", v.DecimalValue, func(l *LineItem) *v.Decimal { return &l.PricePerUnit },
 		v.Note("Any number of decimal places.")),
 	decimalListField("units", func(l *LineItem) *[]v.Decimal { return &l.Units },
-		"An array of numbers, kept exactly as written (in plain form when written with an exponent)."),
+		"Two numbers, kept exactly as written (in plain form when written with an exponent).", CodeUnitsNotTwoValues),
 )
 
 var taxItemSchema = v.NewObject(
@@ -123,16 +123,19 @@ var taxItemSchema = v.NewObject(
 		v.Note("VAT is in use; any code is kept as sent.")),
 	moneyField("value_taxed", moneyNote, func(t *TaxItem) *Money { return &t.ValueTaxed }),
 	v.Req("rate", v.DecimalValue, func(t *TaxItem) *v.Decimal { return &t.Rate }),
-	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OpenCode(),
-		v.Note("PROPORTION is in use; any code is kept as sent.")),
+	v.Opt("unit_type", v.StringValue, func(t *TaxItem) **string { return &t.UnitType }, v.OpenCode(), v.Required(),
+		v.Note("PROPORTION is in use, and the reference names CURRENCY_PER_KWH too; any code is kept as sent. Required: the reference's tax items require it (3.5).")),
 )
 
 // The spec shows reason, product_code, line_items and tax_items with some
 // types "in the usage shown" (2.7): an example, not a rule. Every type
-// accepts them; reason is required on none. product_code is required on a
-// SUPPLY_CHARGE only, which the reference says needs one (3.5); elsewhere
-// it is optional and, when given, names a product of the catalogue. Both
-// product_code fields bind to the same place.
+// accepts them; reason is required on none. product_code and line_items
+// are required on a SUPPLY_CHARGE only, which the reference says needs
+// both (3.5); elsewhere they are optional, and a product code, when given,
+// names a product of the catalogue. Both product_code fields bind to the
+// same place; line_items is one field, whose requirement on a SUPPLY_CHARGE
+// TransactionChecks enforces, so that the line items' own rows appear once
+// in RULES.md.
 var (
 	productCodeOptional = v.Opt("product_code", v.StringValue, func(t *Transaction) **string { return &t.ProductCode },
 		v.MaxLength(maxCode), v.Codes(CodeProductNotFound), v.Note("A product of the catalogue (importctl product create). "+usageNote))
@@ -146,15 +149,23 @@ const reasonNote = "IMPORTED_CHARGE, IMPORTED_CREDIT, ACCOUNT_CHARGE_PAYMENT, FU
 // usageNote is the note of the fields the spec shows with some types only.
 const usageNote = "Accepted on every type: spec 2.7 shows it with some types \"in the usage shown\", an example, not a rule."
 
-var transactionSchema = v.NewUnion("type",
-	[]v.Field[Transaction]{
-		v.Req("transaction_id", v.StringValue, func(t *Transaction) *string { return &t.TransactionID }, v.MaxLength(maxCode),
-			v.Codes(CodeDuplicateTransactionIDs), v.Note("Unique within a request; a known one is skipped, unless check_previously_added=false.")),
-		v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
-			v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")),
-		moneyField("amount", amountNote, func(t *Transaction) *Money { return &t.Amount.Money }, CodeAmountNotPositive),
+// transactionSchema is E7's transaction.
+var transactionSchema = newTransactionSchema(
+	v.Req("transaction_id", v.StringValue, func(t *Transaction) *string { return &t.TransactionID }, v.MaxLength(maxCode),
+		v.Codes(CodeDuplicateTransactionIDs), v.Note("Unique within a request; a known one is skipped, unless check_previously_added=false.")),
+	v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
+		v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")))
+
+// newTransactionSchema is the schema of a transaction whose id and date
+// are the fields given, which say where the transaction goes: E7's and a
+// ledger's differ only there (see LedgerTransactionSchema).
+func newTransactionSchema(id, date v.Field[Transaction]) *v.Object[Transaction] {
+	return v.NewUnion("type", []v.Field[Transaction]{
+		id,
+		date,
+		moneyField("amount", amountNote, func(t *Transaction) *Money { return &t.Amount.Money }, CodeAmountNotPositive, CodeAmountNotItemsSum),
 		v.Req("type", v.StringValue, func(t *Transaction) *string { return &t.Type },
-			v.Note("Decides the sign of the amount in the ledger, and whether product_code is required.")),
+			v.Note("Decides the sign of the amount in the ledger, and whether product_code and line_items are required.")),
 		v.Opt("reason", v.StringValue, func(t *Transaction) **string { return &t.Reason }, v.OpenCode(), v.Note(reasonNote)),
 		v.Opt("display_note", v.StringValue, func(t *Transaction) **string { return &t.DisplayNote },
 			v.MaxLength(maxLongText), v.AllowBlank(), v.Note("Shown to the customer.")),
@@ -165,16 +176,18 @@ var transactionSchema = v.NewUnion("type",
 			v.Note("DD_REGULAR_COLLECTION, DIRECT_CREDIT and DEBIT_CARD are in use; any code is kept as sent. \"\" (in the reference's account example) is kept too.")),
 		v.Opt("to_prepay_meter_serial_number", v.StringValue, func(t *Transaction) **string { return &t.ToPrepayMeterSerialNumber },
 			v.MaxLength(maxCode), v.Note("In the reference's example of a prepay debt adjustment; kept as sent.")),
-		v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems }, v.Note(usageNote)),
+		v.List("line_items", lineItemSchema, func(t *Transaction) *[]LineItem { return &t.LineItems }, v.Codes(v.CodeRequired),
+			v.Note("Required on a SUPPLY_CHARGE, with at least one item: the reference says a SUPPLY_CHARGE needs line items (3.5); its amount is their net amounts plus the tax items' amounts. "+usageNote+" On the other types they are kept as sent, and the amount is not compared with them.")),
 		v.List("tax_items", taxItemSchema, func(t *Transaction) *[]TaxItem { return &t.TaxItems }, v.Note(usageNote)),
 	},
-	v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit, TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
-		productCodeOptional,
-	}},
-	v.Variant[Transaction]{Values: []string{TypeSupplyCharge}, Fields: []v.Field[Transaction]{
-		productCodeRequired,
-	}},
-)
+		v.Variant[Transaction]{Values: []string{TypeCharge, TypeCredit, TypePayment, TypeRepayment}, Fields: []v.Field[Transaction]{
+			productCodeOptional,
+		}},
+		v.Variant[Transaction]{Values: []string{TypeSupplyCharge}, Fields: []v.Field[Transaction]{
+			productCodeRequired,
+		}},
+	)
+}
 
 var transactionsSchema = v.NewObject(
 	v.Req("import_supplier", v.StringValue, func(r *TransactionsRequest) *string { return &r.ImportSupplier }, v.MaxLength(maxCode),
@@ -276,29 +289,8 @@ func parseTransactions(ctx context.Context, body []byte, todayFor func(supplier 
 	if err := v.Checkpoint(ctx, v.LookedUp); err != nil {
 		return nil, fmt.Errorf("transactions: %w", err)
 	}
-	seen := make(map[string]bool, len(r.Transactions))
-	for i := range r.Transactions {
-		t := &r.Transactions[i]
-		at := func(parts ...any) string { return v.Attr(append([]any{"transactions", i}, parts...)...) }
-		if id := t.TransactionID; id != "" {
-			if seen[id] {
-				w.AddAt(at("transaction_id"), CodeDuplicateTransactionIDs, "Transaction id %q appears more than once in the request.", id)
-			}
-			seen[id] = true
-		}
-		if t.TransactionDate != "" && t.TransactionDate > today {
-			w.AddAt(at("transaction_date"), CodeTransactionInFuture, "The transaction date %s is after today (%s).", t.TransactionDate, today)
-		}
-		if (t.Type == TypePayment || t.Type == TypeRepayment) && !w.HasErrorAt(at("amount")) && t.Amount.Decimal().Sign() <= 0 {
-			w.AddAt(at("amount"), CodeAmountNotPositive, "A %s is a positive amount.", t.Type)
-		}
-		for k, l := range t.LineItems {
-			if l.StartDate != "" && l.EndDate != "" && l.StartDate > l.EndDate {
-				w.AddAt(at("line_items", k, "start_date"), CodeStartAfterEnd,
-					"start_date (%s) is later than end_date (%s).", l.StartDate, l.EndDate)
-			}
-		}
-	}
+	checks := TransactionChecks{Today: today}
+	checks.Check(&w, "transactions", r.Transactions)
 	*errs = w.Errors
 	return &r, nil
 }

@@ -37,6 +37,34 @@ func supplyCharge(id, date, amount string) obj {
 		"tax_items": []obj{{"amount": num("1.50"), "tax_type": "VAT", "value_taxed": num("30.00"), "rate": num("0.05"), "unit_type": "PROPORTION"}}}
 }
 
+// supplyChargeOf is a valid SUPPLY_CHARGE of any amount: one line item of
+// one unit at that price, and a tax item of nothing.
+func supplyChargeOf(id, date, amount string) obj {
+	return obj{"transaction_id": id, "transaction_date": date, "amount": num(amount), "type": "SUPPLY_CHARGE",
+		"product_code": productCode, "display_note": "Electricity",
+		"line_items": []obj{{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-06-01", "end_date": "2025-06-10",
+			"number_of_units": num("1"), "net_amount": num(amount), "price_per_unit": num(amount), "units": []any{num("0"), num("1")}}},
+		"tax_items": []obj{{"amount": num("0"), "tax_type": "VAT", "value_taxed": num(amount), "rate": num("0"), "unit_type": "PROPORTION"}}}
+}
+
+// referenceSupplyCharge is the SUPPLY_CHARGE of the reference's E7 example
+// (section 10), as a client copies it: 53.24 is 44.0 net and 9.24 VAT.
+func referenceSupplyCharge(id, date string) obj {
+	return obj{"transaction_id": id, "transaction_date": date, "amount": num("53.24"), "type": "SUPPLY_CHARGE",
+		"display_note": "Some customer facing note about the supply charge.", "reference": "supply-charge-reference-1",
+		"product_code": productCode,
+		"line_items": []obj{{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2019-10-01", "end_date": "2019-11-01",
+			"number_of_units": num("4.0"), "net_amount": num("44.0"), "price_per_unit": num("11.0"), "units": []any{num("4.0"), num("8.0")}}},
+		"tax_items": []obj{{"amount": num("9.24"), "tax_type": "VAT", "value_taxed": num("44.0"), "rate": num("0.21"), "unit_type": "PROPORTION"}}}
+}
+
+// lineItem is the reference example's line item with the given units,
+// price and net amount.
+func lineItem(units, price, net string) obj {
+	return obj{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2019-10-01", "end_date": "2019-11-01",
+		"number_of_units": num(units), "net_amount": num(net), "price_per_unit": num(price)}
+}
+
 // with returns a copy of o with the given fields set (nil deletes).
 func with(o obj, kv ...any) obj {
 	c := obj{}
@@ -127,7 +155,7 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeProductNotFound, "transactions.0.product_code"}}},
 	{name: "description is set by the import, not sent", txs: []obj{with(charge("T1", "2025-06-02", "1"), "description", "x")},
 		want: []want{{"unknown_field", "transactions.0.description"}}},
-	{name: "line item ends before it starts", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.50"), "line_items",
+	{name: "line item ends before it starts", txs: []obj{with(supplyCharge("T1", "2025-06-02", "2.50"), "line_items",
 		[]obj{{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2025-06-10", "end_date": "2025-06-01", "number_of_units": num("1"),
 			"net_amount": num("1"), "price_per_unit": num("1")}})},
 		want: []want{{CodeStartAfterEnd, "transactions.0.line_items.0.start_date"}}},
@@ -143,10 +171,36 @@ var txRuleCases = []txRuleCase{
 		want: []want{{CodeAmountOutOfRange, "transactions.0.tax_items.0.amount"}, {"invalid_choice", "transactions.0.tax_items.0.tax_type"},
 			{"invalid", "transactions.0.tax_items.0.rate"}, {"invalid_choice", "transactions.0.tax_items.0.unit_type"}}},
 	{name: "every problem of every transaction at once", query: "force_add_to_current_statement=false",
-		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.00000000001"), with(supplyCharge("T2", "2025-07-01", "1"), "product_code", "NOPE")},
+		txs: []obj{charge("T1", "2025-06-02", "1"), charge("T2", "2025-05-01", "1.00000000001"), with(supplyCharge("T2", "2025-07-01", "31.50"), "product_code", "NOPE")},
 		want: []want{{CodeNotInOpenPeriod, "transactions.1.transaction_date"}, {CodeAmountPrecision, "transactions.1.amount"},
 			{CodeDuplicateTransactionIDs, "transactions.2.transaction_id"}, {CodeTransactionInFuture, "transactions.2.transaction_date"},
 			{CodeProductNotFound, "transactions.2.product_code"}}},
+	{name: "supply charge whose amount is not its net amounts and taxes", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "amount", num("99"))},
+		want: []want{{CodeAmountNotItemsSum, "transactions.0.amount"}}},
+	{name: "supply charge whose amount leaves out its tax", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "amount", "44.00")},
+		want: []want{{CodeAmountNotItemsSum, "transactions.0.amount"}}},
+	{name: "supply charge without line items", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "line_items", nil, "tax_items", nil)},
+		want: []want{{"required", "transactions.0.line_items"}}},
+	{name: "supply charge with an empty list of line items", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "line_items", []obj{}, "tax_items", nil)},
+		want: []want{{"required", "transactions.0.line_items"}}},
+	{name: "net amount that is not units times price", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "amount", num("54.24"),
+		"line_items", []obj{lineItem("4.0", "11.0", "45.0")})},
+		want: []want{{CodeIncorrectNetAmount, "transactions.0.line_items.0.net_amount"}}},
+	{name: "net amount a penny off the rounded product", txs: []obj{with(supplyCharge("T1", "2025-06-02", "31.51"), "line_items",
+		[]obj{lineItem("123.456", "0.243012", "30.01")})},
+		want: []want{{CodeIncorrectNetAmount, "transactions.0.line_items.0.net_amount"}}},
+	{name: "net amount of a charge's line item is checked too", txs: []obj{with(charge("T1", "2025-06-02", "1"), "line_items",
+		[]obj{lineItem("2", "3", "7")})},
+		want: []want{{CodeIncorrectNetAmount, "transactions.0.line_items.0.net_amount"}}},
+	{name: "units of one value", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "line_items",
+		[]obj{with(lineItem("4.0", "11.0", "44.0"), "units", []any{num("4.0")})})},
+		want: []want{{CodeUnitsNotTwoValues, "transactions.0.line_items.0.units"}}},
+	{name: "units of three values", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "line_items",
+		[]obj{with(lineItem("4.0", "11.0", "44.0"), "units", []any{num("4"), num("6"), num("8")})})},
+		want: []want{{CodeUnitsNotTwoValues, "transactions.0.line_items.0.units"}}},
+	{name: "tax item without a unit type", txs: []obj{with(referenceSupplyCharge("T1", "2025-06-02"), "tax_items",
+		[]obj{{"amount": num("9.24"), "tax_type": "VAT", "value_taxed": num("44.0"), "rate": num("0.21")}})},
+		want: []want{{"required", "transactions.0.tax_items.0.unit_type"}}},
 	{name: "ledger balance beyond what the ledger holds", txs: func() []obj {
 		var txs []obj
 		for i := range 101 {
@@ -360,6 +414,8 @@ func TestTransactions_FractionalPenniesAndDecimalStringsAreKeptExactly(t *testin
 	b := setup(t)
 	ean := b.newAccount(t, billedToMay)
 	sc := supplyCharge("S1", "2025-06-02", "0.125")
+	sc["line_items"].([]obj)[0]["number_of_units"] = num("1")
+	sc["line_items"].([]obj)[0]["price_per_unit"] = num("0.119047619")
 	sc["line_items"].([]obj)[0]["net_amount"] = "0.1190476190"
 	sc["tax_items"].([]obj)[0]["amount"] = num("0.0059523810")
 	sc["tax_items"].([]obj)[0]["value_taxed"] = "0.1190476190"
@@ -715,7 +771,7 @@ func TestTransactions_ThousandInOneRequest(t *testing.T) {
 	ean := b.newAccount(t, billedToMay)
 	var txs []obj
 	for i := range 1000 {
-		tx := supplyCharge(fmt.Sprintf("S%04d", i), fmt.Sprintf("2025-06-%02d", 1+i%15), fmt.Sprintf("%d.%02d", i, i%100))
+		tx := supplyChargeOf(fmt.Sprintf("S%04d", i), fmt.Sprintf("2025-06-%02d", 1+i%15), fmt.Sprintf("%d.%02d", i, i%100))
 		txs = append(txs, tx)
 	}
 	res, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, txs...), nil, visible)
@@ -768,22 +824,21 @@ func notFoundCases(t *testing.T, b *bundle) []notFoundCase {
 	}
 }
 
-// Optional parts stay NULL: a line item without units, a tax item without a
-// unit type, a transaction without items beside one with them.
+// Optional parts stay NULL: a line item without units, a transaction
+// without items beside one with them.
 func TestTransactions_OptionalPartsAreStoredAsNull(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ean := b.newAccount(t, billedToMay)
-	sc := supplyCharge("S1", "2025-06-02", "30")
+	sc := supplyCharge("S1", "2025-06-02", "0.47")
 	sc["line_items"] = []obj{{"rate_band": "STANDING_CHARGE", "start_date": "2025-06-01", "end_date": "2025-06-01",
 		"number_of_units": num("1"), "net_amount": num("0.45"), "price_per_unit": num("0.45")}}
-	sc["tax_items"] = []obj{{"amount": num("0.02"), "tax_type": "VAT", "value_taxed": num("0.45"), "rate": num("5")}}
+	sc["tax_items"] = []obj{{"amount": num("0.02"), "tax_type": "VAT", "value_taxed": num("0.45"), "rate": num("5"), "unit_type": "PROPORTION"}}
 	if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, payment("P1", "2025-06-01", "1"), sc), nil, visible); err != nil {
 		t.Fatal(err)
 	}
-	if n := b.count(t, `SELECT count(*) FROM transaction_line_items WHERE units IS NULL`) +
-		b.count(t, `SELECT count(*) FROM transaction_tax_items WHERE unit_type IS NULL`); n != 2 {
-		t.Errorf("%d NULLs, want 2", n)
+	if n := b.count(t, `SELECT count(*) FROM transaction_line_items WHERE units IS NULL`); n != 1 {
+		t.Errorf("%d line items without units, want 1", n)
 	}
 	if n := b.count(t, `SELECT count(*) FROM transactions WHERE transaction_id = 'P1' AND product_id IS NULL AND display_note IS NULL AND original_transaction_date IS NULL`); n != 1 {
 		t.Errorf("payment row has values it was not sent")
@@ -1012,6 +1067,46 @@ func TestTransactions_DirectWriteRechecksWhatTheRequestDecidedOn(t *testing.T) {
 			got := []any{wrote, b.txCount(t, ean), b.balance(t, ean)}
 			if diff := cmp.Diff([]any{tc.wrote, tc.count, tc.balance}, got); diff != "" {
 				t.Errorf("wrote, transactions, balance (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A SUPPLY_CHARGE as the reference's example sends it is added, and so are
+// line items whose net amount is the product rounded to the places it
+// carries, a tie either way; the amount is compared with the items
+// exactly, and a negative SUPPLY_CHARGE (a reversal) is the same rule with
+// the signs turned.
+func TestTransactions_SupplyChargeConsistentWithItsItemsIsAdded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		name string
+		tx   obj
+	}{
+		{"the reference's example", referenceSupplyCharge("S1", "2025-06-02")},
+		{"its amount as a decimal string", with(referenceSupplyCharge("S1", "2025-06-02"), "amount", "53.240")},
+		{"net amount rounded down from the product", with(supplyCharge("S1", "2025-06-02", "31.50"), "line_items", []obj{lineItem("123.456", "0.243012", "30.00")})},
+		{"net amount without places, the product rounded to two", with(supplyCharge("S1", "2025-06-02", "31.50"), "line_items", []obj{lineItem("123.456", "0.243012", "30")})},
+		{"a tie rounded half up", with(supplyCharge("S1", "2025-06-02", "1.63"), "line_items", []obj{lineItem("1", "0.125", "0.13")})},
+		{"a tie rounded half even", with(supplyCharge("S1", "2025-06-02", "1.62"), "line_items", []obj{lineItem("1", "0.125", "0.12")})},
+		{"a fractional-penny net amount exact to its places", with(supplyCharge("S1", "2025-06-02", "1.6190476"), "line_items", []obj{lineItem("1", "0.119047619", "0.1190476")})},
+		{"a reversal", with(referenceSupplyCharge("S1", "2025-06-02"), "amount", num("-53.24"),
+			"line_items", []obj{lineItem("-4.0", "11.0", "-44.0")},
+			"tax_items", []obj{{"amount": num("-9.24"), "tax_type": "VAT", "value_taxed": num("-44.0"), "rate": num("0.21"), "unit_type": "PROPORTION"}})},
+		{"two line items and no tax", with(supplyCharge("S1", "2025-06-02", "10.25"), "tax_items", nil,
+			"line_items", []obj{lineItem("10", "0.5", "5"), lineItem("21", "0.25", "5.25")})},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ean := b.newAccount(t, billedToMay)
+			if _, err := b.svc.CreateTransactions(context.Background(), txBody(t, ean, tc.tx), nil, visible); err != nil {
+				p, _ := problem.As(err)
+				t.Fatalf("refused: %v %+v", err, p)
+			}
+			if n := b.txCount(t, ean); n != 1 {
+				t.Errorf("%d transactions added, want 1", n)
 			}
 		})
 	}
