@@ -217,7 +217,7 @@ func TestE5_AccountCostsAHandfulOfRoundTrips(t *testing.T) {
 	hub := taskwait.NewHub(api)
 	t.Cleanup(func() { hub.Close() })
 	apiDB, pgTrips := dbtest.Counted(t, url)
-	svc := process.New(apiDB, api, process.Config{Limit: 10, Log: log, Hub: hub})
+	svc := process.New(apiDB, api, taskwait.NewTasks(api, hub, log, nil), process.Config{Limit: 10, Log: log})
 
 	counted := 0
 	for i := range accounts {

@@ -291,6 +291,9 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 	if err := authSvc.Listen(ctx, cfg.DatabaseURL, log); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: listen for API key changes: %w", err)
 	}
+	// E5, E2 and E9 wait on their tasks the one way, through the process's
+	// one pub/sub connection.
+	tasks := taskwait.NewTasks(rc, p.waits, log, p.metrics)
 	return api.New(api.Config{MaxBodyBytes: cfg.MaxBodyBytes, Monitoring: p.monitoring(),
 		Migration: api.MigrationLogin{User: cfg.MonitoringUser, Password: cfg.MonitoringPassword, PerMinute: cfg.MigrationPagePerMinute}, Metrics: p.metrics, MetricsHandler: p.metricsHandler(),
 		BodyReadTimeout: cfg.BodyReadTimeout, StreamWriteTimeout: cfg.StreamWriteTimeout, MaxInFlightPerKey: cfg.MaxInFlightPerKey, BodyMemory: cfg.BodyMemory,
@@ -298,10 +301,10 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 		TrustedProxies: cfg.TrustedProxies}, api.Deps{
 		DB: d, Redis: rc, Auth: authSvc,
 		Imports:    imports.New(d).WithLog(log),
-		Process:    process.New(d, rc, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log, Hub: p.waits, Metrics: p.metrics}),
+		Process:    process.New(d, rc, tasks, process.Config{Limit: cfg.ProcessConcurrencyLimit, Wait: cfg.ProcessWaitTimeout, Log: log}),
 		PostImport: postimport.New(d, p.docs),
 		Business:   business.New(d, nil),
-		Payment:    payment.New(d, rc, payment.Config{Log: log, Hub: p.waits, Metrics: p.metrics}),
+		Payment:    payment.New(d, tasks, payment.Config{Log: log}),
 		Log:        log,
 	}).Handler(), nil
 }

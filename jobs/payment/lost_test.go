@@ -18,7 +18,7 @@ func TestCreateForAccount_LostAnnouncementIsNoticedInPostgreSQL(t *testing.T) {
 	// The whole wait is far longer than the generous bound below, so that
 	// an answer at its end fails however slow the machine.
 	const wait = 5 * time.Minute
-	b.svc = New(b.db, b.rdb, Config{QueueWait: wait, Log: slog.New(slog.DiscardHandler)})
+	b.svc = New(b.db, b.tasks, Config{QueueWait: wait, Log: slog.New(slog.DiscardHandler)})
 	time.AfterFunc(300*time.Millisecond, func() {
 		_, _ = b.db.Exec(`INSERT INTO payment_instructions (supplier_id, account_id, vendor_id, reference, type, vendor_status, verified_at)
 			SELECT a.supplier_id, a.id, v.id, 'CARD-11', 'CARD', 'ACTIVE', now()

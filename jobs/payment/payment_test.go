@@ -305,7 +305,7 @@ func TestCreateForAccount_NoWorkerAnswersUnfinishedAndRemovesTheTask(t *testing.
 	if _, err := b.db.Exec(`UPDATE payment_vendors SET timeout_ms = 10, attempts = 1 WHERE name = $1`, vendorOK); err != nil {
 		t.Fatal(err)
 	}
-	b.svc = New(b.db, b.rdb, Config{TaskMargin: 100 * time.Millisecond, QueueWait: 50 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	b.svc = New(b.db, b.tasks, Config{TaskMargin: 100 * time.Millisecond, QueueWait: 50 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	start := time.Now()
 	_, err := b.svc.CreateForAccount(context.Background(), raw(t, accountBody("ACC-1", vendorOK, "CARD-11", TypeCard)), visible)
 	p := asProblem(t, err)
@@ -644,25 +644,6 @@ func waitArchived(t *testing.T, b *bundle, reference string) {
 			t.Fatalf("the failed verification of %s was not archived within 30 s", reference)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// A request whose client hung up while the task was being queued is
-// answered as a cancelled request, not as a Redis outage
-// (queue_unavailable, a 500 that pages an operator).
-func TestUnavailable_AClientThatHungUpIsNoOutage(t *testing.T) {
-	t.Parallel()
-	s := &Service{}
-	failed := errors.New("redis: connection pool timeout")
-	live, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if p := asProblem(t, s.unavailable(live, failed)); p.Code != CodeQueueUnavailable {
-		t.Errorf("Redis failing under a live request: %+v, want %s", p, CodeQueueUnavailable)
-	}
-	gone, hangUp := context.WithCancel(context.Background())
-	hangUp()
-	if err := s.unavailable(gone, failed); !errors.Is(err, context.Canceled) {
-		t.Errorf("a request whose client hung up: %v, want context.Canceled", err)
 	}
 }
 

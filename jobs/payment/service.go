@@ -12,11 +12,9 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/lib/pq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 	"github.com/bulkimport/bulkimport/jobs/validate"
@@ -34,25 +32,18 @@ type Config struct {
 	QueueWait time.Duration
 	// Log reports outcome messages that do not decode; it must not be nil.
 	Log *slog.Logger
-	// Hub is the process's shared pub/sub connection for waits; nil gives
-	// the Service one of its own.
-	Hub *taskwait.Hub
-	// Metrics counts the verifications taken over from dead workers; nil
-	// counts nothing.
-	Metrics *metrics.Metrics
 }
 
 // Service is the API side of E2 and E9.
 type Service struct {
-	db        *db.DB
-	rdb       redis.UniversalClient
-	client    *asynq.Client
-	inspector *asynq.Inspector
-	cfg       Config
+	db    *db.DB
+	tasks *taskwait.Tasks
+	cfg   Config
 }
 
-// New returns the API side of E2 and E9.
-func New(d *db.DB, rdb redis.UniversalClient, cfg Config) *Service {
+// New returns the API side of E2 and E9: it checks requests against d and
+// has the vendor's verification done, and waits for it, through tasks.
+func New(d *db.DB, tasks *taskwait.Tasks, cfg Config) *Service {
 	if cfg.Log == nil {
 		panic("payment.New: nil Config.Log")
 	}
@@ -62,11 +53,7 @@ func New(d *db.DB, rdb redis.UniversalClient, cfg Config) *Service {
 	if cfg.QueueWait <= 0 {
 		cfg.QueueWait = 10 * time.Second
 	}
-	if cfg.Hub == nil {
-		cfg.Hub = taskwait.NewHub(rdb)
-	}
-	return &Service{db: d, rdb: rdb, cfg: cfg,
-		client: asynq.NewClientFromRedisClient(rdb), inspector: asynq.NewInspectorFromRedisClient(rdb)}
+	return &Service{db: d, tasks: tasks, cfg: cfg}
 }
 
 // outcome is what the worker publishes when a verification ends. Kind is
@@ -354,33 +341,38 @@ func (s *Service) checkAccounts(ctx context.Context, errs *problem.List, supplie
 	return businessID, ids, nil
 }
 
-// verify enqueues (or joins) the verification task of p, waits for its
-// outcome, and claims the stored instruction. It returns nil to the one
-// request that claims it, and duplicate to every other request that waited
-// for the same task.
+// verify has the verification task of p run (or joins the one under way),
+// waits for its outcome, and claims the stored instruction. It returns nil
+// to the one request that claims it, and duplicate to every other request
+// that waited for the same task. The wait lasts the task's timeout and the
+// queue's wait, and a takeover gives the new task the whole wait again.
+// At every poll it looks in PostgreSQL for the instruction, which ends the
+// wait even when the announcement was lost. Running a verification twice
+// (a takeover of a worker that was only slow) is safe: the vendor is only
+// read, the unique indexes keep one instruction, and the dead task, should
+// Asynq's recoverer run it again, finds the instruction stored and ends
+// as done (Verifier.Run).
 func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPayload, vendor Vendor, duplicate *problem.Error) error {
 	taskID := jobs.PaymentInstructionTaskID(p)
-	w, err := s.cfg.Hub.Subscribe(ctx, taskID)
-	if err != nil {
-		return s.unavailable(ctx, err)
-	}
-	defer w.Close()
 	timeout := vendor.Budget() + s.cfg.TaskMargin
-	task, err := jobs.NewPaymentInstructionVerifyTask(p, timeout)
-	if err != nil {
+	out, err := s.tasks.Do(ctx, taskwait.Work{
+		Queue: jobs.QueueVendors, ID: taskID, Type: jobs.TypePaymentInstructionVerify,
+		Task: func(id string) (*asynq.Task, error) { return jobs.NewPaymentInstructionVerifyTaskID(p, timeout, id) },
+		Wait: timeout + s.cfg.QueueWait, RenewOnTakeover: true,
+		Check: func(ctx context.Context) (bool, string, error) {
+			stored, err := s.stored(ctx, p)
+			return stored, "", err
+		},
+	})
+	switch {
+	case errors.Is(err, taskwait.ErrUnavailable):
+		return unavailable(err)
+	case err != nil:
 		return err
 	}
-	if _, err := w.EnqueueOrJoin(ctx, s.client, s.inspector, task, jobs.QueueVendors, nil); err != nil {
-		return s.unavailable(ctx, err)
-	}
-	live := taskwait.NewLiveness(s.rdb, s.inspector, jobs.QueueVendors, taskID)
-	msg, ok, err := s.wait(ctx, w, p, timeout, live)
-	if err != nil {
-		return err
-	}
-	if ok {
+	if out.Payload != nil {
 		var o outcome
-		if err := json.Unmarshal(msg, &o); err != nil {
+		if err := json.Unmarshal(out.Payload, &o); err != nil {
 			s.cfg.Log.WarnContext(ctx, "bad payment outcome message", "task_id", taskID, "error", err)
 		} else if err := o.err(); err != nil {
 			return err
@@ -392,13 +384,13 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	case err != nil:
 		return fmt.Errorf("payment: read outcome: %w", err)
 	case !found:
-		if !ok {
+		if out.TimedOut {
 			// Nobody will wait for this task any more: stop it if it can
 			// be stopped, so that it does not store the instruction after
 			// the caller was told to retry. Should it store anyway, the
 			// retry hears payment_instruction_already_exists with the keys
 			// it needs.
-			taskwait.Abandon(s.inspector, jobs.QueueVendors, live.Current())
+			taskwait.Abandon(s.tasks.Inspector(), jobs.QueueVendors, out.Current)
 		}
 		return &problem.Error{Kind: problem.RetryableUpstream, Code: CodeVerificationUnfinished,
 			Detail: "The payment instruction could not be verified in time; nothing was stored. Retry as is."}
@@ -407,94 +399,6 @@ func (s *Service) verify(ctx context.Context, p jobs.PaymentInstructionVerifyPay
 	}
 	return nil
 }
-
-// unavailable is the answer to a failure of Redis, or the request's own
-// end when its client hung up meanwhile: that is no outage to report.
-func (s *Service) unavailable(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return unavailable(err)
-}
-
-// wait waits for the verification's announcement, for at most the task's
-// timeout and the queue's wait. At every poll it looks in PostgreSQL for the
-// instruction, which ends the wait even when the announcement was lost
-// (published while the hub reconnected, or never, because the worker died
-// after its commit), and at the task, which it takes over when its worker
-// died (takeOver): a takeover gives the new task the whole wait again.
-// ok is false when the wait ended without an announcement.
-func (s *Service) wait(ctx context.Context, w *taskwait.Waiter, p jobs.PaymentInstructionVerifyPayload, timeout time.Duration,
-	live *taskwait.Liveness) (msg []byte, ok bool, err error) {
-	deadline := time.Now().Add(timeout + s.cfg.QueueWait)
-	for {
-		b, ev, err := w.Next(ctx, time.Until(deadline), storedPollInterval)
-		switch ev {
-		case taskwait.Announced:
-			return b, true, nil
-		case taskwait.Ended:
-			return nil, false, err
-		}
-		// An error of either look is "not yet": the next poll asks again.
-		if stored, err := s.stored(ctx, p); err == nil && stored {
-			return nil, false, nil
-		}
-		dead, err := live.Dead(ctx)
-		if err == nil && dead {
-			err = s.takeOver(ctx, p, timeout, live)
-			if err == nil {
-				deadline = time.Now().Add(timeout + s.cfg.QueueWait)
-			}
-		}
-		if err != nil && ctx.Err() == nil {
-			s.cfg.Log.WarnContext(ctx, "watch payment verification task", "task_id", live.Current(), "error", err)
-		}
-	}
-}
-
-// takeOver queues the task that replaces the verification's current one,
-// whose worker died, and follows it. Identical requests wait for the same
-// verification and pick the same takeover id, so that one of them queues
-// it and the others join it. Running the verification twice is safe: the
-// vendor is only read, the unique indexes keep one instruction, and the
-// dead task, should Asynq's recoverer run it again, finds the instruction
-// stored and ends as done (Verifier.Run).
-func (s *Service) takeOver(ctx context.Context, p jobs.PaymentInstructionVerifyPayload, timeout time.Duration, live *taskwait.Liveness) error {
-	next := live.TakeoverID(jobs.PaymentInstructionTaskID(p))
-	task, err := jobs.NewPaymentInstructionVerifyTaskID(p, timeout, next)
-	if err != nil {
-		return err
-	}
-	for range enqueueAttempts {
-		joined, err := taskwait.Joinable(ctx, s.rdb, s.inspector, jobs.QueueVendors, next)
-		if err != nil {
-			return err
-		}
-		if joined {
-			live.Follow(next) // another waiter queued it
-			return nil
-		}
-		_, err = s.client.EnqueueContext(ctx, task)
-		if err == nil {
-			s.cfg.Metrics.Takeover(jobs.TypePaymentInstructionVerify)
-			s.cfg.Log.InfoContext(ctx, "took over payment verification task", "task_id", live.Current(), "takeover_task_id", next)
-			live.Follow(next)
-			return nil
-		}
-		if !errors.Is(err, asynq.ErrTaskIDConflict) {
-			return err
-		}
-	}
-	return fmt.Errorf("could not enqueue task %s", next)
-}
-
-// enqueueAttempts bounds a takeover's looks: each conflict means that
-// another request queued the task between a look and an enqueue.
-const enqueueAttempts = 3
-
-// storedPollInterval is how often a waiting E2 or E9 looks in PostgreSQL
-// for an instruction whose announcement it did not hear.
-const storedPollInterval = time.Second
 
 // stored reports whether the instruction of p is in PostgreSQL. The request
 // checked that it was not before it queued the task.

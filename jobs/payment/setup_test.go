@@ -19,6 +19,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // Vendors of every bundle, each a simulator of its own behaviour. Their
@@ -53,10 +54,12 @@ func testInstructions() []byte {
 }
 
 type bundle struct {
-	db   *db.DB
-	rdb  redis.UniversalClient
-	svc  *Service
-	sims map[string]*vendorsim.Simulator
+	db  *db.DB
+	rdb redis.UniversalClient
+	svc *Service
+	// tasks is how svc waits on the verification tasks.
+	tasks *taskwait.Tasks
+	sims  map[string]*vendorsim.Simulator
 	// supplier DEMO's id, and OTHER's
 	demo, other int64
 	team        int64
@@ -140,7 +143,11 @@ func setup(t *testing.T, worker bool) *bundle {
 		}
 		t.Cleanup(srv.Shutdown)
 	}
-	b.svc = New(d, rdb, Config{QueueWait: time.Second, Log: slog.New(slog.DiscardHandler)})
+	log := slog.New(slog.DiscardHandler)
+	hub := taskwait.NewHub(rdb)
+	t.Cleanup(func() { hub.Close() })
+	b.tasks = taskwait.NewTasks(rdb, hub, log, nil)
+	b.svc = New(d, b.tasks, Config{QueueWait: time.Second, Log: log})
 	return b
 }
 

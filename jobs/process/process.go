@@ -26,7 +26,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
-	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
@@ -66,39 +65,28 @@ type Config struct {
 	Wait time.Duration
 	// Log reports outcome messages that do not decode; it must not be nil.
 	Log *slog.Logger
-	// Hub is the process's shared pub/sub connection for waits; nil gives
-	// the Service one of its own.
-	Hub *taskwait.Hub
-	// Metrics counts the takeovers this process queues; nil counts nothing.
-	Metrics *metrics.Metrics
 }
 
 // Service is the API side of E5.
 type Service struct {
-	db        *db.DB
-	rdb       redis.UniversalClient
-	client    *asynq.Client
-	inspector *asynq.Inspector
-	cfg       Config
-	lim       *limiter
+	db    *db.DB
+	rdb   redis.UniversalClient
+	tasks *taskwait.Tasks
+	cfg   Config
+	lim   *limiter
 }
 
-// New returns the API side of E5.
-func New(d *db.DB, rdb redis.UniversalClient, cfg Config) *Service {
+// New returns the API side of E5: it checks requests against d, holds the
+// concurrency limit's slots in rdb, and has the accounts processed and
+// waits for them through tasks.
+func New(d *db.DB, rdb redis.UniversalClient, tasks *taskwait.Tasks, cfg Config) *Service {
 	if cfg.Log == nil {
 		panic("process.New: nil Config.Log")
 	}
 	if cfg.Wait <= 0 {
 		cfg.Wait = defaultWait
 	}
-	if cfg.Hub == nil {
-		cfg.Hub = taskwait.NewHub(rdb)
-	}
-	s := &Service{
-		db: d, rdb: rdb, cfg: cfg,
-		client:    asynq.NewClientFromRedisClient(rdb),
-		inspector: asynq.NewInspectorFromRedisClient(rdb),
-	}
+	s := &Service{db: d, rdb: rdb, tasks: tasks, cfg: cfg}
 	if cfg.Limit > 0 {
 		s.lim = &limiter{rdb: rdb, key: LimiterKey, limit: cfg.Limit, ttl: slotTTL}
 	}
@@ -176,8 +164,11 @@ func unavailable(err error) *problem.Error {
 	return p
 }
 
-// Process runs E5: it enqueues (or joins) the account's task and waits for
-// its outcome.
+// Process runs E5: it has the account's task run (or joins the one under
+// way) and answers with its outcome. What E5 adds to taskwait.Tasks is its
+// row: marked IN_PROGRESS before a new task is queued, the outcome read
+// from it, and its task_id the compare-and-swap of a takeover
+// (takeover.go).
 func (s *Service) Process(ctx context.Context, req Request, visible func(string) bool) (Result, error) {
 	t, err := s.check(ctx, req, visible)
 	if err != nil {
@@ -196,193 +187,127 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 			return Result{}, p
 		}
 	}
-	// Subscribe before enqueueing, so that a task finishing at once cannot
-	// announce its outcome before anyone listens.
-	waiter, err := s.cfg.Hub.Subscribe(ctx, taskID)
-	if err != nil {
-		s.release(taskID)
-		return Result{}, unavailable(err)
-	}
-	defer waiter.Close()
+	processID := t.ProcessID.Int64
 	payload := jobs.AccountProcessPayload{
-		ProcessID: t.ProcessID.Int64, SupplierID: t.SupplierID, SupplierCode: req.ImportSupplierCode,
+		ProcessID: processID, SupplierID: t.SupplierID, SupplierCode: req.ImportSupplierCode,
 		ExternalAccountNumber: req.ExternalAccountNumber, OperationsTeamID: t.TeamID.Int64, DryRun: req.DryRun,
 	}
-	task, err := jobs.NewAccountProcessTask(payload)
-	if err != nil {
+	// The answer, once an announcement or the row gives it.
+	var res Result
+	var resErr error
+	answer := func(r Result, err error) bool { res, resErr = r, err; return true }
+	w := taskwait.Work{
+		Queue: jobs.QueueAccounts, ID: taskID, Type: jobs.TypeAccountProcess, Wait: s.cfg.Wait,
+		Task: func(id string) (*asynq.Task, error) { return jobs.NewAccountProcessTaskID(payload, id) },
+		Prepare: func(ctx context.Context) (func(), error) {
+			return s.markInProgress(ctx, req.DryRun, processID, taskID)
+		},
+		Heard: func(ctx context.Context, b []byte) bool {
+			var o outcome
+			if err := json.Unmarshal(b, &o); err != nil {
+				s.cfg.Log.WarnContext(ctx, "bad outcome message", "error", err)
+				return false
+			}
+			return s.heard(ctx, req, processID, o, answer)
+		},
+	}
+	if !req.DryRun { // a dry run leaves no row to read or to claim
+		w.Check = func(ctx context.Context) (bool, string, error) {
+			o, err := s.readOutcome(ctx, processID)
+			if err != nil || o.Status == imports.StatusInProgress {
+				return false, o.TaskID.String, err
+			}
+			return answer(o.answer(req)), "", nil
+		}
+		w.Claim = func(ctx context.Context, current, next string) error {
+			return s.claim(ctx, processID, taskID, current, next)
+		}
+	}
+	out, err := s.tasks.Do(ctx, w)
+	switch {
+	case errors.Is(err, taskwait.ErrUnavailable):
+		s.release(taskID)
+		return Result{}, unavailable(err)
+	case err != nil:
 		s.release(taskID)
 		return Result{}, err
-	}
-	joined, marked, err := s.enqueueOrJoin(ctx, waiter, task, req.DryRun, t.ProcessID.Int64, taskID)
-	if err != nil {
+	case out.TimedOut && req.DryRun:
+		return Result{}, stillInProgress(req)
+	case out.TimedOut: // PostgreSQL decides
+		return s.fromDatabase(ctx, req, processID)
+	case out.Payload == nil:
+		// The row answered, with no announcement heard: a joined task
+		// that ended just before this request subscribed, or a worker
+		// that died after writing its outcome. The task's own release may
+		// have come before this request's acquire re-took the slot.
 		s.release(taskID)
-		if marked {
-			// Nothing was queued: put the status back so that E10 does not
-			// show IN_PROGRESS for work that will never run.
-			_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN'
-				WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL`, t.ProcessID.Int64)
-		}
-		return Result{}, err
 	}
-	if joined && !req.DryRun {
-		// The joined task may have ended, and announced it, just before we
-		// subscribed; its outcome is then in PostgreSQL already. Anything it
-		// announces from now on reaches the waiter.
-		if r, done, err := s.finished(ctx, req, t.ProcessID.Int64); done {
-			s.release(taskID) // our acquire may have re-taken the slot the task freed
-			return r, err
-		}
-	}
-	return s.wait(ctx, waiter, req, s.newWatch(payload), t.ProcessID.Int64)
+	return res, resErr
 }
 
-// enqueueOrJoin joins the account's task when one is pending, scheduled,
-// running or retrying, and otherwise marks the process (markInProgress)
-// and queues task. Only a new task marks it: a joined one was marked by
-// whoever queued it, and may be just finishing, with its outcome written
-// already, which a mark would overwrite with nothing left to correct it.
-// marked reports whether the row was marked, for the caller to put back
-// when nothing was queued. A failure of Redis is answered as
-// queue_unavailable.
-func (s *Service) enqueueOrJoin(ctx context.Context, waiter *taskwait.Waiter, task *asynq.Task, dryRun bool, processID int64, taskID string) (joined, marked bool, err error) {
-	for range enqueueAttempts {
-		joined, err := waiter.Join(ctx, s.inspector, jobs.QueueAccounts)
+// heard reads the announcement o of the account's task: done when it gives
+// the answer. A created account is final: whichever task announced it, the
+// account exists with that number, which is what PostgreSQL would answer,
+// and the usual request saves a read. Otherwise PostgreSQL is the truth,
+// and the message only woke the request: a row still IN_PROGRESS heard an
+// announcement that is not its task's outcome (a sweep's failure of the
+// task an E5 has just replaced, or a task superseded by a takeover), and
+// the request waits on. A dry run has no row: its announcement is its
+// answer.
+func (s *Service) heard(ctx context.Context, req Request, processID int64, o outcome, answer func(Result, error) bool) bool {
+	if !req.DryRun {
+		if o.Outcome == outcomeCreated && o.ServiceAccountNumber != "" {
+			return answer(Result{ServiceAccountNumber: o.ServiceAccountNumber}, nil)
+		}
+		r, err := s.readOutcome(ctx, processID)
 		if err != nil {
-			return false, marked, unavailable(err)
+			return answer(Result{}, err)
 		}
-		if joined {
-			return true, marked, nil
+		if r.Status == imports.StatusInProgress {
+			return false
 		}
-		if err := s.markInProgress(ctx, dryRun, processID, taskID); err != nil {
-			return false, marked, err
-		}
-		marked = marked || !dryRun
-		err = waiter.Enqueue(ctx, s.client, task)
-		if err == nil {
-			return false, marked, nil
-		}
-		if !errors.Is(err, asynq.ErrTaskIDConflict) {
-			return false, marked, unavailable(err)
-		}
-		// Another request queued it between the look and the enqueue: look again.
+		return answer(r.answer(req))
 	}
-	return false, marked, unavailable(fmt.Errorf("could not enqueue task %s", taskID))
+	switch o.Outcome {
+	case outcomeDryRunSucceeded:
+		return answer(Result{}, problem.New(problem.Invalid, CodeDryRunSucceeded, DetailDryRunSucceeded))
+	case outcomeFailed:
+		if o.Error != nil {
+			return answer(Result{}, recordedError(*o.Error))
+		}
+	}
+	return false
 }
-
-// enqueueAttempts bounds the looks of enqueueOrJoin and of a takeover:
-// each conflict means that another request queued the task between a look
-// and an enqueue.
-const enqueueAttempts = 3
 
 // markInProgress records that a new task is about to be queued for the
 // account: IN_PROGRESS from that moment (E10), owned by that task (task_id;
-// takeover.go).
-func (s *Service) markInProgress(ctx context.Context, dryRun bool, processID int64, taskID string) error {
+// takeover.go). undo puts the status back when nothing was queued after
+// all, so that E10 does not show IN_PROGRESS for work that will never run.
+func (s *Service) markInProgress(ctx context.Context, dryRun bool, processID int64, taskID string) (undo func(), err error) {
 	if dryRun {
 		// A dry run must change nothing, E10's status included. It only
 		// waits for a sweep that holds the row (Sweeper.Abandoned) to
 		// finish, so that the sweep cannot remove the new task.
 		if _, err := s.db.ExecContext(ctx, `SELECT 1 FROM import_processes WHERE id = $1 FOR SHARE`, processID); err != nil {
-			return fmt.Errorf("process: wait for sweep: %w", err)
+			return nil, fmt.Errorf("process: wait for sweep: %w", err)
 		}
-		return nil
+		return nil, nil
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE import_processes SET status = 'IN_PROGRESS', task_id = $2, updated_at = now()
-		WHERE id = $1 AND service_account_number IS NULL`, processID, taskID)
+	_, err = s.db.ExecContext(ctx, `UPDATE import_processes SET status = $3, task_id = $2, updated_at = now()
+		WHERE id = $1 AND service_account_number IS NULL`, processID, taskID, imports.StatusInProgress)
 	if err != nil {
-		return fmt.Errorf("process: mark in progress: %w", err)
+		return nil, fmt.Errorf("process: mark in progress: %w", err)
 	}
-	return nil
+	return func() {
+		_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = $2
+			WHERE id = $1 AND status = $3 AND service_account_number IS NULL`, processID, imports.StatusUnknown, imports.StatusInProgress)
+	}, nil
 }
 
 func (s *Service) release(taskID string) {
 	if s.lim != nil {
 		_ = releaseSlot(context.Background(), s.rdb, taskID)
 	}
-}
-
-func (s *Service) wait(ctx context.Context, waiter *taskwait.Waiter, req Request, w *watch, processID int64) (Result, error) {
-	deadline := time.Now().Add(s.cfg.Wait)
-	for {
-		payload, ev, err := waiter.Next(ctx, time.Until(deadline), outcomePollInterval)
-		if err != nil {
-			return Result{}, err
-		}
-		if ev == taskwait.Poll {
-			// Every poll interval: the wait ends when PostgreSQL has the
-			// outcome (the worker may have died after writing it, before
-			// announcing it), and otherwise the task is checked to be
-			// alive, and taken over when its worker died (takeover.go). A
-			// failed read is "not yet": the next poll, or the end of the
-			// wait, reads PostgreSQL again.
-			if !req.DryRun { // a dry run leaves no outcome in PostgreSQL to look at
-				ended, err := s.processEnded(ctx, processID, w)
-				if err == nil && ended {
-					return s.fromDatabase(ctx, req, processID)
-				}
-				if err != nil {
-					continue
-				}
-			}
-			w.check(ctx)
-			continue
-		}
-		if ev == taskwait.Ended { // timed out, or the subscription broke: PostgreSQL decides
-			if req.DryRun {
-				return Result{}, stillInProgress(req)
-			}
-			return s.fromDatabase(ctx, req, processID)
-		}
-		var o outcome
-		if err := json.Unmarshal(payload, &o); err != nil {
-			s.cfg.Log.WarnContext(ctx, "bad outcome message", "error", err)
-			continue
-		}
-		if !req.DryRun {
-			// A created account is final: whichever task announced it, the
-			// account exists with that number, which is what PostgreSQL
-			// would answer. That saves the usual request a read.
-			if o.Outcome == outcomeCreated && o.ServiceAccountNumber != "" {
-				return Result{ServiceAccountNumber: o.ServiceAccountNumber}, nil
-			}
-			// Otherwise PostgreSQL is the truth; the message only woke us.
-			// A row still IN_PROGRESS heard an announcement that is not its
-			// task's outcome (a sweep's failure of the task an E5 has just
-			// replaced, or a task superseded by a takeover): wait on.
-			if r, done, err := s.finished(ctx, req, processID); done {
-				return r, err
-			}
-			continue
-		}
-		switch o.Outcome {
-		case outcomeDryRunSucceeded:
-			return Result{}, problem.New(problem.Invalid, CodeDryRunSucceeded, DetailDryRunSucceeded)
-		case outcomeFailed:
-			if o.Error != nil {
-				return Result{}, recordedError(*o.Error)
-			}
-		}
-	}
-}
-
-// outcomePollInterval is how often a waiting E5 looks at PostgreSQL for an
-// outcome whose announcement it did not hear, and at its task's heartbeat.
-const outcomePollInterval = time.Second
-
-// processEnded reports whether the process row has left IN_PROGRESS, and
-// points w at the task the row names.
-func (s *Service) processEnded(ctx context.Context, processID int64, w *watch) (bool, error) {
-	var row struct {
-		Status string         `db:"status"`
-		TaskID sql.NullString `db:"task_id"`
-	}
-	if err := s.db.GetContext(ctx, &row, `SELECT status, task_id FROM import_processes WHERE id = $1`, processID); err != nil {
-		return false, err
-	}
-	if row.TaskID.Valid {
-		w.follow(row.TaskID.String)
-	}
-	return row.Status != imports.StatusInProgress, nil
 }
 
 // stillInProgress is the answer when no outcome came within the wait. It is
@@ -400,20 +325,6 @@ func stillInProgress(req Request) *problem.Error {
 	return p
 }
 
-// finished answers from PostgreSQL when the account's last task has ended:
-// done is false while the process is IN_PROGRESS.
-func (s *Service) finished(ctx context.Context, req Request, processID int64) (r Result, done bool, err error) {
-	o, err := s.readOutcome(ctx, processID)
-	if err != nil {
-		return Result{}, true, err
-	}
-	if o.Status == imports.StatusInProgress {
-		return Result{}, false, nil
-	}
-	r, err = o.answer(req)
-	return r, true, err
-}
-
 func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64) (Result, error) {
 	o, err := s.readOutcome(ctx, processID)
 	if err != nil {
@@ -422,16 +333,18 @@ func (s *Service) fromDatabase(ctx context.Context, req Request, processID int64
 	return o.answer(req)
 }
 
-// recorded is the outcome of a process as PostgreSQL holds it.
+// recorded is the outcome of a process as PostgreSQL holds it, and the
+// task its row names.
 type recorded struct {
 	Status    string         `db:"status"`
 	Number    sql.NullString `db:"service_account_number"`
 	LastError []byte         `db:"last_error"`
+	TaskID    sql.NullString `db:"task_id"`
 }
 
 func (s *Service) readOutcome(ctx context.Context, processID int64) (recorded, error) {
 	var r recorded
-	if err := s.db.GetContext(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE id = $1`, processID); err != nil {
+	if err := s.db.GetContext(ctx, &r, `SELECT status, service_account_number, last_error, task_id FROM import_processes WHERE id = $1`, processID); err != nil {
 		return r, fmt.Errorf("process: read outcome: %w", err)
 	}
 	return r, nil

@@ -2,12 +2,9 @@ package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/hibiken/asynq"
-
-	"github.com/bulkimport/bulkimport/jobs"
+	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
@@ -54,102 +51,19 @@ import (
 // tasks are taken over after taskwait.DeadAfter, which is safe for the same
 // reasons.
 
-// errTakenOver stops a takeover whose row moved on: another E5 took the
-// account over, or its outcome is recorded.
-var errTakenOver = errors.New("process: task taken over already")
-
-// watch follows, for one waiting E5, the task that processes its account.
-type watch struct {
-	s       *Service
-	payload jobs.AccountProcessPayload
-	base    string // the account's own task id, on whose channel every task announces
-	live    *taskwait.Liveness
-}
-
-func (s *Service) newWatch(p jobs.AccountProcessPayload) *watch {
-	id := jobs.AccountTaskID(p.SupplierCode, p.ExternalAccountNumber, p.DryRun)
-	return &watch{s: s, payload: p, base: id, live: taskwait.NewLiveness(s.rdb, s.inspector, jobs.QueueAccounts, id)}
-}
-
-// follow makes w watch the task id, the one the process row names.
-func (w *watch) follow(id string) { w.live.Follow(id) }
-
-// check looks at the current task and takes it over when it has been dead
-// or missing for long enough. Failures are logged: the next look tries
-// again, and the sweeps and Asynq's recoverer remain behind it.
-func (w *watch) check(ctx context.Context) {
-	dead, err := w.live.Dead(ctx)
-	if err == nil && dead {
-		err = w.takeOver(ctx)
-	}
-	if err != nil && ctx.Err() == nil {
-		w.s.cfg.Log.WarnContext(ctx, "watch account task", "task_id", w.live.Current(), "error", err)
-	}
-}
-
-// takeOver queues the task that replaces the current one: under the next
-// takeover id when the current task is active in a dead worker (its id is
-// taken until the recoverer frees it), or under its own id when it is
-// missing. For a real run the row's task_id moves from the current task to
-// the new one first, only if it still names the current task; a waiter
-// that loses that race follows the winner's task at its next look.
-func (w *watch) takeOver(ctx context.Context) error {
-	next := w.live.TakeoverID(w.base)
-	task, err := jobs.NewAccountProcessTaskID(w.payload, next)
-	if err != nil {
-		return err
-	}
-	queued := false // by this waiter, rather than joined
-	for attempt := 0; ; attempt++ {
-		if attempt == enqueueAttempts {
-			return fmt.Errorf("could not enqueue task %s", next)
-		}
-		joined, err := taskwait.Joinable(ctx, w.s.rdb, w.s.inspector, jobs.QueueAccounts, next)
-		if err != nil {
-			return err
-		}
-		if joined {
-			break // another waiter queued it
-		}
-		if err := w.claim(ctx, next); errors.Is(err, errTakenOver) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		// The dead task may have announced its end just before it died:
-		// its stored announcement stays for the waiters to find.
-		_, err = w.s.client.EnqueueContext(ctx, task)
-		if err == nil {
-			queued = true
-			break
-		}
-		if !errors.Is(err, asynq.ErrTaskIDConflict) {
-			return err
-		}
-	}
-	if queued {
-		w.s.cfg.Metrics.Takeover(jobs.TypeAccountProcess)
-	}
-	w.s.cfg.Log.InfoContext(ctx, "took over account task", "task_id", w.live.Current(), "takeover_task_id", next)
-	w.follow(next)
-	return nil
-}
-
-// claim moves the row's task_id from the current task to next, only if
-// it still names the current task; errTakenOver when it does not. A dry
-// run has no row: the task id alone keeps its waiters to one takeover.
-func (w *watch) claim(ctx context.Context, next string) error {
-	if w.payload.DryRun {
-		return nil
-	}
-	res, err := w.s.db.ExecContext(ctx, `UPDATE import_processes SET task_id = $4, updated_at = now()
-		WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL
-		AND COALESCE(task_id, $2) = $3`, w.payload.ProcessID, w.base, w.live.Current(), next)
+// claim moves the row's task_id from the task current to next, only if it
+// still names current: taskwait.ErrTakenOver when it does not (another E5
+// took the account over, or its outcome is recorded). base is the
+// account's own task id, which a row that names no task has.
+func (s *Service) claim(ctx context.Context, processID int64, base, current, next string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE import_processes SET task_id = $4, updated_at = now()
+		WHERE id = $1 AND status = $5 AND service_account_number IS NULL
+		AND COALESCE(task_id, $2) = $3`, processID, base, current, next, imports.StatusInProgress)
 	if err != nil {
 		return fmt.Errorf("claim takeover: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return errTakenOver
+		return taskwait.ErrTakenOver
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ import (
 // pattern again. Announcements published while it was away are lost, so a
 // renewed subscription asks every waiter to look for its outcome again (the
 // stored announcement, and the caller's check of PostgreSQL in
-// WaitOrCheck).
+// Tasks.Do).
 type Hub struct {
 	rdb   redis.UniversalClient
 	start sync.Once

@@ -1,11 +1,12 @@
 // Package taskwait is how an API request waits for an Asynq task that a
-// worker runs: subscribe to the task's done channel, enqueue the task under a
-// deterministic id (or join the one already queued or running), and wait for
-// the worker's announcement with a timeout. The announcement only wakes the
-// request; the caller reads the outcome from PostgreSQL, which is the truth,
-// whenever it can.
-//
-// It is the technique of E5 (jobs/process) in a form other tasks can share.
+// worker runs (Tasks.Do, for E5, E2 and E9 alike): subscribe to the task's
+// done channel, enqueue the task under a deterministic id (or join the one
+// already queued or running), wait for the worker's announcement with a
+// timeout while looking at where the outcome is kept, and take the task
+// over when its worker died. The announcement only wakes the request; the
+// caller reads the outcome from PostgreSQL, which is the truth, whenever it
+// can. The worker's side of the protocol is here too: the heartbeat a
+// running task keeps (Beat) and the announcement of its end (Publish).
 package taskwait
 
 import (
@@ -67,9 +68,19 @@ func (w *Waiter) Close() error {
 // when none came in time, or when the hub stopped; err is ctx's error when
 // ctx ended first. It also returns an announcement the task made before the
 // Waiter subscribed, or while the hub's connection was away (see
-// outcomeKey).
+// outcomeKey). A request that waits for work looks at its outcome between
+// announcements too: Tasks.Do.
 func (w *Waiter) Wait(ctx context.Context, d time.Duration) (payload []byte, ok bool, err error) {
-	return w.WaitOrCheck(ctx, d, 0, nil)
+	deadline := time.Now().Add(d)
+	for {
+		b, ev, err := w.Next(ctx, time.Until(deadline), 0)
+		switch ev {
+		case Announced:
+			return b, true, nil
+		case Ended:
+			return nil, false, err
+		}
+	}
 }
 
 // stored reads the announcement the task kept (Publish), unless it is the
@@ -148,30 +159,6 @@ func (w *Waiter) Next(ctx context.Context, d, interval time.Duration) (payload [
 	return nil, Poll, nil
 }
 
-// WaitOrCheck is Wait that also polls every interval (see Next) and asks
-// done, when not nil, whether the outcome is already where the caller keeps
-// it. It returns ok false as soon as done reports true, like a wait that
-// ended without a message: the caller then reads its outcome. An error
-// from done is treated as "not yet", since the next poll or the end of the
-// wait reads it again.
-func (w *Waiter) WaitOrCheck(ctx context.Context, d, interval time.Duration, done func(context.Context) (bool, error)) (payload []byte, ok bool, err error) {
-	deadline := time.Now().Add(d)
-	for {
-		b, ev, err := w.Next(ctx, time.Until(deadline), interval)
-		switch ev {
-		case Announced:
-			return b, true, nil
-		case Ended:
-			return nil, false, err
-		}
-		if done != nil {
-			if finished, err := done(ctx); err == nil && finished {
-				return nil, false, nil
-			}
-		}
-	}
-}
-
 // Publish announces the end of taskID with v encoded as JSON, and keeps the
 // announcement for requests that join the task before Asynq marks it
 // finished. It is best effort: a waiter that hears nothing reads the
@@ -233,30 +220,6 @@ func (w *Waiter) Enqueue(ctx context.Context, client *asynq.Client, task *asynq.
 	}
 	return err
 }
-
-// EnqueueOrJoin is Join, then prepare (when not nil) and Enqueue when there
-// is nothing to join, looked at again when another request queued the task
-// in between. joined reports whether an existing task was joined.
-func (w *Waiter) EnqueueOrJoin(ctx context.Context, client *asynq.Client, inspector *asynq.Inspector, task *asynq.Task, queue string, prepare func() error) (joined bool, err error) {
-	for range enqueueAttempts {
-		if joined, err := w.Join(ctx, inspector, queue); err != nil || joined {
-			return joined, err
-		}
-		if prepare != nil {
-			if err := prepare(); err != nil {
-				return false, err
-			}
-		}
-		if err := w.Enqueue(ctx, client, task); !errors.Is(err, asynq.ErrTaskIDConflict) {
-			return false, err
-		}
-	}
-	return false, fmt.Errorf("could not enqueue task %s", w.taskID)
-}
-
-// enqueueAttempts bounds the looks of EnqueueOrJoin: each conflict means
-// that another request queued the task between a look and an enqueue.
-const enqueueAttempts = 3
 
 // asynqTaskKey is the Redis key of a task in Asynq v0.26 (internal/base
 // TaskKey); TestAsynqTaskKey holds it to the Asynq in go.mod.
