@@ -8,6 +8,13 @@ import (
 	"time"
 )
 
+// liveness bounds how long a test waits for something that takes seconds
+// on a quiet machine (a service starting, with its migrations; a worker
+// finishing a few accounts): generous, because the machines that run the
+// tests are small and shared, and a load average of 8 once made a 20 s
+// bound miss a service that did start.
+const liveness = 90 * time.Second
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -20,7 +27,7 @@ func freePort(t testing.TB) int {
 
 func waitTCP(t testing.TB, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()

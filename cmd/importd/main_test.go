@@ -75,7 +75,7 @@ func startServiceLogging(t testing.TB, mode string, extra map[string]string, std
 	case err := <-done:
 		cancel()
 		t.Fatalf("importd %s exited early: %v", mode, err)
-	case <-time.After(20 * time.Second):
+	case <-time.After(liveness):
 		cancel()
 		t.Fatal("importd did not start listening")
 	}
@@ -556,7 +556,7 @@ func TestServe_RefusesOutdatedSchema(t *testing.T) {
 	case <-started:
 	case err := <-done:
 		t.Fatalf("api --migrate: %v", err)
-	case <-time.After(20 * time.Second):
+	case <-time.After(liveness):
 		t.Fatal("api --migrate did not start")
 	}
 	cancel()

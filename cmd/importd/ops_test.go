@@ -373,7 +373,7 @@ func TestProcess_MigrationEmailsAreSentThroughSMTP(t *testing.T) {
 	if r := s.do(t, "POST", processPath, tok, processBody("ACC-SMTP", false)); r.Status != 201 {
 		t.Fatalf("E5: %d %s", r.Status, r.Raw)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for s.count(t, `SELECT count(*) FROM email_outbox WHERE sent_at IS NULL`) > 0 {
 		if time.Now().After(deadline) {
 			var errs []string

@@ -493,7 +493,7 @@ func TestProcess_WaitTimeoutAnswersPollE10AndTheJobGoesOn(t *testing.T) {
 		t.Errorf("staging while in progress: %d %s", r.Status, r.Raw)
 	}
 	startWorker(t, s.env)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(liveness)
 	for {
 		st := s.status(t, tok, "ACC-SLOW")
 		if st["status"] == "COMPLETED" {
@@ -553,7 +553,7 @@ func TestProcess_ConcurrencyLimit(t *testing.T) {
 		}
 		// When the worker finishes the first, the slot frees and the second goes through.
 		startWorker(t, s.env)
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(liveness)
 		for {
 			r := s.do(t, "POST", processPath, tok, processBody("ACC-B", false))
 			// 201, or "already imported" when an earlier call of this loop
