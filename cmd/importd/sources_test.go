@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -76,5 +77,36 @@ func TestSources_ImportAndExportMPANsOfOneMeterShareItsSerial(t *testing.T) {
 	wantProblems := []fieldProblem{{"supply_addresses.0.supply_points.0.meters.1.serial_number", "duplicate_meter_serial_number"}}
 	if diff := cmp.Diff(wantProblems, problemsOf(t, r.Body)); r.Status != 400 || diff != "" {
 		t.Errorf("E3 with one serial twice on one supply point: %d (-want +got):\n%s", r.Status, diff)
+	}
+}
+
+// TestSources_BusinessContractWithoutDatesOrTermsIsCreated: E1 requires no
+// contract date, version date or terms, as no source does; what was not
+// sent is stored as NULL, not invented.
+func TestSources_BusinessContractWithoutDatesOrTermsIsCreated(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO"}); err != nil {
+		t.Fatal(err)
+	}
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	body := businessRequest()
+	edit(t, body, "business.business_contracts", []any{map[string]any{
+		"identifier": "BC-UNDATED", "signed_at_date": "2023-12-15",
+		"versions": []any{map[string]any{"terms": []any{"standard terms"}}, map[string]any{"applicable_at_date": "2024-07-01"}, map[string]any{}},
+	}})
+	r := s.do(t, "POST", "/v1/data-import/business/", tok, body)
+	if r.Status != 201 {
+		t.Fatalf("E1: %d %s", r.Status, r.Raw)
+	}
+	var got []string
+	if err := s.db.Select(&got, `SELECT c.identifier || ' ' || COALESCE(c.valid_from_date::text, 'NULL') || ' ' ||
+			COALESCE(v.applicable_at_date::text, 'NULL') || ' ' || COALESCE(v.terms::text, 'NULL')
+		FROM business_contracts c JOIN business_contract_versions v ON v.contract_id = c.id ORDER BY v.position`); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`BC-UNDATED NULL NULL ["standard terms"]`, "BC-UNDATED NULL 2024-07-01 NULL", "BC-UNDATED NULL NULL NULL"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored contract and versions (-want +got):\n%s", diff)
 	}
 }

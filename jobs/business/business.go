@@ -58,7 +58,7 @@ type Detail struct {
 // Contract is one business contract. Accounts of the business reference it
 // by Identifier.
 type Contract struct {
-	ValidFromDate validate.Date  `json:"valid_from_date"`
+	ValidFromDate *validate.Date `json:"valid_from_date,omitzero"`
 	SignedAtDate  *validate.Date `json:"signed_at_date,omitzero"`
 	Identifier    string         `json:"identifier"`
 	Versions      []Version      `json:"versions"`
@@ -66,9 +66,9 @@ type Contract struct {
 
 // Version is the contract's terms from ApplicableAtDate on.
 type Version struct {
-	ApplicableAtDate validate.Date `json:"applicable_at_date"`
-	// Terms is the JSON array as sent, compacted.
-	Terms json.RawMessage `json:"terms"`
+	ApplicableAtDate *validate.Date `json:"applicable_at_date,omitzero"`
+	// Terms is the JSON array as sent, compacted; nil when omitted.
+	Terms json.RawMessage `json:"terms,omitzero"`
 }
 
 // Result is the answer of a successful E1 call (201).

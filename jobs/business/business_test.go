@@ -245,7 +245,8 @@ func TestCreate_CompanyNumberIsOptionalForEveryType(t *testing.T) {
 // E1 accepts what neither the spec nor the reference refuses: a business
 // without type, name, number or contracts; a contract signed after today,
 // without versions, or whose versions share a date, come out of order or
-// start before the contract.
+// start before the contract; a contract or version without a date, a
+// version without terms.
 func TestCreate_AcceptsWhatNoSourceRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -275,6 +276,21 @@ func TestCreate_AcceptsWhatNoSourceRefuses(t *testing.T) {
 		}, nil},
 		{"a contract without versions", func(m map[string]any) { obj(m, "business", "business_contracts", 1)["versions"] = []any{} }, nil},
 		{"a contract with versions omitted", func(m map[string]any) { delete(obj(m, "business", "business_contracts", 1), "versions") }, nil},
+		{"a contract and a version without dates, a version without terms", func(m map[string]any) {
+			c := obj(m, "business", "business_contracts", 0)
+			delete(c, "valid_from_date")
+			c["versions"] = []any{map[string]any{"terms": []any{"a"}}, map[string]any{"applicable_at_date": "2024-07-01"}, map[string]any{}}
+		}, func(t *testing.T, id int64) {
+			var got []string
+			if err := b.db.Select(&got, `SELECT COALESCE(c.valid_from_date::text, 'NULL') || ' ' || COALESCE(v.applicable_at_date::text, 'NULL')
+				|| ' ' || COALESCE(v.terms::text, 'NULL') FROM business_contract_versions v
+				JOIN business_contracts c ON c.id = v.contract_id WHERE c.business_id = $1 AND c.identifier LIKE '%-0' ORDER BY v.position`, id); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{`NULL NULL ["a"]`, "NULL 2024-07-01 NULL", "NULL NULL NULL"}, got); diff != "" {
+				t.Errorf("what was not sent is NULL (-want +got):\n%s", diff)
+			}
+		}},
 		{"versions out of order, on one date, before the contract", func(m map[string]any) {
 			c := obj(m, "business", "business_contracts", 0)
 			c["versions"] = []any{
@@ -441,8 +457,6 @@ func TestCreate_EachRuleReportsItsCodeAtItsPath(t *testing.T) {
 			validate.CodeInvalid, "business.business_contracts.0.versions.0.terms", ""},
 		{"terms null", func(m map[string]any) { obj(m, "business", "business_contracts", 0, "versions", 0)["terms"] = nil },
 			validate.CodeInvalid, "business.business_contracts.0.versions.0.terms", ""},
-		{"terms missing", func(m map[string]any) { delete(obj(m, "business", "business_contracts", 0, "versions", 0), "terms") },
-			validate.CodeRequired, "business.business_contracts.0.versions.0.terms", ""},
 		{"terms with a NUL", func(m map[string]any) {
 			obj(m, "business", "business_contracts", 0, "versions", 0)["terms"] = []any{"a\x00b"}
 		},
@@ -644,10 +658,16 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted business type %q", typ)
 		}
 		for _, c := range r.Business.BusinessContracts {
-			if c.Identifier == "" || c.ValidFromDate == "" {
+			if c.Identifier == "" || (c.ValidFromDate != nil && *c.ValidFromDate == "") {
 				t.Fatalf("accepted an incomplete contract: %+v", c)
 			}
 			for _, v := range c.Versions {
+				if v.ApplicableAtDate != nil && *v.ApplicableAtDate == "" {
+					t.Fatalf("accepted an empty version date: %+v", v)
+				}
+				if v.Terms == nil { // omitted: stored as NULL
+					continue
+				}
 				if !json.Valid(v.Terms) || v.Terms[0] != '[' || strings.Contains(string(v.Terms), `\u0000`) {
 					t.Fatalf("accepted terms %s", v.Terms)
 				}

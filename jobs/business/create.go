@@ -233,13 +233,20 @@ func insert(ctx context.Context, tx *db.Tx, supplierID int64, r Request) (int64,
 		var cid int64
 		if err := tx.GetContext(ctx, &cid, `INSERT INTO business_contracts (business_id, supplier_id, identifier,
 			valid_from_date, signed_at_date) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-			id, supplierID, c.Identifier, string(c.ValidFromDate), c.SignedAtDate); err != nil {
+			id, supplierID, c.Identifier, c.ValidFromDate, c.SignedAtDate); err != nil {
 			return 0, fmt.Errorf("insert business contract: %w", err)
 		}
-		dates := make([]string, len(c.Versions))
-		terms := make([]string, len(c.Versions))
+		// A version's date and terms are optional: NULL elements where
+		// they were not sent.
+		dates := make([]sql.NullString, len(c.Versions))
+		terms := make([]sql.NullString, len(c.Versions))
 		for j, v := range c.Versions {
-			dates[j], terms[j] = string(v.ApplicableAtDate), string(v.Terms)
+			if v.ApplicableAtDate != nil {
+				dates[j] = sql.NullString{String: string(*v.ApplicableAtDate), Valid: true}
+			}
+			if v.Terms != nil {
+				terms[j] = sql.NullString{String: string(v.Terms), Valid: true}
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO business_contract_versions (contract_id, position, applicable_at_date, terms)
 			SELECT $1, u.n - 1, u.d::date, u.t::jsonb FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS u(d, t, n)`,

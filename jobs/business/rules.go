@@ -53,9 +53,9 @@ that appears twice in one object with ` + "`duplicate_key`" + ` at the second on
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold.
 Sources: ` + "`unknown_field`" + `, spec section 1 rule 6; ` + "`invalid`" + `, the types of spec 2.6; ` + "`max_length`" + `, bounds of this
 service on stored text (the spec sets none). E1 refuses nothing else that no source refuses: ` + "`business_type`" + `,
-` + "`company_name`" + `, ` + "`company_number`" + ` and the contracts and versions are optional, and a contract's dates are not compared.
-` + "`required`" + ` on a contract's ` + "`valid_from_date`" + ` and on a version's ` + "`applicable_at_date`" + ` and ` + "`terms`" + ` is the service's
-own: no source says it, and a version without a date has no meaning.
+` + "`company_name`" + `, ` + "`company_number`" + `, the contracts and versions, a contract's ` + "`valid_from_date`" + ` and a version's
+` + "`applicable_at_date`" + ` and ` + "`terms`" + ` are optional (a date or terms not sent is stored as NULL), and a contract's dates are
+not compared.
 
 ` + validate.LimitsRule + `
 

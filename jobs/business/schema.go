@@ -24,18 +24,19 @@ var detailSchema = v.NewObject(
 // termsSpec is an array of any JSON values. The validate package has no
 // field kind for a free-form array, so it is a Custom field; its reference
 // row is fixed up in Reference.
-var termsSpec = &v.Spec{Name: "terms", Required: true, MaxItems: v.DefaultMaxItems,
-	Note:  "Any JSON values; the spec does not show a term's shape, so terms are stored as sent (compact JSON) and given no meaning.",
-	Codes: []string{v.CodeRequired, v.CodeInvalid, v.CodeNullCharacters, v.CodeNumberOutOfRange, v.CodeDuplicateKey}}
+var termsSpec = &v.Spec{Name: "terms", MaxItems: v.DefaultMaxItems,
+	Note:  "Any JSON values; the spec does not show a term's shape, so terms are stored as sent (compact JSON) and given no meaning. Optional, as no source requires it: stored as NULL when omitted, apart from a sent [].",
+	Codes: []string{v.CodeInvalid, v.CodeNullCharacters, v.CodeNumberOutOfRange, v.CodeDuplicateKey}}
 
 var versionSchema = v.NewObject(
-	v.Req("applicable_at_date", v.DateValue, func(x *Version) *v.Date { return &x.ApplicableAtDate },
-		v.Note("Versions are kept in the order sent; neither the spec nor the reference orders them or makes their dates unique.")),
+	v.Opt("applicable_at_date", v.DateValue, func(x *Version) **v.Date { return &x.ApplicableAtDate },
+		v.Note("Optional, as no source requires it (stored as NULL when omitted). Versions are kept in the order sent; neither the spec nor the reference orders them or makes their dates unique.")),
 	v.Custom(termsSpec, bindTerms),
 )
 
 var contractSchema = v.NewObject(
-	v.Req("valid_from_date", v.DateValue, func(c *Contract) *v.Date { return &c.ValidFromDate }),
+	v.Opt("valid_from_date", v.DateValue, func(c *Contract) **v.Date { return &c.ValidFromDate },
+		v.Note("Optional, as no source requires it (stored as NULL when omitted).")),
 	v.Opt("signed_at_date", v.DateValue, func(c *Contract) **v.Date { return &c.SignedAtDate }),
 	v.Req("identifier", v.StringValue, func(c *Contract) *string { return &c.Identifier }, v.MaxLength(maxIdentifier),
 		v.Codes(CodeContractAlreadyExists), v.Note("Unique per import supplier; accounts reference it as business.business_contract_identifier.")),
