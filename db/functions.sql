@@ -17,7 +17,7 @@ CREATE OR REPLACE FUNCTION public.account_first_open_day(p_account bigint)
 AS $function$
 BEGIN
     RETURN (SELECT COALESCE(GREATEST(
-            (SELECT max(h.bill_period_to_date) FROM historical_statements h WHERE h.account_id = a.id),
+            (SELECT max(h.bill_period_to_date) FROM historical_statements h WHERE h.account_id = a.id) + 1,
             a.last_billed_to_date + 1),
             (a.created_at AT TIME ZONE s.time_zone)::date)
     FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id WHERE a.id = p_account);

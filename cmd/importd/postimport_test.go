@@ -116,11 +116,11 @@ func TestPostImport_NotesStatementsAndTransactionsOverHTTP(t *testing.T) {
 		t.Errorf("missing document: %d %s", r.Status, r.Raw)
 	}
 
-	// E8: 201 with the validated data; the statement (half-open) makes the
-	// open period start 30 days ago.
+	// E8: 201 with the validated data; the statement, billed up to and
+	// including 31 days ago, makes the open period start 30 days ago.
 	st := fmt.Sprintf(`{"import_supplier": "PI", "external_account_number": "ACC-1", "statements": [{"statement_id": "S1", "number": "0001",
 		"bill_period_from_date": %q, "bill_period_to_date": %q, "issued_date": %q, "gross_amount": 12340, "statement_path": "statements/s1.pdf"}]}`,
-		day(-59), day(-30), day(-29))
+		day(-59), day(-31), day(-29))
 	r = e.do(t, "POST", pathStatements, e.tok, st)
 	if r.Status != 201 || !strings.Contains(string(r.Raw), `"gross_amount":12340`) || !strings.Contains(string(r.Raw), `"statement_id":"S1"`) {
 		t.Fatalf("E8: %d %s", r.Status, r.Raw)
@@ -521,13 +521,16 @@ func TestPostImport_ReferenceStatementExamplesAreStoredAsSent(t *testing.T) {
 	}
 }
 
-// The open statement period's boundaries over HTTP: a statement ending
-// today leaves today open; a last_billed_to_date later than the last
-// statement wins; an account billed to today takes no transaction, and
+// The open statement period's boundaries over HTTP: a statement's last day
+// (bill_period_to_date, inclusive) is billed and the period opens the day
+// after it, so a statement ending yesterday leaves today open and one
+// ending today leaves nothing open; a last_billed_to_date later than the
+// last statement wins; an account billed to today takes no transaction, and
 // force never moves one into the future.
 func TestPostImport_OpenStatementPeriodBoundaries(t *testing.T) {
 	t.Parallel()
 	e := newPostImportEnv(t)
+	e.account(t, "PI", "ENDS-YESTERDAY", "")
 	e.account(t, "PI", "ENDS-TODAY", "")
 	e.account(t, "PI", "BILLED-LATER", day(-5))
 	e.account(t, "PI", "BILLED-TODAY", day(0))
@@ -539,6 +542,7 @@ func TestPostImport_OpenStatementPeriodBoundaries(t *testing.T) {
 			t.Fatalf("E8 %s: %d %s", ean, r.Status, r.Raw)
 		}
 	}
+	statement("ENDS-YESTERDAY", "S1", day(-30), day(-1))
 	statement("ENDS-TODAY", "S1", day(-30), day(0))
 	statement("BILLED-LATER", "S1", day(-60), day(-30))
 	statement("BILLED-TODAY", "S1", day(-60), day(-30))
@@ -552,8 +556,11 @@ func TestPostImport_OpenStatementPeriodBoundaries(t *testing.T) {
 		status                 int
 		movedTo                string // the date answered, when 201
 	}{
-		{"statement ending today: today is open", "ENDS-TODAY", day(0), "?force_add_to_current_statement=false", 201, day(0)},
-		{"statement ending today: yesterday is closed", "ENDS-TODAY", day(-1), "?force_add_to_current_statement=false", 400, ""},
+		{"statement ending yesterday: today is open", "ENDS-YESTERDAY", day(0), "?force_add_to_current_statement=false", 201, day(0)},
+		{"statement ending yesterday: its last day is billed", "ENDS-YESTERDAY", day(-1), "?force_add_to_current_statement=false", 400, ""},
+		{"statement ending yesterday: forced to the day after its last", "ENDS-YESTERDAY", day(-1), "", 201, day(0)},
+		{"statement ending today: today is billed", "ENDS-TODAY", day(0), "?force_add_to_current_statement=false", 400, ""},
+		{"statement ending today: force does not move into tomorrow", "ENDS-TODAY", day(-3), "", 400, ""},
 		{"billed date after the statement: its day is closed", "BILLED-LATER", day(-5), "?force_add_to_current_statement=false", 400, ""},
 		{"billed date after the statement: forced to the day after it", "BILLED-LATER", day(-20), "", 201, day(-4)},
 		{"billed to today: today is closed", "BILLED-TODAY", day(0), "?force_add_to_current_statement=false", 400, ""},

@@ -167,12 +167,13 @@ identical requests sent at once behave as if sent one after the other.
 
 An account has one open statement period at a time; earlier dates belong to closed statements.
 
-- Historical statement periods (E8) are **half-open**: a statement runs from ` + "`bill_period_from_date`" + ` up to, not
-  including, ` + "`bill_period_to_date`" + `, so consecutive statements share their boundary day, as in the reference's example
-  (2019-06-01 to 2019-07-01, then 2019-07-01 to 2019-08-01). ` + "`last_billed_to_date`" + ` (the latest of the account's supply
-  points' at creation) is inclusive: the account is billed up to and including that day.
-- The **open period starts** on the latest of: the latest ` + "`bill_period_to_date`" + ` of the account's statements, and the day
-  after its ` + "`last_billed_to_date`" + `. An account with neither opens on its creation date in its supplier's time zone, so a transaction dated the
+- Every billed date is **inclusive**: a historical statement (E8) covers ` + "`bill_period_from_date`" + ` to
+  ` + "`bill_period_to_date`" + `, both days included, as the reference says (3.5, "both inclusive"), and ` + "`last_billed_to_date`" + `
+  (the latest of the account's supply points' at creation) is the last day billed. A transaction dated on the last day of
+  a statement is in a billed period. The reading, and why the reference's example statements that share a day do not
+  change it, is argued in docs/decisions.md ("Statement periods: both dates inclusive").
+- The **open period starts** the day after the latest billed day: the latest ` + "`bill_period_to_date`" + ` of the account's
+  statements and its ` + "`last_billed_to_date`" + `. An account with neither opens on its creation date in its supplier's time zone, so a transaction dated the
   day a new account was created is in the period. The period ends today, dated in the supplier's time zone (` + "`importctl supplier set-time-zone`" + `, default UTC).
 - Importing a statement that ends later moves the start at once; importing an older one never reopens a billed period.
 - E7 refuses a transaction dated after today (` + "`transaction_in_future`" + `) in every case. A transaction dated before the
@@ -266,9 +267,10 @@ A refusal (400) adds nothing. Its body has the section 7 fields and the spec's:
 	b.WriteString(`
 ## E8: historical statements
 
-Only ` + "`statement_id`" + `, ` + "`bill_period_from_date`" + ` and ` + "`bill_period_to_date`" + ` are required (reference 3.5). Periods are
-half-open (see the open statement period above); statements may share a boundary day, and the service does not refuse
-overlapping ones: neither the spec nor the reference does, and a re-issued bill overlaps the one it replaced.
+Only ` + "`statement_id`" + `, ` + "`bill_period_from_date`" + ` and ` + "`bill_period_to_date`" + ` are required (reference 3.5). Both dates
+are inclusive (see the open statement period above); a statement of one day has the same two dates. The service does not
+refuse overlapping statements, nor ones that share a day (as the reference's account example does): neither the spec nor
+the reference does, and a re-issued bill overlaps the one it replaced.
 ` + "`gross_amount`" + ` is an integer in the currency's lowest denomination, stored and answered exactly as sent: the spec
 types it only as "number" (2.9), the reference as "integer, in the lowest denomination for the currency" (3.5, with
 its example ` + "`\"gross_amount\": 100`" + `). The service follows the reference: an integer is a number, so the spec is

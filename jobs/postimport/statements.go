@@ -25,10 +25,10 @@ type StatementsRequest struct {
 }
 
 // Statement is one historical statement (spec 2.9): a closed billing period
-// whose PDF may be in the document store. The period is half-open: it
-// starts on BillPeriodFromDate and ends before BillPeriodToDate, so that
-// consecutive statements share their boundary day, as in the reference's
-// example (2019-06-01 to 2019-07-01, then 2019-07-01 to 2019-08-01).
+// whose PDF may be in the document store. Both dates are inclusive, as the
+// reference says: BillPeriodToDate is the last day billed, and the open
+// statement period starts the day after it (docs/decisions.md argues the
+// reading against the reference's example statements that share a day).
 type Statement struct {
 	StatementID        string  `json:"statement_id"`
 	Number             *string `json:"number,omitzero"`
@@ -52,7 +52,7 @@ var StatementSchema = v.NewObject(
 	v.Req("bill_period_from_date", v.DateValue, func(s *Statement) *v.Date { return &s.BillPeriodFromDate },
 		v.Codes(CodeStartAfterEnd), v.Note("The period's first day.")),
 	v.Req("bill_period_to_date", v.DateValue, func(s *Statement) *v.Date { return &s.BillPeriodToDate },
-		v.Codes(CodeStatementInFuture), v.Note("Exclusive: the day after the period, which the next statement may start on. The latest one is the first day of the account's open statement period, unless last_billed_to_date is later.")),
+		v.Codes(CodeStatementInFuture), v.Note("Inclusive: the period's last day, as the reference says (3.5, \"both inclusive\"). The account's open statement period starts the day after the latest one, unless a later day is billed (last_billed_to_date).")),
 	v.Opt("issued_date", v.DateValue, func(s *Statement) **v.Date { return &s.IssuedDate }),
 	grossAmountField,
 	v.Opt("statement_path", v.StringValue, func(s *Statement) **string { return &s.StatementPath },

@@ -484,9 +484,9 @@ func TestTransactions_AmountsNeverPassThroughFloat(t *testing.T) {
 	}
 }
 
-// The open statement period starts on the latest of the last statement's
-// (exclusive) end and the day after last_billed_to_date; without either, on
-// the creation date.
+// The open statement period starts the day after the latest billed day:
+// the last statement's (inclusive) end or last_billed_to_date; without
+// either, on the creation date.
 func TestTransactions_OpenStatementPeriod(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -500,11 +500,11 @@ func TestTransactions_OpenStatementPeriod(t *testing.T) {
 		{name: "the creation date without a billed date", account: acct{createdAt: time.Date(2025, 3, 9, 23, 0, 0, 0, time.UTC)}, firstDay: "2025-03-09"},
 		{name: "older statements never reopen a billed period", account: acct{lastBilled: "2025-05-31"},
 			statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"}, firstDay: "2025-06-01"},
-		{name: "the end of a statement later than the billed date", account: acct{lastBilled: "2025-03-31"},
-			statements: []string{"2025-06-10"}, firstDay: "2025-06-10"},
-		{name: "the latest of several statements without a billed date", statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"},
-			firstDay: "2025-04-30"},
-		{name: "a statement ending today: today is open", statements: []string{"2025-06-15"}, firstDay: "2025-06-15"},
+		{name: "the day after a statement that ends later than the billed date", account: acct{lastBilled: "2025-03-31"},
+			statements: []string{"2025-06-10"}, firstDay: "2025-06-11"},
+		{name: "the day after the latest of several statements without a billed date", statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"},
+			firstDay: "2025-05-01"},
+		{name: "a statement ending yesterday: today is open", statements: []string{"2025-06-14"}, firstDay: "2025-06-15"},
 		{name: "account created today: today is open", account: acct{createdAt: testNow.Add(-time.Hour)}, firstDay: "2025-06-15"},
 	}
 	for _, tc := range cases {
@@ -879,9 +879,9 @@ func TestTransactions_RequestDecidesOnWhatTheImportItWaitedForWrote(t *testing.T
 	insertT1 := `INSERT INTO transactions (account_id, transaction_id, transaction_date, amount, type, reason)
 		VALUES ($1, 'T1', '2025-06-02', 5, 'CHARGE', 'IMPORTED_CHARGE')`
 	// The open period of an account billed to May starts on 2025-06-01;
-	// this statement moves it to 2025-06-05.
+	// this statement, billed to 2025-06-04 inclusive, moves it to 2025-06-05.
 	insertStatement := `INSERT INTO historical_statements (account_id, statement_id, bill_period_from_date, bill_period_to_date)
-		VALUES ($1, 'S1', '2025-05-01', '2025-06-05')`
+		VALUES ($1, 'S1', '2025-05-01', '2025-06-04')`
 	type stored struct{ Date, Original string }
 	cases := []struct {
 		name   string
@@ -1110,4 +1110,45 @@ func TestTransactions_SupplyChargeConsistentWithItsItemsIsAdded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A statement's bill_period_to_date is its last billed day (reference 3.5:
+// "both inclusive"): a transaction dated on it is in a billed period, so it
+// is refused without force and moved to the next day with it; a statement
+// ending today leaves no open day until tomorrow.
+func TestTransactions_DatedOnAStatementsLastDayIsInABilledPeriod(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	noForce := query("force_add_to_current_statement=false")
+
+	ean := b.newAccount(t, acct{})
+	if _, err := b.svc.CreateStatements(ctx, stBody(t, ean, statement("MAY", "2025-05-01", "2025-05-31")), visible); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("LAST", "2025-05-31", "1")), noForce, visible)
+	wantProblems(t, err, []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}})
+	res, err := b.svc.CreateTransactions(ctx, txBody(t, ean, charge("LAST", "2025-05-31", "1"), charge("NEXT", "2025-06-01", "1")), nil, visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res.Results {
+		d := r.TransactionData
+		orig := "-"
+		if d.OriginalTransactionDate != nil {
+			orig = string(*d.OriginalTransactionDate)
+		}
+		got = append(got, d.TransactionID+" "+string(d.TransactionDate)+" "+orig)
+	}
+	if diff := cmp.Diff([]string{"LAST 2025-06-01 2025-05-31", "NEXT 2025-06-01 -"}, got); diff != "" {
+		t.Errorf("added (id, date, date sent) (-want +got):\n%s", diff)
+	}
+
+	today := b.newAccount(t, acct{})
+	if _, err := b.svc.CreateStatements(ctx, stBody(t, today, statement("JUNE", "2025-06-01", "2025-06-15")), visible); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.svc.CreateTransactions(ctx, txBody(t, today, charge("TODAY", "2025-06-15", "1")), nil, visible)
+	wantProblems(t, err, []want{{CodeNotInOpenPeriod, "transactions.0.transaction_date"}})
 }
