@@ -146,6 +146,11 @@ run: check-ports stack-up build ## Run importd serve locally with demo data (pri
 	export MONITORING_PASSWORD="$${MONITORING_PASSWORD:-$$(secret "$(LOCAL)/monitoring_password")}"
 	export DOCUMENTS_URL="$${DOCUMENTS_URL:-file://$(LOCAL)/documents}"
 	export HTTP_ADDR="$${HTTP_ADDR:-127.0.0.1:8080}"
+	# The memory limit that docker-compose.yml gives its containers (1 GiB):
+	# importd keeps its Go heap under 90% of it (GOMEMLIMIT, when set, wins),
+	# so that the garbage of a burst of large requests is collected rather
+	# than left to grow the process (docs/operating.md, "Memory").
+	export MEMORY_LIMIT="$${MEMORY_LIMIT:-1073741824}"
 	mkdir -p "$(LOCAL)/documents"
 	bin/importd migrate
 	deploy/local/demo.sh

@@ -202,7 +202,7 @@ func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 		c.Request = c.Request.WithContext(validate.WithSubject(c.Request.Context(), subject))
 	}
 	if err == nil {
-		if err := s.chargeBody(c, len(body)); err != nil {
+		if err := s.chargeBody(c, body); err != nil {
 			return nil, err
 		}
 	}
@@ -223,30 +223,42 @@ func (s *Server) readJSONLimit(c *gin.Context, limit int64) ([]byte, error) {
 
 // LargeBody is the size from which a request body is charged to the
 // replica's budget of body memory (Config.BodyMemory). Smaller bodies,
-// nearly all of them, are free: each is bounded, and so are the requests
-// one key has in flight.
+// nearly all of them, are free: each is bounded (its parse holds at most
+// about 10 MB, by validate.ParseMemory), and so are the requests one key
+// has in flight.
 const LargeBody = 64 << 10
 
-// bodyTreeFactor estimates what a body costs while it is parsed and
-// answered, per byte of body: the body, its copy in the parser, and a tree
-// of about 100 bytes per value, of which JSON can pack one in 2 bytes (a 2
-// MB body of a million numbers took 105 MB).
-const bodyTreeFactor = 52
+// bodyCost is what a body is charged: what the request holds because of
+// it, counted twice. It holds the body as read, what its parse builds
+// (validate.ParseMemory: the values, not the bytes; a 2 MB body of a
+// million numbers builds 88 MB of tree, a 2 MB string almost nothing), and
+// what the binding builds from the tree while the tree is still reachable:
+// a quarter more (E7's transactions, the most, build a fifth). It counts
+// twice because the request's memory stays in the heap after it ends, as
+// garbage, until the collector runs, and Go's collector (GOGC=100) lets
+// the heap grow to twice what it found in use: charged about once (52
+// times their size), 64 E1 bodies of a million numbers grew the process
+// by 2.1 times BODY_MEMORY.
+func bodyCost(body []byte) int64 {
+	return 2 * (int64(cap(body)) + validate.ParseMemory(body)*5/4)
+}
 
 // codeTooManyLargeRequests (429) refuses a large body when the replica's
 // budget of body memory stays spent for HTTP_BODY_READ_TIMEOUT.
 const codeTooManyLargeRequests = "too_many_large_requests"
 
-// chargeBody charges a body of n bytes to the replica's budget of body
-// memory until the request ends (releaseBody), waiting for room up to the
-// body timeout: without it, 16 requests of 2 MB held 1.75 GB of parsed
-// trees, and 64 per key about 6.7 GB. A charge is at most the whole
-// budget, so a body alone always fits.
-func (s *Server) chargeBody(c *gin.Context, n int) error {
-	if n < LargeBody || s.bodies == nil {
+// chargeBody charges a body to the replica's budget of body memory
+// (bodyCost) until the request ends (releaseBody), waiting for room up to
+// the body timeout: without it, 16 requests of 2 MB held 1.75 GB of parsed
+// trees, and 64 per key about 6.7 GB. The charge is taken at once, before
+// the parse, so that no request holds part of the budget while it waits
+// for more. A charge is at most the whole budget, so a body alone always
+// fits.
+func (s *Server) chargeBody(c *gin.Context, body []byte) error {
+	if len(body) < LargeBody || s.bodies == nil {
 		return nil
 	}
-	cost := min(int64(n)*bodyTreeFactor, s.cfg.BodyMemory)
+	cost := min(bodyCost(body), s.cfg.BodyMemory)
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.BodyReadTimeout)
 	defer cancel()
 	if err := s.bodies.Acquire(ctx, cost); err != nil {

@@ -66,9 +66,9 @@ type Config struct {
 	// the pool; zero means poolShareWait (30 s).
 	PoolShareWait time.Duration
 	// BodyMemory is the memory, in bytes, that the request bodies over
-	// LargeBody being parsed and answered at once may take on this
-	// replica, estimated as bodyTreeFactor times their size (see
-	// chargeBody); zero means 512 MiB.
+	// LargeBody being parsed and answered at once may add to this
+	// replica, each counted at twice what its parse holds (bodyCost);
+	// zero means 512 MiB.
 	BodyMemory int64
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	supplierstatus "github.com/bulkimport/bulkimport/jobs/status"
 )
 
 func main() {
@@ -163,7 +164,7 @@ func (c *cli) supplierCmd() *cobra.Command {
 			}
 			return c.done(out, fmt.Sprintf("created supplier %s (%s, %s, %s, documents under %s/)", out.Code, out.Status, out.Country, out.TimeZone, out.DocumentRoot))
 		})}
-	create.Flags().StringVar(&s.Status, "status", admin.StatusOngoing, "Ongoing, Paused or Complete")
+	create.Flags().StringVar(&s.Status, "status", supplierstatus.Ongoing, "Ongoing, Paused or Complete")
 	create.Flags().StringVar(&s.DocumentRoot, "document-root", "", "prefix of the supplier's documents in object storage, apart from every other supplier's (default suppliers/CODE)")
 	create.Flags().StringVar(&s.Country, "country", "GB", "ISO 3166-1 alpha-2 region whose phone and postcode rules apply")
 	create.Flags().BoolVar(&s.MigrationEmails, "migration-emails", false, "e-mail customers when their account is created")

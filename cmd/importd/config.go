@@ -205,7 +205,7 @@ var vars = []variable{
 	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.MaxInFlightPerKey)
 	}},
-	{"BODY_MEMORY", "536870912", "bytes of memory that request bodies over 64 KiB may take at once on a replica while they are parsed and answered, counted as 52 times their size (a tree of JSON values can be that much larger than its text); past it a large body waits up to HTTP_BODY_READ_TIMEOUT, then gets 429 too_many_large_requests", 0, func(c *Config, v string) error {
+	{"BODY_MEMORY", "536870912", "bytes of memory that request bodies over 64 KiB may add to a replica while they are parsed and answered, each counted at twice what its parse holds (for its JSON values, not its size: a 2 MB body of a million numbers 258 MB, a 2 MB string 10 MB), since a finished request's memory stays in the heap until the collector runs; past it a large body waits up to HTTP_BODY_READ_TIMEOUT, then gets 429 too_many_large_requests", 0, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 16<<20 {
 			return errors.New("must be a number of bytes, at least 16777216 (16 MiB)")
@@ -213,7 +213,7 @@ var vars = []variable{
 		c.BodyMemory = n
 		return nil
 	}},
-	{"MEMORY_LIMIT", "", "the container's memory limit in bytes (deploy/k8s passes limits.memory, docker-compose.yml its mem_limit); importd keeps its Go heap under 90% of it, collecting more often as it nears (as GOMEMLIMIT does; GOMEMLIMIT, when set, wins); unset: no limit", 0, func(c *Config, v string) error {
+	{"MEMORY_LIMIT", "", "the container's memory limit in bytes (deploy/k8s passes limits.memory, docker-compose.yml its mem_limit, make run 1 GiB); importd keeps its Go heap under 90% of it, collecting more often as it nears (as GOMEMLIMIT does; GOMEMLIMIT, when set, wins); unset: no limit", 0, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 64<<20 {
 			return errors.New("must be a number of bytes, at least 67108864 (64 MiB)")

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // idleInTransaction counts the service's sessions that wait inside a
@@ -80,7 +81,7 @@ func TestHarden_StalledListReadersHoldNoDatabaseConnection(t *testing.T) {
 		"MAX_IN_FLIGHT_PER_KEY":     fmt.Sprint(stalled),
 		"HTTP_STREAM_WRITE_TIMEOUT": writeTimeout.String(),
 	})
-	sup, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: admin.StatusOngoing})
+	sup, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: status.Ongoing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestHarden_SlowBodyIsCutOffAfterTheBodyReadTimeout(t *testing.T) {
 func TestHarden_LoginsAndTokensKeepConnectionsOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "api", map[string]string{"DB_MAX_CONNS": "1"})
-	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: admin.StatusOngoing}); err != nil {
+	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: status.Ongoing}); err != nil {
 		t.Fatal(err)
 	}
 	key := s.newKey(t, "k")
@@ -231,7 +232,7 @@ func TestHarden_LoginsAndTokensKeepConnectionsOfTheirOwn(t *testing.T) {
 func TestHarden_OneKeyTakesAtMostAShareOfThePool(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "api", map[string]string{"DB_MAX_CONNS": "4"})
-	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: admin.StatusOngoing}); err != nil {
+	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: status.Ongoing}); err != nil {
 		t.Fatal(err)
 	}
 	greedy, other := s.accessToken(t, s.newKey(t, "greedy")), s.accessToken(t, s.newKey(t, "other"))

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // End-to-end tests of E3, E4 and E10 to E13: the real service,
@@ -74,8 +75,8 @@ func newImportsEnv(t testing.TB) *importsEnv {
 			t.Fatal(err)
 		}
 	}
-	e.addSupplier(t, "DEMO", admin.StatusOngoing)
-	e.addSupplier(t, "OTHER", admin.StatusOngoing)
+	e.addSupplier(t, "DEMO", status.Ongoing)
+	e.addSupplier(t, "OTHER", status.Ongoing)
 	e.tok = e.s.accessToken(t, e.s.newKey(t, "all-suppliers"))
 	e.otherTok = e.s.accessToken(t, e.s.newKey(t, "other-only", "OTHER"))
 	return e
@@ -451,7 +452,7 @@ func TestValidateAccount_BodyThatIsNotAJSONObjectIsAParseError(t *testing.T) {
 func TestVisibility_InvisibleSupplierAnswersExactlyLikeAMissingOne(t *testing.T) {
 	t.Parallel()
 	e := newImportsEnv(t)
-	e.addSupplier(t, "HIDDEN", admin.StatusOngoing)
+	e.addSupplier(t, "HIDDEN", status.Ongoing)
 	account := accountDoc(t, "HIDDEN", "H-1")
 	e.stageOK(t, account)
 	without := newImportsEnv(t)
@@ -622,7 +623,7 @@ func TestStageAccount_RefusalsHaveTheirOwnCodeAndChangeNothing(t *testing.T) {
 		},
 		{
 			name:   "supplier paused",
-			status: admin.StatusPaused,
+			status: status.Paused,
 			code:   "import_supplier_migration_not_ongoing",
 			attr:   "import_supplier",
 		},
@@ -630,7 +631,7 @@ func TestStageAccount_RefusalsHaveTheirOwnCodeAndChangeNothing(t *testing.T) {
 			name: "supplier paused after staging",
 			prepare: func(t *testing.T, supplier, ean string) {
 				e.stageOK(t, accountDoc(t, supplier, ean))
-				if err := admin.SetSupplierStatus(ctx, e.s.db, supplier, admin.StatusPaused); err != nil {
+				if err := admin.SetSupplierStatus(ctx, e.s.db, supplier, status.Paused); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -639,7 +640,7 @@ func TestStageAccount_RefusalsHaveTheirOwnCodeAndChangeNothing(t *testing.T) {
 		},
 		{
 			name:   "supplier complete",
-			status: admin.StatusComplete,
+			status: status.Complete,
 			code:   "import_supplier_migration_not_ongoing",
 			attr:   "import_supplier",
 		},
@@ -647,7 +648,7 @@ func TestStageAccount_RefusalsHaveTheirOwnCodeAndChangeNothing(t *testing.T) {
 			name: "supplier complete after staging",
 			prepare: func(t *testing.T, supplier, ean string) {
 				e.stageOK(t, accountDoc(t, supplier, ean))
-				if err := admin.SetSupplierStatus(ctx, e.s.db, supplier, admin.StatusComplete); err != nil {
+				if err := admin.SetSupplierStatus(ctx, e.s.db, supplier, status.Complete); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -657,11 +658,11 @@ func TestStageAccount_RefusalsHaveTheirOwnCodeAndChangeNothing(t *testing.T) {
 	}
 	for i, tc := range cases {
 		supplier, ean := fmt.Sprintf("REFUSE_%d", i), fmt.Sprintf("R-%d", i)
-		status := tc.status
-		if status == "" {
-			status = admin.StatusOngoing
+		state := tc.status
+		if state == "" {
+			state = status.Ongoing
 		}
-		e.addSupplier(t, supplier, status)
+		e.addSupplier(t, supplier, state)
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			if tc.prepare != nil {
@@ -835,8 +836,8 @@ func listItem(ean string, number, createdAt any) map[string]any {
 func TestListProcesses_ItemsPagesAndFilters(t *testing.T) {
 	t.Parallel()
 	e := newImportsEnv(t)
-	e.addSupplier(t, "LISTS", admin.StatusOngoing)
-	e.addSupplier(t, "NO_IMPORTS", admin.StatusOngoing)
+	e.addSupplier(t, "LISTS", status.Ongoing)
+	e.addSupplier(t, "NO_IMPORTS", status.Ongoing)
 	// Inserted out of order; lists are ordered by external account number.
 	// Imported rows carry times with fractions and offsets: lists give them
 	// in UTC, to the second.
@@ -982,7 +983,7 @@ func TestListProcesses_MillionItemsStreamWithFlatMemory(t *testing.T) {
 	// The whole list as JSON is about 80 MB, and far more as Go values.
 	const bound = 64 << 20
 	e := newImportsEnv(t)
-	e.addSupplier(t, "MILLION", admin.StatusOngoing)
+	e.addSupplier(t, "MILLION", status.Ongoing)
 	began := time.Now()
 	// The progress counters' per-row triggers (migration 00015) would make
 	// one million-row statement quadratic; a bulk change turns them off and

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/admin"
 	"github.com/bulkimport/bulkimport/jobs/auth"
 	pt "github.com/bulkimport/bulkimport/jobs/progress/progresstest"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 const (
@@ -224,7 +225,7 @@ func TestMigrationPage_RequestsPerViewerAreCapped(t *testing.T) {
 	const perMinute = 5
 	s := startService(t, "api", map[string]string{"MONITORING_USER": pageUser, "MONITORING_PASSWORD": pagePass,
 		"MIGRATION_PAGE_PER_MINUTE": strconv.Itoa(perMinute)})
-	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: admin.StatusOngoing}); err != nil {
+	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "DEMO", Status: status.Ongoing}); err != nil {
 		t.Fatal(err)
 	}
 	busy, calm := s.newKey(t, "busy", "DEMO"), s.newKey(t, "calm", "DEMO")
@@ -287,8 +288,8 @@ func TestMigrationPage_AccountsRefusedAtStagingShowUntilTheyStage(t *testing.T) 
 			t.Fatal(err)
 		}
 	}
-	e.addSupplier(t, "DEMO", admin.StatusOngoing)
-	e.addSupplier(t, "OTHER", admin.StatusOngoing)
+	e.addSupplier(t, "DEMO", status.Ongoing)
+	e.addSupplier(t, "OTHER", status.Ongoing)
 	e.tok = e.s.accessToken(t, e.s.newKey(t, "all-suppliers"))
 	e.otherTok = e.s.accessToken(t, e.s.newKey(t, "other-only", "OTHER"))
 
@@ -390,7 +391,7 @@ func TestMigrationPage_LinksCarryTheAttrEscapedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.addSupplier(t, "DEMO", admin.StatusOngoing)
+	e.addSupplier(t, "DEMO", status.Ongoing)
 	tok := e.s.accessToken(t, e.s.newKey(t, "links"))
 	// An unknown field is refused at its own name: an attr made of what
 	// a URL escapes, and of an escape itself, which a second decoding

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // Each request of the migration page compacted the progress counters: 785
@@ -19,7 +20,7 @@ func TestHarden_MigrationPageRequestsDoNotCompactTheCounters(t *testing.T) {
 	t.Parallel()
 	s := startService(t, "api", map[string]string{"MONITORING_USER": pageUser, "MONITORING_PASSWORD": pagePass})
 	ctx := context.Background()
-	if _, err := admin.CreateSupplier(ctx, s.db, admin.Supplier{Code: "DEMO", Status: admin.StatusOngoing}); err != nil {
+	if _, err := admin.CreateSupplier(ctx, s.db, admin.Supplier{Code: "DEMO", Status: status.Ongoing}); err != nil {
 		t.Fatal(err)
 	}
 	// One statement each, so that each leaves a delta row of its own.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 func pathReconciliation(supplier string) string {
@@ -20,7 +20,7 @@ func pathReconciliation(supplier string) string {
 func TestReconcile_InvisibleSupplierAnswersExactlyLikeAMissingOne(t *testing.T) {
 	t.Parallel()
 	e := newImportsEnv(t)
-	e.addSupplier(t, "HIDDEN", admin.StatusOngoing)
+	e.addSupplier(t, "HIDDEN", status.Ongoing)
 	e.stageOK(t, accountDoc(t, "HIDDEN", "H-1"))
 	without := newImportsEnv(t)
 

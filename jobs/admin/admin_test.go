@@ -8,6 +8,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 func TestCanonicalStatus_AcceptsAnyCase(t *testing.T) {
@@ -16,8 +17,8 @@ func TestCanonicalStatus_AcceptsAnyCase(t *testing.T) {
 	for _, s := range []string{"ongoing", "PAUSED", "Complete", "cOmPlEtE", "done", ""} {
 		got[s] = CanonicalStatus(s)
 	}
-	want := map[string]string{"ongoing": StatusOngoing, "PAUSED": StatusPaused, "Complete": StatusComplete,
-		"cOmPlEtE": StatusComplete, "done": "done", "": ""}
+	want := map[string]string{"ongoing": status.Ongoing, "PAUSED": status.Paused, "Complete": status.Complete,
+		"cOmPlEtE": status.Complete, "done": "done", "": ""}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // PurgeStaged blanks the staged payloads (the account data as E4 received
@@ -23,15 +24,15 @@ import (
 // team may still compare its runs against is not lost by mistake. Running it
 // again purges only what completed since.
 func PurgeStaged(ctx context.Context, d *db.DB, code string, force bool) (int64, error) {
-	var status string
-	err := d.GetContext(ctx, &status, `SELECT status FROM import_suppliers WHERE code = $1`, code)
+	var state string
+	err := d.GetContext(ctx, &state, `SELECT status FROM import_suppliers WHERE code = $1`, code)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("purge staged: %w", err)
 	}
-	if status == StatusOngoing && !force {
+	if state == status.Ongoing && !force {
 		return 0, problem.Invalidf("import_supplier_migration_ongoing", "code",
 			"Supplier %s is Ongoing: set it Complete (or Paused) when its migration is closed, or force the purge.", code)
 	}
@@ -39,7 +40,7 @@ func PurgeStaged(ctx context.Context, d *db.DB, code string, force bool) (int64,
 		UPDATE import_processes p SET payload = '{}'::jsonb, updated_at = now()
 		FROM import_suppliers s
 		WHERE s.code = $1 AND p.supplier_id = s.id
-		  AND p.status = 'COMPLETED' AND p.service_account_number IS NOT NULL AND p.payload <> '{}'::jsonb`, code)
+		  AND p.status = '`+status.Completed+`' AND p.service_account_number IS NOT NULL AND p.payload <> '{}'::jsonb`, code)
 	if err != nil {
 		return 0, fmt.Errorf("purge staged: %w", err)
 	}

@@ -12,13 +12,7 @@ import (
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
-)
-
-// Supplier statuses (spec 3.1).
-const (
-	StatusOngoing  = "Ongoing"
-	StatusPaused   = "Paused"
-	StatusComplete = "Complete"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 var (
@@ -51,7 +45,7 @@ type Supplier struct {
 // CanonicalStatus returns the status that s names in any case (ongoing,
 // PAUSED), or s unchanged when it names none, for checkStatus to refuse.
 func CanonicalStatus(s string) string {
-	for _, st := range []string{StatusOngoing, StatusPaused, StatusComplete} {
+	for _, st := range []string{status.Ongoing, status.Paused, status.Complete} {
 		if strings.EqualFold(s, st) {
 			return st
 		}
@@ -61,7 +55,7 @@ func CanonicalStatus(s string) string {
 
 func checkStatus(s string) error {
 	switch s {
-	case StatusOngoing, StatusPaused, StatusComplete:
+	case status.Ongoing, status.Paused, status.Complete:
 		return nil
 	}
 	return problem.Invalidf("invalid_choice", "status", "Status %q is not one of Ongoing, Paused, Complete.", s)
@@ -72,7 +66,7 @@ func checkStatus(s string) error {
 // root that overlaps another supplier's is refused (document_root_overlap).
 func CreateSupplier(ctx context.Context, d *db.DB, s Supplier) (Supplier, error) {
 	if s.Status == "" {
-		s.Status = StatusOngoing
+		s.Status = status.Ongoing
 	}
 	if s.Country == "" {
 		s.Country = "GB"

@@ -26,6 +26,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // Creator creates the accounts of account:process tasks: the worker side
@@ -219,7 +220,7 @@ func FailedAfterRetriesRecord() problem.Record {
 
 func (c *Creator) recordFailure(ctx context.Context, processID int64, rec problem.Record) {
 	b, _ := json.Marshal(rec)
-	if _, err := c.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
+	if _, err := c.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = '`+status.Unknown+`', last_error = $2, updated_at = now()
 		WHERE id = $1 AND service_account_number IS NULL`, processID, b); err != nil {
 		c.log.ErrorContext(ctx, "record failure", "process_id", processID, "error", err)
 	}

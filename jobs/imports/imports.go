@@ -15,13 +15,7 @@ import (
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
-)
-
-// Status values of an import process (spec 2.4).
-const (
-	StatusUnknown    = "UNKNOWN"
-	StatusInProgress = "IN_PROGRESS"
-	StatusCompleted  = "COMPLETED"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // Error codes of staging refusals. Each refusal has its own code so that a
@@ -189,7 +183,7 @@ func (s *Service) upsert(ctx context.Context, acc *account.Account, payload []by
 	switch {
 	case r.Inserted.Valid:
 		return StageResult{ImportSupplier: acc.ImportSupplier, ExternalAccountNumber: ean, Created: r.Inserted.Bool}, true, nil
-	case r.SupplierStatus != "Ongoing":
+	case r.SupplierStatus != status.Ongoing:
 		return StageResult{}, true, problem.Invalidf(CodeSupplierNotOngoing, "import_supplier",
 			"Import supplier %s is %s; it does not accept accounts.", acc.ImportSupplier, r.SupplierStatus)
 	case r.Skipped:
@@ -197,7 +191,7 @@ func (s *Service) upsert(ctx context.Context, acc *account.Account, payload []by
 			"Account %s is marked to be skipped by the migration.", ean)
 	case r.PriorNumber.Valid:
 		return StageResult{}, true, AlreadyImported(ean, r.PriorNumber.String)
-	case r.PriorStatus.String == StatusInProgress:
+	case r.PriorStatus.String == status.InProgress:
 		return StageResult{}, true, problem.Invalidf(CodeInProgress, "external_account_number",
 			"Account %s is being created now; its staged data cannot change.", ean)
 	}
@@ -216,10 +210,10 @@ const stageSQL = `
 		up AS (
 			INSERT INTO import_processes AS p (supplier_id, external_account_number, payload)
 			SELECT $1, $2, $3
-			WHERE (SELECT status FROM sup) = 'Ongoing' AND NOT EXISTS (SELECT 1 FROM skip)
+			WHERE (SELECT status FROM sup) = '` + status.Ongoing + `' AND NOT EXISTS (SELECT 1 FROM skip)
 			ON CONFLICT (supplier_id, external_account_number) DO UPDATE
 				SET payload = EXCLUDED.payload, updated_at = now()
-				WHERE p.status = 'UNKNOWN' AND p.service_account_number IS NULL
+				WHERE p.status = '` + status.Unknown + `' AND p.service_account_number IS NULL
 			RETURNING (xmax = 0) AS inserted),
 		cleared AS (
 			DELETE FROM staging_refusals
@@ -272,7 +266,7 @@ func (s *Service) Status(ctx context.Context, supplier, ean string, visible func
 		return ProcessStatus{}, fmt.Errorf("status: %w", err)
 	}
 	out := ProcessStatus{Status: r.Status, ServiceAccountNumber: r.Number.String, LastError: json.RawMessage("null")}
-	if len(r.LastError) > 0 && r.Status != StatusCompleted {
+	if len(r.LastError) > 0 && r.Status != status.Completed {
 		out.LastError = r.LastError
 	}
 	return out, nil

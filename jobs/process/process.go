@@ -27,6 +27,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
@@ -136,7 +137,7 @@ func (s *Service) check(ctx context.Context, req Request, visible func(string) b
 	case !t.ProcessID.Valid:
 		return t, problem.Invalidf(imports.CodeProcessDoesNotExist, "external_account_number",
 			"No staged data for account %s of supplier %s; stage it first.", req.ExternalAccountNumber, req.ImportSupplierCode)
-	case t.SupplierStatus != "Ongoing":
+	case t.SupplierStatus != status.Ongoing:
 		return t, problem.Invalidf(imports.CodeSupplierNotOngoing, "import_supplier_code",
 			"Import supplier %s is %s; it does not accept accounts.", req.ImportSupplierCode, t.SupplierStatus)
 	case !t.TeamID.Valid:
@@ -214,7 +215,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	if !req.DryRun { // a dry run leaves no row to read or to claim
 		w.Check = func(ctx context.Context) (bool, string, error) {
 			o, err := s.readOutcome(ctx, processID)
-			if err != nil || o.Status == imports.StatusInProgress {
+			if err != nil || o.Status == status.InProgress {
 				return false, o.TaskID.String, err
 			}
 			return answer(o.answer(req)), "", nil
@@ -263,7 +264,7 @@ func (s *Service) heard(ctx context.Context, req Request, processID int64, o out
 		if err != nil {
 			return answer(Result{}, err)
 		}
-		if r.Status == imports.StatusInProgress {
+		if r.Status == status.InProgress {
 			return false
 		}
 		return answer(r.answer(req))
@@ -294,13 +295,13 @@ func (s *Service) markInProgress(ctx context.Context, dryRun bool, processID int
 		return nil, nil
 	}
 	_, err = s.db.ExecContext(ctx, `UPDATE import_processes SET status = $3, task_id = $2, updated_at = now()
-		WHERE id = $1 AND service_account_number IS NULL`, processID, taskID, imports.StatusInProgress)
+		WHERE id = $1 AND service_account_number IS NULL`, processID, taskID, status.InProgress)
 	if err != nil {
 		return nil, fmt.Errorf("process: mark in progress: %w", err)
 	}
 	return func() {
 		_, _ = s.db.ExecContext(context.WithoutCancel(ctx), `UPDATE import_processes SET status = $2
-			WHERE id = $1 AND status = $3 AND service_account_number IS NULL`, processID, imports.StatusUnknown, imports.StatusInProgress)
+			WHERE id = $1 AND status = $3 AND service_account_number IS NULL`, processID, status.Unknown, status.InProgress)
 	}, nil
 }
 
@@ -356,7 +357,7 @@ func (r recorded) answer(req Request) (Result, error) {
 	switch {
 	case r.Number.Valid:
 		return Result{ServiceAccountNumber: r.Number.String}, nil
-	case r.Status == imports.StatusUnknown && len(r.LastError) > 0:
+	case r.Status == status.Unknown && len(r.LastError) > 0:
 		var rec problem.Record
 		if err := json.Unmarshal(r.LastError, &rec); err == nil {
 			return Result{}, recordedError(rec)

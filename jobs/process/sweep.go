@@ -12,8 +12,8 @@ import (
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // CodeLost is recorded for an account whose task vanished from Redis while
@@ -130,8 +130,8 @@ func (s *Sweeper) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, t
 			recorded = true // a dry run records nothing; its waiters hear the failure
 			return nil
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE import_processes SET status = 'UNKNOWN', last_error = $2, updated_at = now()
-			WHERE id = $1 AND status = 'IN_PROGRESS' AND service_account_number IS NULL
+		res, err := tx.ExecContext(ctx, `UPDATE import_processes SET status = '`+status.Unknown+`', last_error = $2, updated_at = now()
+			WHERE id = $1 AND status = '`+status.InProgress+`' AND service_account_number IS NULL
 			AND (task_id = $3 OR task_id IS NULL)`, p.ProcessID, b, taskID)
 		if err != nil {
 			return fmt.Errorf("record %s: %w", rec.Code, err)
@@ -169,7 +169,7 @@ func (s *Sweeper) StaleInProgress(ctx context.Context, grace time.Duration, afte
 	err := s.db.SelectContext(ctx, &rows, `SELECT p.id, p.supplier_id, s.code, p.external_account_number, p.task_id
 		FROM import_processes p JOIN import_suppliers s ON s.id = p.supplier_id
 		WHERE p.status = $1 AND p.id > $2 AND p.updated_at < now() - make_interval(secs => $3)
-		ORDER BY p.id LIMIT $4`, imports.StatusInProgress, after, grace.Seconds(), limit)
+		ORDER BY p.id LIMIT $4`, status.InProgress, after, grace.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("process: list stale: %w", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/bulkimport/bulkimport/jobs/imports"
+	"github.com/bulkimport/bulkimport/jobs/status"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
@@ -58,7 +58,7 @@ import (
 func (s *Service) claim(ctx context.Context, processID int64, base, current, next string) error {
 	res, err := s.db.ExecContext(ctx, `UPDATE import_processes SET task_id = $4, updated_at = now()
 		WHERE id = $1 AND status = $5 AND service_account_number IS NULL
-		AND COALESCE(task_id, $2) = $3`, processID, base, current, next, imports.StatusInProgress)
+		AND COALESCE(task_id, $2) = $3`, processID, base, current, next, status.InProgress)
 	if err != nil {
 		return fmt.Errorf("claim takeover: %w", err)
 	}

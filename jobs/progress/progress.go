@@ -38,6 +38,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // The states of an import process, as counted.
@@ -421,7 +422,7 @@ func (s *Service) failed(ctx context.Context, supplierID int64, supplierCode str
 					THEN (u.error->'extra'->>'` + imports.ErrorsOmitted + `')::int ELSE 0 END AS other_errors
 		FROM ((SELECT ` + strconv.Itoa(srcProcess) + ` AS src, id, external_account_number, '` + StepProcess + `' AS step, updated_at AS at, last_error AS error
 		FROM import_processes
-		WHERE supplier_id = $1 AND status = 'UNKNOWN' AND last_error IS NOT NULL` +
+		WHERE supplier_id = $1 AND status = '` + status.Unknown + `' AND last_error IS NOT NULL` +
 		after(srcProcess, "updated_at", "id") + filterOn("last_error") + `
 		ORDER BY updated_at DESC, id DESC LIMIT ` + limit + `)
 		UNION ALL

@@ -453,10 +453,18 @@ const keptChunk = 512
 // an object's Members. The copies of one parse share allocations: the first
 // has room for as many members as the input has colons (each member has
 // one, besides those inside strings), up to keptChunk, and when that is
-// used up each next one has room for keptChunk members or for ms, if more.
-// The members of all of an account payload's objects thus cost one
-// allocation, not one per object.
+// used up the next one has room for keptChunk members. The members of all
+// of an account payload's objects thus cost one allocation, not one per
+// object. An object of more than a quarter of keptChunk members, but the
+// first, gets an allocation of its own: a shared one is then given up only
+// for an object of at most a quarter of keptChunk that does not fit, with
+// less than a quarter of it unused, which ParseMemory counts on (given up
+// for any object that did not fit, one for each object of 300 members left
+// 212 of 512 unused).
 func (p *parser) keepMembers(ms []Member) []Member {
+	if p.kept != nil && len(ms) > keptChunk/4 {
+		return append(make([]Member, 0, len(ms)), ms...)
+	}
 	if len(p.kept)+len(ms) > cap(p.kept) {
 		room := keptChunk
 		if p.kept == nil {
