@@ -60,7 +60,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // they are charged (ten at once, its share of the pool) and the rest of
 // the heap, both doubled by the collector's slack as well, and the heap's
 // overshoot while a collection runs on a loaded machine (it grew by 450 to
-// 520 MiB, once 600). importd runs as a process of its own, built without
+// 600 MiB). importd runs as a process of its own, built without
 // the race detector, so that its resident memory is its own.
 func TestBodyMemory_MillionNumberBodiesStayWithinTheBudget(t *testing.T) {
 	if testing.Short() {
