@@ -110,3 +110,57 @@ func TestSources_BusinessContractWithoutDatesOrTermsIsCreated(t *testing.T) {
 		t.Errorf("stored contract and versions (-want +got):\n%s", diff)
 	}
 }
+
+// TestSources_EmptyStringsNoSourceRefusesAreAccepted: a client exporting
+// its database sends "" for an empty column. No source refuses "" in these
+// fields (docs/decisions.md argues each), so E1 and E3 accept it, and E1
+// stores the business as it stores one without them.
+func TestSources_EmptyStringsNoSourceRefusesAreAccepted(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+
+	biz := businessRequest()
+	for _, f := range []string{"business_type", "company_number", "company_name"} {
+		edit(t, biz, "business."+f, "")
+	}
+	edit(t, biz, "business.business_contracts.0.identifier", "BC-EMPTY")
+	if r := s.do(t, "POST", "/v1/data-import/business/", tok, biz); r.Status != 201 {
+		t.Errorf("E1 with empty type, number and name: %d %s", r.Status, r.Raw)
+	}
+	var key []string
+	if err := s.db.Select(&key, `SELECT unnest(ARRAY[business_type, company_number, company_name]) FROM businesses
+		WHERE external_business_identifier = 'BIZ-42'`); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"", "", ""}, key); diff != "" {
+		t.Errorf("stored type, number and name (-want +got):\n%s", diff)
+	}
+
+	acc := fixture(t, "ACC-EMPTY")
+	const (
+		elec  = "supply_addresses.0.supply_points.0."
+		heat  = "supply_addresses.1.supply_points.1."
+		water = "supply_addresses.0.supply_points.1."
+	)
+	edit(t, acc, elec+"book_number", "")
+	edit(t, acc, elec+"meters.0.meter_type.stock_code", "")
+	edit(t, acc, heat+"serial_number_internal", "")
+	edit(t, acc, heat+"serial_number_external", "")
+	edit(t, acc, water+"serial_number", "")
+	points := get(t, acc, "supply_addresses.1.supply_points").([]any)
+	edit(t, acc, "supply_addresses.1.supply_points", append(points, map[string]any{
+		"supply_type": "LIGHT", "supply_start_date": "2023-03-01", "serial_number": "L-1", "secondary_serial_number": "",
+		"agreements": []any{map[string]any{"tariff_code": "HP-STD", "effective_from": "2023-03-01"}}}))
+	r := s.do(t, "POST", pathValidateAccount, tok, acc)
+	if r.Status != 200 {
+		t.Fatalf("E3 with empty book number, stock code and serial numbers: %d %s", r.Status, r.Raw)
+	}
+	for _, path := range []string{elec + "book_number", elec + "meters.0.meter_type.stock_code", heat + "serial_number_internal",
+		water + "serial_number", "supply_addresses.1.supply_points.2.secondary_serial_number"} {
+		if got := get(t, r.Body, path); got != "" {
+			t.Errorf("%s answered %v, want it kept as sent", path, got)
+		}
+	}
+}

@@ -24,13 +24,17 @@ const (
 	maxAccountRef = 128 // the reference API's maxLength of external_account_number
 )
 
-// Blank strings: a field that carries an identifier (codes, serial numbers)
-// must have content when sent; a caller without one omits the field.
-// Free-text fields (names, address lines, descriptions) accept "", because
-// migrated records often have empty columns and there is nothing to check in
-// them. Formatted fields whose reference default is "" (mobile, landline,
-// e-mail, postal_code; reference section 6.2 and 6.3) accept "" too, and
-// mobile and landline, nullable in the reference, accept null.
+// Blank strings: a required field must have content (the reference's
+// `blank`, which it lists with its required meter_serial_number), and so
+// must an open code ("" is no code). Every other string accepts "", because
+// migrated records often have empty columns and no source refuses one:
+// free text (names, address lines, descriptions), formatted fields whose
+// reference default is "" (mobile, landline, e-mail, postal_code; reference
+// 6.2 and 6.3), and the optional identifiers of spec 2.2.4 (book_number,
+// stock_code, the serial numbers of a heat pump, light, pole or water
+// heater, and secondary_serial_number, which the spec types "string or
+// null"); docs/decisions.md argues each. Mobile and landline, nullable in
+// the reference, accept null.
 
 var alternativePhoneSchema = v.NewObject(
 	v.Req("phone_number", v.StringValue, func(p *AlternativePhoneNumber) *string { return &p.PhoneNumber },
@@ -106,7 +110,7 @@ var meterTypeSchema = v.NewObject(
 	v.Opt("volts_high", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.VoltsHigh }),
 	v.Opt("phase", v.StringValue, func(m *MeterType) **string { return &m.Phase }, v.OpenCode()),
 	v.Opt("elements", v.DecimalValue, func(m *MeterType) **v.Decimal { return &m.Elements }),
-	v.Opt("stock_code", v.StringValue, func(m *MeterType) **string { return &m.StockCode }, v.MaxLength(maxCode)),
+	v.Opt("stock_code", v.StringValue, func(m *MeterType) **string { return &m.StockCode }, v.MaxLength(maxCode), v.AllowBlank()),
 	v.Opt("is_bidirectional", v.BooleanValue, func(m *MeterType) **bool { return &m.IsBidirectional }),
 	v.Opt("is_analog", v.BooleanValue, func(m *MeterType) **bool { return &m.IsAnalog }),
 	v.Opt("cover_material", v.StringValue, func(m *MeterType) **string { return &m.CoverMaterial }, v.OpenCode()),
@@ -143,7 +147,7 @@ var (
 	productNoteField = v.Opt("product_note", v.StringValue, func(p *SupplyPoint) **string { return &p.ProductNote },
 		v.MaxLength(maxLongText), v.AllowBlank())
 	serialNumberField = v.Opt("serial_number", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumber },
-		v.MaxLength(maxCode))
+		v.MaxLength(maxCode), v.AllowBlank())
 )
 
 var supplyPointSchema = v.NewUnion("supply_type",
@@ -159,15 +163,15 @@ var supplyPointSchema = v.NewUnion("supply_type",
 			v.Codes(CodeDuplicateSupplyIdentifier), v.Note("Required: the market identifier (MPAN) that readings and industry flows are keyed on.")),
 		v.Opt("initial_connection_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.InitialConnectionDate }),
 		locationDescriptionField,
-		v.Opt("book_number", v.StringValue, func(p *SupplyPoint) **string { return &p.BookNumber }, v.MaxLength(maxCode)),
+		v.Opt("book_number", v.StringValue, func(p *SupplyPoint) **string { return &p.BookNumber }, v.MaxLength(maxCode), v.AllowBlank()),
 		v.Opt("call_number", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.CallNumber }),
 		v.Opt("energization_status", v.StringValue, func(p *SupplyPoint) **string { return &p.EnergizationStatus }, v.OpenCode()),
 		v.List("meters", meterSchema, func(p *SupplyPoint) *[]Meter { return &p.Meters }),
 		v.List("transfer_readings", transferReadingSchema, func(p *SupplyPoint) *[]TransferReading { return &p.TransferReadings }),
 	}},
 	v.Variant[SupplyPoint]{Values: []string{SupplyHeatPump}, Fields: []v.Field[SupplyPoint]{
-		v.Opt("serial_number_internal", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberInternal }, v.MaxLength(maxCode)),
-		v.Opt("serial_number_external", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberExternal }, v.MaxLength(maxCode)),
+		v.Opt("serial_number_internal", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberInternal }, v.MaxLength(maxCode), v.AllowBlank()),
+		v.Opt("serial_number_external", v.StringValue, func(p *SupplyPoint) **string { return &p.SerialNumberExternal }, v.MaxLength(maxCode), v.AllowBlank()),
 		v.Opt("make_model", v.StringValue, func(p *SupplyPoint) **string { return &p.MakeModel }, v.MaxLength(maxShortText), v.AllowBlank()),
 		v.Opt("size", v.IntegerValue, func(p *SupplyPoint) **int64 { return &p.Size }),
 		locationDescriptionField,
@@ -176,7 +180,7 @@ var supplyPointSchema = v.NewUnion("supply_type",
 	v.Variant[SupplyPoint]{Values: []string{SupplyLight, SupplyPole}, Fields: []v.Field[SupplyPoint]{
 		serialNumberField,
 		v.Opt("secondary_serial_number", v.StringValue, func(p *SupplyPoint) **string { return &p.SecondarySerialNumber },
-			v.MaxLength(maxCode), v.Nullable()),
+			v.MaxLength(maxCode), v.Nullable(), v.AllowBlank(), v.Note("Spec 2.2.4 types it \"string or null\": null is the same as omitted, and \"\" is kept as sent.")),
 		v.Opt("manufacturer_name", v.StringValue, func(p *SupplyPoint) **string { return &p.ManufacturerName }, v.MaxLength(maxShortText), v.AllowBlank()),
 		v.Opt("model_name", v.StringValue, func(p *SupplyPoint) **string { return &p.ModelName }, v.MaxLength(maxShortText), v.AllowBlank()),
 		v.Opt("location", v.StringValue, func(p *SupplyPoint) **string { return &p.Location }, v.MaxLength(maxLongText), v.AllowBlank()),

@@ -463,6 +463,21 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 		{name: "external account number of exactly 128 characters", edit: set("external_account_number", strings.Repeat("A", 128))},
 		{name: "unknown occupier without customers", edit: edits(del("customers"), set("unknown_occupier", true))},
 		{name: "one meter serial on two supply points (an import and an export MPAN)", edit: set(elec2+"meters.0.serial_number", "E21Z012345")},
+		{name: "empty optional identifiers, as exported from empty columns", edit: edits(set(elec+"book_number", ""),
+			set(meter+"meter_type.stock_code", ""), set("supply_addresses.0.supply_points.1.serial_number", ""),
+			set("supply_addresses.1.supply_points.1.serial_number_internal", ""), set("supply_addresses.1.supply_points.1.serial_number_external", ""),
+			set("supply_addresses.1.supply_points.2", map[string]any{"supply_type": "POLE", "supply_start_date": "2023-03-01",
+				"serial_number": "", "secondary_serial_number": "", "agreements": []any{map[string]any{"tariff_code": "HP-STD", "effective_from": "2023-03-01"}}})),
+			check: func(t *testing.T, a *Account) {
+				e, w, h, p := a.SupplyAddresses[0].SupplyPoints[0], a.SupplyAddresses[0].SupplyPoints[1], a.SupplyAddresses[1].SupplyPoints[1], a.SupplyAddresses[1].SupplyPoints[2]
+				for name, got := range map[string]*string{"book_number": e.BookNumber, "stock_code": e.Meters[0].MeterType.StockCode,
+					"water heater serial_number": w.SerialNumber, "serial_number_internal": h.SerialNumberInternal,
+					"serial_number_external": h.SerialNumberExternal, "pole serial_number": p.SerialNumber, "secondary_serial_number": p.SecondarySerialNumber} {
+					if got == nil || *got != "" {
+						t.Errorf("%s = %v, want \"\" kept as sent", name, got)
+					}
+				}
+			}},
 		{name: "statements as in the reference's GB account example", edit: set("statements", referenceStatements()),
 			check: func(t *testing.T, a *Account) {
 				p1, p2 := "/EXTERNAL-1234/2019-06-01-to-2019-07-01.pdf", "/EXTERNAL-1234/2019-07-01-to-2019-08-01.pdf"

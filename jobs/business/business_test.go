@@ -268,6 +268,19 @@ func TestCreate_AcceptsWhatNoSourceRefuses(t *testing.T) {
 				t.Errorf("type, name, number (-want +got):\n%s", diff)
 			}
 		}},
+		{"empty business type, name and number", func(m map[string]any) {
+			for _, f := range []string{"business_type", "company_name", "company_number"} {
+				obj(m, "business")[f] = ""
+			}
+		}, func(t *testing.T, id int64) {
+			var got []string
+			if err := b.db.Select(&got, `SELECT unnest(ARRAY[business_type, company_name, company_number]) FROM businesses WHERE id = $1`, id); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"", "", ""}, got); diff != "" {
+				t.Errorf("type, name, number (-want +got):\n%s", diff)
+			}
+		}},
 		{"no contracts", func(m map[string]any) { delete(obj(m, "business"), "business_contracts") }, nil},
 		{"an empty list of contracts", func(m map[string]any) { obj(m, "business")["business_contracts"] = []any{} }, nil},
 		{"a business type of any form (GmbH)", func(m map[string]any) { obj(m, "business")["business_type"] = "GmbH" }, nil},
@@ -441,7 +454,6 @@ func TestCreate_EachRuleReportsItsCodeAtItsPath(t *testing.T) {
 		{"business not an object", func(m map[string]any) { m["business"] = []any{} }, validate.CodeInvalid, "business", ""},
 		{"unknown top-level field", func(m map[string]any) { m["extra"] = 1 }, validate.CodeUnknownField, "extra", ""},
 		{"business type of 65 characters", func(m map[string]any) { obj(m, "business")["business_type"] = strings.Repeat("G", 65) }, validate.CodeInvalidChoice, "business.business_type", ""},
-		{"company number blank", func(m map[string]any) { obj(m, "business")["company_number"] = "" }, validate.CodeBlank, "business.company_number", ""},
 		{"company name null", func(m map[string]any) { obj(m, "business")["company_name"] = nil }, validate.CodeInvalid, "business.company_name", ""},
 		{"detail key repeated", func(m map[string]any) { obj(m, "business", "details", 1)["key"] = "vat_number" }, CodeDetailsDuplicateKeys, "business.details.1.key", ""},
 		{"detail value a number", func(m map[string]any) { obj(m, "business", "details", 0)["value"] = 5 }, validate.CodeInvalid, "business.details.0.value", ""},

@@ -45,12 +45,12 @@ var contractSchema = v.NewObject(
 )
 
 var businessSchema = v.NewObject(
-	v.Opt("business_type", v.StringValue, func(b *Business) **string { return &b.BusinessType }, v.OpenCode(),
-		v.Note("LTD is in use (spec 2.6); optional, as no source requires it. Stored as empty when omitted.")),
-	v.Opt("company_number", v.StringValue, func(b *Business) **string { return &b.CompanyNumber }, v.MaxLength(maxNumber),
-		v.Note("Optional for every business type, as no source requires it. Stored as empty when omitted.")),
-	v.Opt("company_name", v.StringValue, func(b *Business) **string { return &b.CompanyName }, v.MaxLength(maxName),
-		v.Note("Optional, as no source requires it. Stored as empty when omitted.")),
+	v.Opt("business_type", v.StringValue, func(b *Business) **string { return &b.BusinessType }, v.OpenCode(), v.AllowBlank(),
+		v.Note("LTD is in use (spec 2.6); optional, as no source requires it. Stored as empty when omitted, so \"\" is the same as omitted.")),
+	v.Opt("company_number", v.StringValue, func(b *Business) **string { return &b.CompanyNumber }, v.MaxLength(maxNumber), v.AllowBlank(),
+		v.Note("Optional for every business type, as no source requires it. Stored as empty when omitted, so \"\" is the same as omitted.")),
+	v.Opt("company_name", v.StringValue, func(b *Business) **string { return &b.CompanyName }, v.MaxLength(maxName), v.AllowBlank(),
+		v.Note("Optional, as no source requires it. Stored as empty when omitted, so \"\" is the same as omitted.")),
 	v.List("details", detailSchema, func(b *Business) *[]Detail { return &b.Details }),
 	v.List("business_contracts", contractSchema, func(b *Business) *[]Contract { return &b.BusinessContracts },
 		v.Note("All of the business's contracts come in this one request (spec E1); may be empty or omitted, as no source requires one.")),
