@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,9 +119,10 @@ func (d *DB) QueryRowxContext(ctx context.Context, query string, args ...any) *s
 }
 
 // GetContext reads the one row of query, prepared, into dest, as
-// sqlx.GetContext does (sql.ErrNoRows when there is none).
+// sqlx.GetContext does; when there is none, the error is ErrNotFound
+// (errNoRows).
 func (d *DB) GetContext(ctx context.Context, dest any, query string, args ...any) error {
-	return sqlx.GetContext(ctx, d, dest, query, args...)
+	return noRowsAsNotFound(sqlx.GetContext(ctx, d, dest, query, args...))
 }
 
 // SelectContext reads the rows of query, prepared, into the slice dest, as
@@ -201,9 +203,29 @@ func (t *Tx) QueryRowxContext(ctx context.Context, query string, args ...any) *s
 }
 
 // GetContext reads the one row of query, prepared, into dest, as
-// sqlx.GetContext does (sql.ErrNoRows when there is none).
+// sqlx.GetContext does; when there is none, the error is ErrNotFound
+// (errNoRows).
 func (t *Tx) GetContext(ctx context.Context, dest any, query string, args ...any) error {
-	return sqlx.GetContext(ctx, t, dest, query, args...)
+	return noRowsAsNotFound(sqlx.GetContext(ctx, t, dest, query, args...))
+}
+
+// errNoRows is the error of a GetContext that found no row: ErrNotFound,
+// the one "no such row" the domain branches on, and also sql.ErrNoRows,
+// so that code written against database/sql keeps its meaning.
+var errNoRows error = noRows{}
+
+type noRows struct{}
+
+func (noRows) Error() string { return "not found: " + sql.ErrNoRows.Error() }
+
+// Is makes errors.Is find both ErrNotFound and sql.ErrNoRows in it.
+func (noRows) Is(target error) bool { return target == ErrNotFound || target == sql.ErrNoRows }
+
+func noRowsAsNotFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return errNoRows
+	}
+	return err
 }
 
 // SelectContext reads the rows of query, prepared, into the slice dest, as

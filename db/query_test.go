@@ -2,6 +2,8 @@ package db_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -341,5 +343,26 @@ func TestCallSites_RunQueriesThroughDBAlone(t *testing.T) {
 	}
 	if len(found) > 0 {
 		t.Errorf("code that runs queries around db.DB and db.Tx:\n%s", strings.Join(found, "\n"))
+	}
+}
+
+// A Get that finds no row answers db.ErrNotFound, the one "no such row" the
+// domain branches on, on the pool and in a transaction alike; code that asks
+// database/sql's question (sql.ErrNoRows) gets the same answer.
+func TestGetContext_NoRowIsErrNotFound(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := t.Context()
+	var n int
+	err := d.GetContext(ctx, &n, `SELECT 1 WHERE false`)
+	if !errors.Is(err, db.ErrNotFound) || !errors.Is(err, sql.ErrNoRows) {
+		t.Errorf("DB.GetContext of no row: %v, want db.ErrNotFound and sql.ErrNoRows", err)
+	}
+	err = db.InTx(ctx, d, func(tx *db.Tx) error { return tx.GetContext(ctx, &n, `SELECT 1 WHERE false`) })
+	if !errors.Is(err, db.ErrNotFound) || !errors.Is(err, sql.ErrNoRows) {
+		t.Errorf("Tx.GetContext of no row: %v, want db.ErrNotFound and sql.ErrNoRows", err)
+	}
+	if err := d.GetContext(ctx, &n, `SELECT 1`); err != nil || n != 1 {
+		t.Errorf("DB.GetContext of a row: %d, %v", n, err)
 	}
 }

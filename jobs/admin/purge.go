@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -26,7 +25,7 @@ import (
 func PurgeStaged(ctx context.Context, d *db.DB, code string, force bool) (int64, error) {
 	var state string
 	err := d.GetContext(ctx, &state, `SELECT status FROM import_suppliers WHERE code = $1`, code)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return 0, problem.Invalidf("import_supplier_not_found", "code", "Supplier %s does not exist.", code)
 	}
 	if err != nil {

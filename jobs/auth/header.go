@@ -3,11 +3,11 @@ package auth
 import (
 	"context"
 	"crypto/subtle"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -101,7 +101,7 @@ func (s *Service) keyBySecret(ctx context.Context, key string) (r keyRow, ok boo
 		return r, false, nil
 	}
 	err = s.db.GetContext(ctx, &r, fmt.Sprintf(keyQuery, "k.prefix = $1"), key[:lookupLength])
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return r, false, nil
 	}
 	if err != nil {

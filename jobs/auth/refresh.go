@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/bulkimport/bulkimport/db"
 )
 
 // DefaultSessionMaxAge is how long a chain of refreshes may go on from the
@@ -101,7 +103,7 @@ func (s *Service) rotateTx(ctx context.Context, keyID int64, id string, now time
 		FROM refresh_tokens t JOIN refresh_sessions s ON s.id = t.session_id
 		WHERE t.id = $1 AND s.api_key_id = $2
 		FOR UPDATE OF t, s`, id, keyID)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return "", time.Time{}, time.Time{}, 0, errRefreshRefused
 	}
 	if err != nil {

@@ -89,7 +89,7 @@ func (s *Sender) Send(ctx context.Context, outboxID int64) error {
 		SentAt  sql.NullTime `db:"sent_at"`
 	}
 	err := s.db.GetContext(ctx, &m, `SELECT to_address, subject, body, sent_at FROM email_outbox WHERE id = $1`, outboxID)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return nil // the account was removed; nothing to send
 	}
 	if err != nil {

@@ -106,7 +106,7 @@ func (s *Service) Validate(ctx context.Context, body []byte, visible func(string
 	var number sql.NullString
 	err = s.db.GetContext(ctx, &number, `SELECT service_account_number FROM import_processes
 		WHERE supplier_id = $1 AND external_account_number = $2`, acc.Supplier.ID, acc.ExternalAccountNumber)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err != nil && !errors.Is(err, db.ErrNotFound) {
 		return nil, fmt.Errorf("validate: read import process: %w", err)
 	}
 	if number.Valid {
@@ -258,7 +258,7 @@ func (s *Service) Status(ctx context.Context, supplier, ean string, visible func
 		LastError []byte         `db:"last_error"`
 	}
 	err = s.db.GetContext(ctx, &r, `SELECT status, service_account_number, last_error FROM import_processes WHERE supplier_id = $1 AND external_account_number = $2`, id, ean)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return ProcessStatus{}, problem.New(problem.NotFound, CodeProcessDoesNotExist,
 			"No import process for account "+ean+" of supplier "+supplier+".")
 	}

@@ -2,7 +2,6 @@ package payment
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,8 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
@@ -183,10 +180,10 @@ func ListVendors(ctx context.Context, d *db.DB) ([]Vendor, error) {
 }
 
 // vendorByID returns the vendor with this id, or db.ErrNotFound.
-func vendorByID(ctx context.Context, q sqlx.QueryerContext, id int64) (Vendor, error) {
+func vendorByID(ctx context.Context, d *db.DB, id int64) (Vendor, error) {
 	var v Vendor
-	err := sqlx.GetContext(ctx, q, &v, `SELECT * FROM payment_vendors WHERE id = $1`, id)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := d.GetContext(ctx, &v, `SELECT * FROM payment_vendors WHERE id = $1`, id)
+	if errors.Is(err, db.ErrNotFound) {
 		return v, fmt.Errorf("vendor %d: %w", id, db.ErrNotFound)
 	}
 	if err != nil {

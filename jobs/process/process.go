@@ -125,7 +125,7 @@ func (s *Service) check(ctx context.Context, req Request, visible func(string) b
 		return t, supplierNotFound(req)
 	}
 	err := s.db.GetContext(ctx, &t, checkSQL, req.ImportSupplierCode, req.OperationsTeamName, req.ExternalAccountNumber)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return t, supplierNotFound(req)
 	}
 	if err != nil {

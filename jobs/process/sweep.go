@@ -117,7 +117,7 @@ func (s *Sweeper) Abandoned(ctx context.Context, p jobs.AccountProcessPayload, t
 			TaskID sql.NullString `db:"task_id"`
 		}
 		err := tx.GetContext(ctx, &row, `SELECT status, task_id FROM import_processes WHERE id = $1 FOR UPDATE`, p.ProcessID)
-		if err == sql.ErrNoRows {
+		if errors.Is(err, db.ErrNotFound) {
 			return nil
 		}
 		if err != nil {

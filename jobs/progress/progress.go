@@ -285,7 +285,7 @@ func (s *Service) Summarize(ctx context.Context, code string, f Filter, visible 
 		LEFT JOIN progress_counts c ON c.supplier_id = s.id
 		WHERE s.code = $1
 		GROUP BY s.id`, code)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !visible(sup.Code) {
+	if errors.Is(err, db.ErrNotFound) || err == nil && !visible(sup.Code) {
 		return Summary{}, problem.New(problem.NotFound, imports.CodeImportSupplierNotFound, "Import supplier "+code+" does not exist.")
 	}
 	if err != nil {
