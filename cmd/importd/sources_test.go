@@ -164,3 +164,31 @@ func TestSources_EmptyStringsNoSourceRefusesAreAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestSources_DecimalStringsAreReadWhereverANumberIs: the reference sends
+// its decimals as strings, so a client does the same for every decimal of
+// the SUPPLY_CHARGE of its E7 example, not only for the money fields; each
+// is stored exactly as the same example sent as JSON numbers is.
+func TestSources_DecimalStringsAreReadWhereverANumberIs(t *testing.T) {
+	t.Parallel()
+	e := newReferenceEnv(t, "EXTERNAL-1234")
+	body := `{"import_supplier": "TENTACLE_ENERGY", "external_account_number": "EXTERNAL-1234", "transactions": [
+		{"transaction_id": "6", "transaction_date": "2019-10-01", "amount": "53.24", "type": "SUPPLY_CHARGE",
+		 "product_code": "SOME-PRODUCT-CODE-4321",
+		 "line_items": [{"rate_band": "CONSUMPTION_STANDARD", "start_date": "2019-10-01", "end_date": "2019-11-01",
+		   "number_of_units": "4.0", "net_amount": "44.0", "price_per_unit": "11.0", "units": ["4.0", "8.0"]}],
+		 "tax_items": [{"amount": "9.24", "tax_type": "VAT", "value_taxed": "44.0", "rate": "0.21", "unit_type": "PROPORTION"}]}]}`
+	r := e.do(t, "POST", pathTransactions+"?force_add_to_current_statement=false", e.tok, body)
+	if r.Status != 201 {
+		t.Fatalf("E7: %d %s", r.Status, r.Raw)
+	}
+	var items []string
+	if err := e.db.Select(&items, `SELECT concat_ws(' ', number_of_units, net_amount, price_per_unit, units::text)
+		FROM transaction_line_items UNION ALL
+		SELECT concat_ws(' ', amount, value_taxed, rate) FROM transaction_tax_items`); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"4.0 44.00 11.0 {4.0,8.0}", "9.24 44.00 0.21"}, items); diff != "" {
+		t.Errorf("stored items (-want +got):\n%s", diff)
+	}
+}

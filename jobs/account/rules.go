@@ -119,7 +119,11 @@ that appears twice in one object with ` + "`duplicate_key`" + ` at the second on
 where null is not accepted. ` + "`null_characters_not_allowed`" + ` refuses U+0000, which storage cannot hold. Strings that
 must not be blank are refused when empty or made of spaces only. Numbers are JSON numbers, exponents included, read
 exactly: a decimal number written ` + "`1e2`" + ` is kept as ` + "`100`" + `, and an integer field takes any whole number however it is
-written (` + "`1e2`" + ` is 100; ` + "`1.5`" + ` is ` + "`invalid`" + `).
+written (` + "`1e2`" + ` is 100; ` + "`1.5`" + ` is ` + "`invalid`" + `). A decimal number may also be sent as a JSON string, as the reference
+sends its decimals (its amounts and readings are decimal strings, reference 3.5 and 6.4, and its examples send
+` + "`\"10.00\"`" + ` and ` + "`10.0`" + ` alike): an optional minus sign, digits and an optional point (` + "`\"4.0\"`" + `, ` + "`\".5\"`" + `), no exponent,
+plus sign or spaces. It is read exactly and kept as the same number written plainly: the digits after the point as sent
+(` + "`\"4.0\"`" + ` is ` + "`4.0`" + `), without leading zeros (` + "`\"007.25\"`" + ` is ` + "`7.25`" + `).
 
 Sources of the field rules: ` + "`unknown_field`" + `, spec section 1 rule 6 (only documented fields); ` + "`invalid`" + `, the
 types of spec section 2; ` + "`required`" + `, the reference's required fields (6.1 to 6.4); ` + "`max_length`" + `, the reference's

@@ -207,7 +207,8 @@ var ruleCases = []ruleCase{
 	{name: "fraction for an integer", edit: set(elec+"call_number", json.Number("4.5")), want: []pair{{elec + "call_number", "invalid"}}},
 	{name: "exponent beyond three digits for a decimal", edit: set(meter+"meter_type.amps_low", json.Number("1e1000")), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
 	{name: "exponent that leaves a fraction for an integer", edit: set(elec+"call_number", json.Number("45e-1")), want: []pair{{elec + "call_number", "invalid"}}},
-	{name: "string for a decimal", edit: set(meter+"meter_type.amps_low", "5"), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
+	{name: "string for a decimal that is no decimal", edit: set(meter+"meter_type.amps_low", "5 A"), want: []pair{{meter + "meter_type.amps_low", "invalid"}}},
+	{name: "decimal string with an exponent", edit: set(meter+"registers.0.multiplier", "1e2"), want: []pair{{meter + "registers.0.multiplier", "invalid"}}},
 	{name: "null optional string", edit: set("billing_address.locality", nil), want: []pair{{"billing_address.locality", "invalid"}}},
 	{name: "null customers list", edit: set("customers", nil), want: []pair{{"customers", "invalid"}}},
 	{name: "object where an array is expected", edit: set("supply_addresses", map[string]any{}), want: []pair{{"supply_addresses", "invalid"}}},
@@ -463,6 +464,15 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 		{name: "external account number of exactly 128 characters", edit: set("external_account_number", strings.Repeat("A", 128))},
 		{name: "unknown occupier without customers", edit: edits(del("customers"), set("unknown_occupier", true))},
 		{name: "one meter serial on two supply points (an import and an export MPAN)", edit: set(elec2+"meters.0.serial_number", "E21Z012345")},
+		{name: "decimal strings wherever a decimal number is", edit: edits(set(meter+"meter_type.amps_low", "5"),
+			set(meter+"meter_type.volts_high", "253.0"), set(meter+"meter_type.elements", "01"), set(meter+"registers.1.multiplier", ".50")),
+			check: func(t *testing.T, a *Account) {
+				mt, r := a.SupplyAddresses[0].SupplyPoints[0].Meters[0].MeterType, a.SupplyAddresses[0].SupplyPoints[0].Meters[0].Registers[1]
+				got := []string{mt.AmpsLow.String(), mt.VoltsHigh.String(), mt.Elements.String(), r.Multiplier.String()}
+				if diff := cmp.Diff([]string{"5", "253.0", "1", "0.50"}, got); diff != "" {
+					t.Errorf("decimals read from strings (-want +got):\n%s", diff)
+				}
+			}},
 		{name: "empty optional identifiers, as exported from empty columns", edit: edits(set(elec+"book_number", ""),
 			set(meter+"meter_type.stock_code", ""), set("supply_addresses.0.supply_points.1.serial_number", ""),
 			set("supply_addresses.1.supply_points.1.serial_number_internal", ""), set("supply_addresses.1.supply_points.1.serial_number_external", ""),

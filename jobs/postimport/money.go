@@ -149,13 +149,14 @@ func decimalListField[T any](name string, at func(*T) *[]validate.Decimal, note 
 		for i := range v.Items {
 			w.PushIndex(i)
 			it := &v.Items[i]
-			d, err := validate.ParseDecimal(it.Text)
+			// A number or a decimal string, as every decimal field.
+			d, err := validate.ParseDecimalValue(it)
 			switch {
-			case it.Kind != validate.KindNumber:
+			case it.Kind != validate.KindNumber && it.Kind != validate.KindString:
 				w.Add(validate.CodeInvalid, "Expected a number but got %s.", it.Kind)
 				ok = false
 			case err != nil:
-				w.Add(validate.CodeInvalid, "A valid number is required: at most 40 characters, also when written without an exponent.")
+				w.Add(validate.CodeInvalid, "A valid number is required: a JSON number or a decimal string (\"4.0\"), at most 40 characters, also when written without an exponent.")
 				ok = false
 			default:
 				out = append(out, d)

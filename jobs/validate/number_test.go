@@ -214,5 +214,70 @@ func FuzzParseDecimalString(f *testing.F) {
 		if got, _ := new(big.Rat).SetString(d.Decimal().String()); got.Cmp(r) != 0 {
 			t.Fatalf("ParseDecimalString(%q) = %s, want %s", s, d, r.RatString())
 		}
+		// The Decimal marshals its text as a JSON number, and keeps the
+		// digits written after the point: the value and the precision sent.
+		if v, err := Parse([]byte(d.String())); err != nil || v.Kind != KindNumber {
+			t.Fatalf("ParseDecimalString(%q) = %q, not a JSON number", s, d)
+		}
+		_, fracSent, _ := strings.Cut(s, ".")
+		if _, frac, _ := strings.Cut(d.String(), "."); frac != fracSent {
+			t.Fatalf("ParseDecimalString(%q) = %q, want the digits after the point kept", s, d)
+		}
 	})
+}
+
+func TestBind_DecimalStringsBindAsTheSameDecimalAsNumbers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, weight, want string
+	}{
+		{"as the reference's amounts", `"4.0"`, "4.0"},
+		{"the same value as a number", `4.0`, "4.0"},
+		{"trailing zeros kept", `"0.500"`, "0.500"},
+		{"leading zeros dropped, a JSON number again", `"007.25"`, "7.25"},
+		{"leading point", `".5"`, "0.5"},
+		{"trailing point", `"5."`, "5"},
+		{"more digits than a float64 holds", `"1.000000000000000000001"`, "1.000000000000000000001"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, errs := weighed(t, tt.weight, "2")
+			if diff := cmp.Diff([]pair{}, errs); diff != "" {
+				t.Fatalf("problems (-want +got):\n%s", diff)
+			}
+			if p.Weight == nil || p.Weight.String() != tt.want {
+				t.Fatalf("weight %v, want %s", p.Weight, tt.want)
+			}
+			if b, err := json.Marshal(p.Weight); err != nil || string(b) != tt.want {
+				t.Errorf("weight encodes as %s, %v", b, err)
+			}
+		})
+	}
+}
+
+func TestBind_DecimalStringsOutsideTheReferencesFormAreRefused(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, weight string
+		want         []pair
+	}{
+		{"exponent in a string", `"1e2"`, []pair{{"pets.0.weight", CodeInvalid}}},
+		{"plus sign", `"+4"`, []pair{{"pets.0.weight", CodeInvalid}}},
+		{"spaces", `" 4.0"`, []pair{{"pets.0.weight", CodeInvalid}}},
+		{"no digit", `"."`, []pair{{"pets.0.weight", CodeInvalid}}},
+		{"empty", `""`, []pair{{"pets.0.weight", CodeInvalid}}},
+		{"words", `"four"`, []pair{{"pets.0.weight", CodeInvalid}}},
+		{"negative where the field is not", `"-4.0"`, []pair{{"pets.0.weight", CodeMinValue}}},
+		{"a boolean", `true`, []pair{{"pets.0.weight", CodeInvalid}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, errs := weighed(t, tt.weight, "2")
+			if diff := cmp.Diff(tt.want, errs); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -60,6 +60,9 @@ func writeRow(b *strings.Builder, prefix string, f *Spec, when string) {
 	if f.MaxLength > 0 {
 		allowed = append(allowed, fmt.Sprintf("at most %d characters", f.MaxLength))
 	}
+	if f.Type == TypeDecimal {
+		allowed = append(allowed, "a JSON number or a decimal string (\"4.0\")")
+	}
 	if f.Type == TypeString && f.AllowBlank {
 		allowed = append(allowed, "may be empty")
 	}

@@ -105,10 +105,11 @@ func daysIn(y, m int) int {
 	return 31
 }
 
-// Decimal is a non-integer JSON number kept exactly as written: "10.50"
-// stays "10.50" through validation, storage and re-validation, and is never a
-// float64. A number written with an exponent is kept in plain form (see
-// ParseDecimal). The zero Decimal is invalid and marshals to an error.
+// Decimal is a non-integer number kept exactly as written: "10.50" stays
+// "10.50" through validation, storage and re-validation, and is never a
+// float64. A number written with an exponent, or in a JSON string, is kept
+// in the plain form of a JSON number (see ParseDecimal and
+// ParseDecimalString). The zero Decimal is invalid and marshals to an error.
 type Decimal struct{ text string }
 
 // maxDecimalLen bounds decimal literals, and the plain form of numbers
@@ -160,8 +161,11 @@ func ParsePlainDecimal(s string) (Decimal, error) {
 // ^-?\d*(?:\.\d*)?$, with at least one digit: an optional minus sign,
 // digits and an optional point, leading zeros, ".5" and "5." included; no
 // exponent, no plus sign, no spaces. At most 40 characters. The Decimal's
-// text is the plain form: "0" before a leading point, none after a
-// trailing one ("-.5" is "-0.5", "5." is "5"); leading zeros stay.
+// text is the plain form of a JSON number, since MarshalJSON writes it as
+// one: "0" before a leading point, none after a trailing one ("-.5" is
+// "-0.5", "5." is "5"), and no leading zero before another digit
+// ("00512.5" is "512.5"). The digits after the point are kept as written
+// ("4.0" stays "4.0"), so the value and its precision are the string's.
 func ParseDecimalString(s string) (Decimal, error) {
 	if len(s) == 0 || len(s) > maxDecimalLen {
 		return Decimal{}, errors.New("decimal: length out of range")
@@ -179,7 +183,7 @@ func ParseDecimalString(s string) (Decimal, error) {
 			return Decimal{}, errors.New("decimal: unexpected character")
 		}
 	}
-	if whole == "" {
+	if whole = strings.TrimLeft(whole, "0"); whole == "" {
 		whole = "0"
 	}
 	if !point || frac == "" {
@@ -280,7 +284,9 @@ var (
 	StringValue = Scalar[string]{TypeString, parseString}
 	// IntegerValue is a JSON number whose value is a whole number that fits
 	// in 64 bits, however it is written: 100, 1e2 and 100.0 are all 100.
-	IntegerValue  = Scalar[int64]{TypeInteger, parseInteger}
+	IntegerValue = Scalar[int64]{TypeInteger, parseInteger}
+	// DecimalValue is a JSON number or a JSON string holding a decimal
+	// (ParseDecimalValue), read exactly either way.
 	DecimalValue  = Scalar[Decimal]{TypeDecimal, parseDecimal}
 	BooleanValue  = Scalar[bool]{TypeBoolean, parseBoolean}
 	DateValue     = Scalar[Date]{TypeDate, parseDate}
@@ -331,14 +337,29 @@ func parseIntegerText(lit string) (int64, bool) {
 	return n, err == nil
 }
 
+// ParseDecimalValue reads a decimal number sent either way the reference
+// sends one: a JSON number (ParseDecimal) or a JSON string holding a
+// decimal (ParseDecimalString; its examples send "10.00" and 10.0 alike).
+// Both are exact and give the same Decimal for the same value written the
+// same way ("4.0" and 4.0 are "4.0"). Any other kind is an error.
+func ParseDecimalValue(v *Value) (Decimal, error) {
+	switch v.Kind {
+	case KindNumber:
+		return ParseDecimal(v.Text)
+	case KindString:
+		return ParseDecimalString(v.Text)
+	}
+	return Decimal{}, fmt.Errorf("decimal: %s is not a number", v.Kind)
+}
+
 func parseDecimal(w *Walker, s *Spec, v *Value) (Decimal, bool) {
-	if v.Kind != KindNumber {
-		wrongType(w, "a number", v)
+	if v.Kind != KindNumber && v.Kind != KindString {
+		wrongType(w, "a number or a decimal string", v)
 		return Decimal{}, false
 	}
-	d, err := ParseDecimal(v.Text)
+	d, err := ParseDecimalValue(v)
 	if err != nil {
-		w.Add(CodeInvalid, "A valid number is required: at most %d characters, also when written without an exponent.", maxDecimalLen)
+		w.Add(CodeInvalid, "A valid number is required: a JSON number, or a decimal string such as \"4.0\" (no exponent, plus sign or spaces), of at most %d characters, also when written without an exponent.", maxDecimalLen)
 		return Decimal{}, false
 	}
 	if s.NonNegative && d.Negative() {
