@@ -110,7 +110,7 @@ var vars = []variable{
 		c.HTTPAddr = v
 		return nil
 	}},
-	{"TOKEN_SECRET", "", "key that signs access tokens: at least 32 bytes and about 80 bits of entropy, e.g. openssl rand -hex 32 (a phrase repeated to length is refused)", needToken, func(c *Config, v string) error {
+	{"TOKEN_SECRET", "", "key that signs access tokens: at least 32 bytes, generated (about 80 bits that no word, name or pattern explains, and not another secret), e.g. openssl rand -hex 32", needToken, func(c *Config, v string) error {
 		if len(v) < 32 {
 			return fmt.Errorf("must be at least 32 bytes (got %d)", len(v))
 		}
@@ -150,7 +150,7 @@ var vars = []variable{
 		c.MonitoringUser = v
 		return nil
 	}},
-	{"MONITORING_PASSWORD", "", "basic-auth password of the dashboard and the migration page: about 60 bits of entropy or more, e.g. openssl rand -hex 16", 0, func(c *Config, v string) error {
+	{"MONITORING_PASSWORD", "", "basic-auth password of the dashboard and the migration page: generated (about 60 bits that no word, name or pattern explains, and not the user name or another secret), e.g. openssl rand -hex 16", 0, func(c *Config, v string) error {
 		c.MonitoringPassword = v
 		return nil
 	}},
@@ -314,13 +314,17 @@ func loadConfig(getenv func(string) string, needs need) (*Config, error) {
 			problems = append(problems, fmt.Sprintf("%s: %v", v.name, err))
 		}
 	}
-	if c.TokenSecret != nil {
-		if p := weakSecret("TOKEN_SECRET", string(c.TokenSecret), minTokenSecretBits, "openssl rand -hex 32"); p != "" {
+	token := secret{"TOKEN_SECRET", string(c.TokenSecret)}
+	password := secret{"MONITORING_PASSWORD", c.MonitoringPassword}
+	user := secret{"MONITORING_USER", c.MonitoringUser}
+	stores := c.storePasswords()
+	if token.value != "" {
+		if p := weakSecret(token, append([]secret{password, user}, stores...), minTokenSecretBits, "openssl rand -hex 32"); p != "" {
 			problems = append(problems, p)
 		}
 	}
-	if c.MonitoringPassword != "" {
-		if p := weakSecret("MONITORING_PASSWORD", c.MonitoringPassword, minPasswordBits, "openssl rand -hex 16"); p != "" {
+	if password.value != "" {
+		if p := weakSecret(password, append([]secret{user, token}, stores...), minPasswordBits, "openssl rand -hex 16"); p != "" {
 			problems = append(problems, p)
 		}
 	}
@@ -334,6 +338,30 @@ func loadConfig(getenv func(string) string, needs need) (*Config, error) {
 		return nil, fmt.Errorf("configuration: %s", strings.Join(problems, "; "))
 	}
 	return c, nil
+}
+
+// storePasswords are the passwords in DATABASE_URL, REDIS_URL and
+// SMTP_URL, which TOKEN_SECRET and MONITORING_PASSWORD must not repeat: the
+// stores' passwords are read by more people and programs (a backup job, a
+// connection string in a log) than importd's own secrets.
+func (c *Config) storePasswords() []secret {
+	var out []secret
+	for _, u := range []struct{ name, url string }{{"DATABASE_URL", c.DatabaseURL}, {"SMTP_URL", c.SMTPURL}} {
+		if parsed, err := url.Parse(u.url); err == nil && parsed.User != nil {
+			if p, ok := parsed.User.Password(); ok {
+				out = append(out, secret{"the password of " + u.name, p})
+			}
+		}
+	}
+	switch o := c.Redis.(type) {
+	case asynq.RedisClientOpt:
+		out = append(out, secret{"the password of REDIS_URL", o.Password})
+	case asynq.RedisFailoverClientOpt:
+		out = append(out, secret{"the password of REDIS_URL", o.Password}, secret{"the sentinel password of REDIS_URL", o.SentinelPassword})
+	case asynq.RedisClusterClientOpt:
+		out = append(out, secret{"the password of REDIS_URL", o.Password})
+	}
+	return out
 }
 
 // configHelp lists every variable with its default, for --help.
