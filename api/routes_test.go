@@ -14,6 +14,7 @@ import (
 
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs/auth"
+	"github.com/bulkimport/bulkimport/jobs/progress"
 )
 
 // sharedExempt are the routes that do not take the caller's share of the
@@ -54,7 +55,7 @@ func TestRoutes_EveryDatabaseRouteTakesTheKeysShare(t *testing.T) {
 	a := auth.New(d, []byte(strings.Repeat("s", 32)))
 	const operator, operatorPassword = "op", "a97f9afcc67f6ca14ff2920b37fd0e3a"
 	s := New(Config{PoolShare: 1, PoolShareWait: 20 * time.Millisecond, Migration: MigrationLogin{User: operator, Password: operatorPassword}},
-		Deps{DB: d, Redis: rc, Auth: a, Log: slog.New(slog.DiscardHandler)})
+		Deps{DB: d, Redis: rc, Auth: a, Progress: progress.New(d, nil), Log: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
 	key, err := auth.CreateKey(ctx, d, "greedy", "", auth.AllSuppliers())
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/semaphore"
 
@@ -85,6 +84,9 @@ type Deps struct {
 	Business *business.Service
 	// Payment serves E2 and E9.
 	Payment *payment.Service
+	// Progress serves the migration progress page; it is needed when
+	// Config.Migration has a User.
+	Progress *progress.Service
 	// Log receives one line per request and the causes of 500s; it must
 	// not be nil.
 	Log *slog.Logger
@@ -180,11 +182,10 @@ func New(cfg Config, deps Deps) *Server {
 	inFlight := limitInFlight(cfg.MaxInFlightPerKey)
 	share := s.shares.handler()
 	if cfg.Migration.User != "" {
-		var insp progress.QueueInspector
-		if deps.Redis != nil {
-			insp = asynq.NewInspectorFromRedisClient(deps.Redis)
+		if deps.Progress == nil {
+			panic("api.New: Config.Migration without Deps.Progress")
 		}
-		routeMigration(r, cfg.Migration, progress.New(deps.DB, insp), deps.Auth, deps.Redis, deps.Log, inFlight, share)
+		routeMigration(r, cfg.Migration, deps.Progress, deps.Auth, deps.Redis, deps.Log, inFlight, share)
 	}
 
 	v1 := r.Group("/v1/data-import", s.authenticate, refuseMalformedParams, inFlight)

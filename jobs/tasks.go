@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+
+	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
 // Task types are noun:verb, and no type is a prefix of another, because
@@ -187,6 +189,37 @@ func NewPaymentInstructionVerifyTaskID(p PaymentInstructionVerifyPayload, timeou
 // DoneChannel is the Redis pub/sub channel on which the worker announces
 // that a task finished, so that a waiting API request wakes at once.
 func DoneChannel(taskID string) string { return "importd:done:" + taskID }
+
+// AccountOutcome is what the worker announces on an account task's
+// DoneChannel when the task ends for good, and what a waiting E5 reads.
+// The announcement only wakes the request, except for a created account,
+// which is final: E5 answers its number without reading PostgreSQL.
+type AccountOutcome struct {
+	// Outcome is one of the AccountOutcome* values.
+	Outcome              string          `json:"outcome"`
+	ServiceAccountNumber string          `json:"service_account_number,omitempty"`
+	Error                *problem.Record `json:"error,omitempty"`
+}
+
+// The outcomes of an account task.
+const (
+	AccountOutcomeCreated         = "created"           // the account exists, with ServiceAccountNumber
+	AccountOutcomeFailed          = "failed"            // refused or failed, with Error
+	AccountOutcomeDryRunSucceeded = "dry_run_succeeded" // a dry run would have created it
+)
+
+// The failures the worker records for an account task that ended without
+// its handler: E5 answers them as the service's failures (500), not the
+// data's.
+const (
+	// CodeAccountProcessingAbandoned: Asynq archived the task after its
+	// worker died on its last attempt.
+	CodeAccountProcessingAbandoned = "account_processing_abandoned"
+	// CodeAccountProcessingLost: the task vanished from Redis while its
+	// process row said IN_PROGRESS, with no request waiting to queue it
+	// again.
+	CodeAccountProcessingLost = "account_processing_lost"
+)
 
 // Refused is the error of a task refused for good because of its data (an
 // invalid account, an instruction the vendor rejects). It wraps

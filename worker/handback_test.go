@@ -9,9 +9,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
+	"github.com/bulkimport/bulkimport/jobs/creation"
+	"github.com/bulkimport/bulkimport/jobs/email"
+	"github.com/bulkimport/bulkimport/jobs/payment"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
@@ -101,7 +106,7 @@ func TestAccountTask_CancelledOnItsLastAttemptRecordsAFailureOnlyWhenItWillNotRu
 			o := b.rdb.Options()
 			redisOpt := asynq.RedisClientOpt{Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB}
 			w, err := New(Config{ShutdownTimeout: 300 * time.Millisecond, AccountConcurrency: 2, Concurrency: 1},
-				Deps{DB: b.db, Redis: redisOpt, RedisCli: b.rdb, Catalog: account.NewCatalog(b.db, nil), Log: slog.New(slog.DiscardHandler)})
+				workDeps(t, b.db, redisOpt, b.rdb, slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,4 +173,22 @@ func (b *sweepBundle) lockWaiters(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// workDeps are the Deps of a worker on d and rdb, with the work each task
+// type runs built as cmd builds it (no batching, no documents, e-mails
+// recorded without being sent).
+func workDeps(t testing.TB, d *db.DB, opt asynq.RedisConnOpt, rdb redis.UniversalClient, log *slog.Logger) Deps {
+	t.Helper()
+	sender, err := email.NewSender(d, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := creation.NewAnnouncer(rdb, log)
+	return Deps{DB: d, Redis: opt, RedisCli: rdb, Log: log,
+		Creator:  creation.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, ends, log),
+		Sweeper:  creation.NewSweeper(d, asynq.NewInspectorFromRedisClient(rdb), ends),
+		Verifier: payment.NewVerifier(d, rdb, log),
+		Sender:   sender,
+	}
 }

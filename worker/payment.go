@@ -19,10 +19,6 @@ type paymentHandler struct {
 	rdb      redis.UniversalClient
 }
 
-func newPaymentHandler(deps Deps) paymentHandler {
-	return paymentHandler{payment.NewVerifier(deps.DB, deps.RedisCli, deps.Log).WithMetrics(deps.Metrics), deps.RedisCli}
-}
-
 func (h paymentHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	// The heartbeat tells a waiting E2 or E9 that this process is alive: one
 	// that misses it takes the verification over within seconds instead of

@@ -17,8 +17,8 @@ import (
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
-	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/slots"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
@@ -60,7 +60,7 @@ func purpose(cmd redis.Cmder) string {
 	for _, a := range cmd.Args() {
 		s, _ := a.(string)
 		switch {
-		case strings.HasPrefix(s, process.LimiterKey):
+		case strings.HasPrefix(s, slots.Key):
 			return "limiter"
 		case strings.HasPrefix(s, "importd:heartbeat:"):
 			return "heartbeat"
@@ -203,10 +203,8 @@ func TestE5_AccountCostsAHandfulOfRoundTrips(t *testing.T) {
 	}
 	api, handler := client("api"), client("worker")
 	log := slog.New(slog.DiscardHandler)
-	w, err := New(Config{AccountConcurrency: 2, Concurrency: 1}, Deps{
-		DB: d, RedisCli: handler, Catalog: account.NewCatalog(d, nil), Log: log,
-		Redis: countedConnOpt{asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}, counter.hook("asynq-server")},
-	})
+	w, err := New(Config{AccountConcurrency: 2, Concurrency: 1}, workDeps(t, d,
+		countedConnOpt{asynq.RedisClientOpt{Addr: opt.Addr, DB: opt.DB, Password: opt.Password}, counter.hook("asynq-server")}, handler, log))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/creation"
-	"github.com/bulkimport/bulkimport/jobs/process"
 	"github.com/bulkimport/bulkimport/jobs/progress"
+	"github.com/bulkimport/bulkimport/jobs/slots"
 )
 
 // sweepInterval is how often the worker looks for account tasks that
@@ -35,7 +35,7 @@ const lostBatch = 100
 // whose worker died on its last attempt without calling any handler, so
 // without this sweep the row would stay IN_PROGRESS for ever. A task whose
 // handler recorded its own failure leaves no IN_PROGRESS row, and is only
-// deleted. See process.Sweeper.Abandoned for why a concurrent E5 that
+// deleted. See creation.Sweeper.Abandoned for why a concurrent E5 that
 // queues the account again is safe.
 //
 // A task archived with an error of its handler rather than asynq's lease
@@ -43,7 +43,7 @@ const lostBatch = 100
 // the failure (the database was out of reach for the whole attempt): it
 // gets the failure after retries that the handler would have recorded, not
 // the abandonment of a dead worker.
-func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, sweeper *process.Sweeper) error {
+func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, sweeper *creation.Sweeper) error {
 	tasks, err := inspector.ListArchivedTasks(jobs.QueueAccounts, asynq.PageSize(100))
 	if errors.Is(err, asynq.ErrQueueNotFound) {
 		return nil
@@ -59,18 +59,18 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, sweeper *pr
 		if err := json.Unmarshal(t.Payload, &p); err != nil {
 			continue
 		}
-		rec := process.AbandonedRecord()
+		rec := creation.AbandonedRecord()
 		if t.LastErr != "" && t.LastErr != asynq.ErrLeaseExpired.Error() {
 			rec = creation.FailedAfterRetriesRecord()
 		}
-		if _, err := sweeper.Abandoned(ctx, p, t.ID, rec, process.Archived); err != nil {
+		if _, err := sweeper.Abandoned(ctx, p, t.ID, rec, creation.Archived); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// SweepLost records a failure (process.CodeLost) for IN_PROGRESS accounts
+// SweepLost records a failure (jobs.CodeAccountProcessingLost) for IN_PROGRESS accounts
 // whose task is missing from Redis altogether, LostGrace after they were
 // last marked: Redis lost its data, or an operator deleted the task. It
 // records rather than queues the task again because the row does not hold
@@ -78,7 +78,7 @@ func SweepAbandoned(ctx context.Context, inspector *asynq.Inspector, sweeper *pr
 // who sent E5 is told to call it again. It looks at up to lostBatch rows
 // with an id above after, and returns where the next sweep goes on (0
 // after the last row).
-func SweepLost(ctx context.Context, sweeper *process.Sweeper, grace time.Duration, after int64) (next int64, err error) {
+func SweepLost(ctx context.Context, sweeper *creation.Sweeper, grace time.Duration, after int64) (next int64, err error) {
 	stale, err := sweeper.StaleInProgress(ctx, grace, after, lostBatch)
 	if err != nil {
 		return after, err
@@ -91,7 +91,7 @@ func SweepLost(ctx context.Context, sweeper *process.Sweeper, grace time.Duratio
 			}
 			continue
 		}
-		if _, err := sweeper.Abandoned(ctx, s.Payload, s.TaskID, process.LostRecord(), process.Missing); err != nil {
+		if _, err := sweeper.Abandoned(ctx, s.Payload, s.TaskID, creation.LostRecord(), creation.Missing); err != nil {
 			return next, err
 		}
 	}
@@ -130,7 +130,7 @@ func (w *Worker) sweepOnce(ctx context.Context, after int64) int64 {
 	if _, err := progress.Compact(ctx, w.db); err != nil {
 		w.log.WarnContext(ctx, "compact progress counters", "error", err)
 	}
-	if n, err := process.ReclaimSlots(ctx, w.rdb, w.inspector, process.SlotGrace); err != nil {
+	if n, err := slots.Reclaim(ctx, w.rdb, w.inspector, slots.Grace); err != nil {
 		w.log.WarnContext(ctx, "reclaim concurrency slots", "error", err)
 	} else if n > 0 {
 		w.log.InfoContext(ctx, "reclaimed concurrency slots of ended tasks", "slots", n)

@@ -14,7 +14,8 @@ import (
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/creation"
+	"github.com/bulkimport/bulkimport/jobs/slots"
 )
 
 type sweepBundle struct {
@@ -22,7 +23,7 @@ type sweepBundle struct {
 	rdb       *redis.Client
 	client    *asynq.Client
 	inspector *asynq.Inspector
-	sweeper   *process.Sweeper
+	sweeper   *creation.Sweeper
 	supplier  int64
 }
 
@@ -37,7 +38,7 @@ func setupSweep(t *testing.T) *sweepBundle {
 	t.Cleanup(func() { rdb.Close() })
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	b := &sweepBundle{db: d, rdb: rdb, client: asynq.NewClientFromRedisClient(rdb), inspector: inspector,
-		sweeper: process.NewSweeper(d, inspector, process.NewAnnouncer(rdb, slog.New(slog.DiscardHandler)))}
+		sweeper: creation.NewSweeper(d, inspector, creation.NewAnnouncer(rdb, slog.New(slog.DiscardHandler)))}
 	if err := d.Get(&b.supplier, `INSERT INTO import_suppliers (code) VALUES ('DEMO') RETURNING id`); err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +192,8 @@ func TestSweepAbandoned_RecordsOnlyForTheTaskTheRowNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]row{
-		"ACC-OWNED":  {"UNKNOWN", process.CodeAbandoned},
-		"ACC-LEGACY": {"UNKNOWN", process.CodeAbandoned},
+		"ACC-OWNED":  {"UNKNOWN", jobs.CodeAccountProcessingAbandoned},
+		"ACC-LEGACY": {"UNKNOWN", jobs.CodeAccountProcessingAbandoned},
 		"ACC-TAKEN":  {"IN_PROGRESS", ""},
 	}
 	if diff := cmp.Diff(want, b.rows(t)); diff != "" {
@@ -230,7 +231,7 @@ func TestSweepLost_RecordsAccountsWhoseTaskVanished(t *testing.T) {
 		t.Errorf("SweepLost went on from %d after the last row, want 0", next)
 	}
 	want := map[string]row{
-		"ACC-LOST":   {"UNKNOWN", process.CodeLost},
+		"ACC-LOST":   {"UNKNOWN", jobs.CodeAccountProcessingLost},
 		"ACC-QUEUED": {"IN_PROGRESS", ""},
 		"ACC-FRESH":  {"IN_PROGRESS", ""},
 		"ACC-TAKEN":  {"IN_PROGRESS", ""},
@@ -254,7 +255,7 @@ func TestAbandoned_SecondRecordingChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	var got []bool
 	for range 2 {
-		recorded, err := b.sweeper.Abandoned(ctx, p, id, process.AbandonedRecord(), process.Missing)
+		recorded, err := b.sweeper.Abandoned(ctx, p, id, creation.AbandonedRecord(), creation.Missing)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +264,7 @@ func TestAbandoned_SecondRecordingChangesNothing(t *testing.T) {
 	if diff := cmp.Diff([]bool{true, false}, got); diff != "" {
 		t.Errorf("recorded (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]row{"ACC-1": {"UNKNOWN", process.CodeAbandoned}}, b.rows(t)); diff != "" {
+	if diff := cmp.Diff(map[string]row{"ACC-1": {"UNKNOWN", jobs.CodeAccountProcessingAbandoned}}, b.rows(t)); diff != "" {
 		t.Errorf("row (-want +got):\n%s", diff)
 	}
 }
@@ -279,13 +280,13 @@ func TestSweep_FreesTheSlotOfAnEndedTask(t *testing.T) {
 	// Taken nine minutes ago: it expires in one.
 	expires := float64(time.Now().Add(time.Minute).UnixMilli())
 	for _, id := range []string{"task-queued", "task-lost-its-release"} {
-		if err := b.rdb.ZAdd(ctx, process.LimiterKey, redis.Z{Score: expires, Member: id}).Err(); err != nil {
+		if err := b.rdb.ZAdd(ctx, slots.Key, redis.Z{Score: expires, Member: id}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	w := &Worker{inspector: b.inspector, sweeper: b.sweeper, rdb: b.rdb, db: b.db, log: slog.New(slog.DiscardHandler)}
 	w.sweepOnce(ctx, 0)
-	held, err := b.rdb.ZRange(ctx, process.LimiterKey, 0, -1).Result()
+	held, err := b.rdb.ZRange(ctx, slots.Key, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

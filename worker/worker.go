@@ -17,12 +17,10 @@ import (
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs"
-	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/creation"
-	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/email"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
-	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/payment"
 )
 
 // Config holds the worker's settings; cmd fills it from the environment.
@@ -30,30 +28,28 @@ type Config struct {
 	// AccountConcurrency is how many accounts one worker creates at once:
 	// PROCESS_CONCURRENCY_LIMIT when set, else WORKER_CONCURRENCY.
 	AccountConcurrency int
-	// Batching is how the accounts that run at once share creation
-	// transactions (ACCOUNT_WRITERS, ACCOUNT_BATCH); zero gives every
-	// account a transaction of its own.
-	Batching creation.Batching
 	// Concurrency is how many other tasks (e-mails, vendor checks) run at once.
 	Concurrency int
 	// ShutdownTimeout is how long in-flight tasks may run after a stop signal
 	// before they are handed back to the queue.
 	ShutdownTimeout time.Duration
-	// SMTPURL is SMTP_URL; empty records e-mails without sending them.
-	SMTPURL string
 }
 
-// Deps are the worker's collaborators.
+// Deps are the worker's collaborators: the work each task type runs, built
+// by cmd, and the connections its servers and sweep use.
 type Deps struct {
 	DB       *db.DB
 	Redis    asynq.RedisConnOpt
 	RedisCli redis.UniversalClient
-	Catalog  account.Catalog
-	// Documents is the store that account notes refer to; nil when
-	// DOCUMENTS_URL is not set.
-	Documents *documents.Store
-	// Metrics counts tasks, accounts created and vendor calls; nil counts
-	// nothing.
+	// Creator runs account:process tasks; Sweeper records the outcome of
+	// those that ended without their handler (the sweep).
+	Creator *creation.Creator
+	Sweeper *creation.Sweeper
+	// Verifier runs payment:verify tasks.
+	Verifier *payment.Verifier
+	// Sender runs email:send tasks.
+	Sender *email.Sender
+	// Metrics counts tasks; nil counts nothing.
 	Metrics *metrics.Metrics
 	// Log receives the handlers' logs and asynq's own; it must not be nil.
 	Log *slog.Logger
@@ -67,7 +63,7 @@ type Worker struct {
 	accountsMux, otherMux *asynq.ServeMux
 	inspector             *asynq.Inspector
 	creator               *creation.Creator
-	sweeper               *process.Sweeper
+	sweeper               *creation.Sweeper
 	rdb                   redis.UniversalClient
 	db                    *db.DB
 	log                   *slog.Logger
@@ -109,15 +105,14 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	if deps.Log == nil {
 		panic("worker.New: nil Deps.Log")
 	}
+	if deps.Creator == nil || deps.Sweeper == nil || deps.Verifier == nil || deps.Sender == nil {
+		return nil, errors.New("worker.New: Deps needs a Creator, a Sweeper, a Verifier and a Sender")
+	}
 	if cfg.AccountConcurrency <= 0 {
 		cfg.AccountConcurrency = 10
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 10
-	}
-	sender, err := email.NewSender(deps.DB, cfg.SMTPURL)
-	if err != nil {
-		return nil, err
 	}
 	common := serverConfig(deps.Log)
 	common.ShutdownTimeout = cfg.ShutdownTimeout
@@ -130,16 +125,12 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	oc.TaskCheckInterval = otherCheckInterval
 	oc.Queues = map[string]int{jobs.QueueVendors: 6, jobs.QueueEmails: 1}
 
-	// ann frees the slots of ended tasks and wakes the requests that wait
-	// for them, for account creation and for the sweep alike.
-	ann := process.NewAnnouncer(deps.RedisCli, deps.Log)
-	inspector := asynq.NewInspector(deps.Redis)
 	w := &Worker{
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
-		inspector: inspector,
-		creator:   newCreator(cfg, deps, ann),
-		sweeper:   process.NewSweeper(deps.DB, inspector, ann),
+		inspector: asynq.NewInspector(deps.Redis),
+		creator:   deps.Creator,
+		sweeper:   deps.Sweeper,
 		rdb:       deps.RedisCli,
 		db:        deps.DB,
 		log:       deps.Log,
@@ -148,17 +139,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w.accountsMux.Use(observeJobs(deps.Metrics))
 	w.otherMux.Use(observeJobs(deps.Metrics))
 	w.accountsMux.Handle(jobs.TypeAccountProcess, accountHandler{w.creator, deps.RedisCli, w.stopping})
-	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{sender})
-	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, newPaymentHandler(deps))
+	w.otherMux.Handle(jobs.TypeEmailSend, emailHandler{deps.Sender})
+	w.otherMux.Handle(jobs.TypePaymentInstructionVerify, paymentHandler{deps.Verifier, deps.RedisCli})
 	return w, nil
-}
-
-func newCreator(cfg Config, deps Deps, ann *process.Announcer) *creation.Creator {
-	c := creation.NewCreator(deps.DB, deps.RedisCli, deps.Catalog, deps.Documents, ann, deps.Log)
-	if b := cfg.Batching; b.Writers > 0 || b.Size > 0 {
-		c.WithBatching(b, deps.Metrics)
-	}
-	return c
 }
 
 // Run processes tasks until ctx is done, then lets in-flight tasks finish

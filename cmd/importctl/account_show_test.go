@@ -29,7 +29,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/payment"
 	"github.com/bulkimport/bulkimport/jobs/payment/vendorsim"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 var updateShowGolden = flag.Bool("update", false, "rewrite the golden files of importctl account show")
@@ -83,7 +82,7 @@ func newShowAccount(t *testing.T) *showAccount {
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	log := slog.New(slog.DiscardHandler)
-	if err := creation.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, process.NewAnnouncer(rdb, log), log).Run(ctx, p, true); err != nil {
+	if err := creation.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, creation.NewAnnouncer(rdb, log), log).Run(ctx, p, true); err != nil {
 		t.Fatalf("E5: %v", err)
 	}
 	if err := s.db.Get(&s.number, `SELECT service_account_number FROM accounts`); err != nil {
@@ -384,7 +383,7 @@ func referenceAccount(t *testing.T, c *ctl, d *db.DB) (stage func(number string)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	log := slog.New(slog.DiscardHandler)
-	creator := creation.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, process.NewAnnouncer(rdb, log), log)
+	creator := creation.NewCreator(d, rdb, account.NewCatalog(d, nil), nil, creation.NewAnnouncer(rdb, log), log)
 	stage = func(number string) {
 		t.Helper()
 		payload["external_account_number"] = number

@@ -17,7 +17,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/admin"
 	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/documents"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // benchConcurrency is the concurrency of the E5 targets (docs/performance.md);
@@ -187,7 +186,7 @@ func benchE5Direct(b *testing.B, workers int) dbtest.Figures {
 	defer docs.Close()
 	pool := benchPool(b, s, min(workers, benchDBConns(b)))
 	log := slog.New(slog.DiscardHandler)
-	creator := creation.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, process.NewAnnouncer(rdb, log), log).
+	creator := creation.NewCreator(pool, rdb, account.NewCatalog(pool, nil), docs, creation.NewAnnouncer(rdb, log), log).
 		WithBatching(benchBatching(b), nil)
 	create := func(id int64, ean string) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{

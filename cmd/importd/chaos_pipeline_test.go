@@ -36,7 +36,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/admin"
 	"github.com/bulkimport/bulkimport/jobs/payment"
-	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/slots"
 )
 
 const (
@@ -793,15 +793,15 @@ func (r *pipelineRun) unfinishedTasks() int {
 // checkSlots counts the E5 concurrency slots still held. With
 // PROCESS_CONCURRENCY_LIMIT set, every slot is freed when its task ends,
 // or, when the release was lost with a killed process, by a worker's sweep
-// SlotGrace after the slot was last taken (process.ReclaimSlots); one left
+// slots.Grace after the slot was last taken (slots.Reclaim); one left
 // over is capacity lost until it expires. Every slot was taken before now,
 // and workers sweep every 5 s.
 func (r *pipelineRun) checkSlots(c map[string]int) {
 	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.redis.port)})
 	defer rc.Close()
-	reclaimBy := time.Now().Add(process.SlotGrace + 15*time.Second)
+	reclaimBy := time.Now().Add(slots.Grace + 15*time.Second)
 	for {
-		n, err := rc.ZCount(context.Background(), process.LimiterKey, fmt.Sprint(time.Now().UnixMilli()), "+inf").Result()
+		n, err := rc.ZCount(context.Background(), slots.Key, fmt.Sprint(time.Now().UnixMilli()), "+inf").Result()
 		if err != nil {
 			r.t.Errorf("count concurrency slots: %v", err)
 			return

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	_ "time/tzdata" // suppliers' time zones load on any image (jobs/postimport)
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	_ "gocloud.dev/blob/fileblob" // DOCUMENTS_URL=file://... (local)
@@ -32,11 +33,13 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/business"
 	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/documents"
+	"github.com/bulkimport/bulkimport/jobs/email"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
 	"github.com/bulkimport/bulkimport/jobs/payment"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/progress"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 	"github.com/bulkimport/bulkimport/worker"
 )
@@ -305,6 +308,7 @@ func (p *instance) apiHandler(ctx context.Context) (http.Handler, error) {
 		PostImport: postimport.New(d, p.docs),
 		Business:   business.New(d, nil),
 		Payment:    payment.New(d, tasks, payment.Config{Log: log}),
+		Progress:   progress.New(d, tasks.Inspector()),
 		Log:        log,
 	}).Handler(), nil
 }
@@ -322,11 +326,25 @@ func (p *instance) newWorker() (*worker.Worker, error) {
 		// worker, never more than the limit run at once.
 		accounts = cfg.ProcessConcurrencyLimit
 	}
+	sender, err := email.NewSender(p.db, cfg.SMTPURL)
+	if err != nil {
+		return nil, err
+	}
+	// ends frees the slots of ended account tasks and wakes the requests
+	// that wait for them, for the creation and for the sweep alike.
+	ends := creation.NewAnnouncer(p.redis, p.log)
+	creator := creation.NewCreator(p.db, p.redis, account.NewCatalog(p.db, nil), p.docs, ends, p.log)
+	if b := (creation.Batching{Writers: cfg.AccountWriters, Size: cfg.AccountBatch}); b.Writers > 0 || b.Size > 0 {
+		creator.WithBatching(b, p.metrics)
+	}
 	return worker.New(worker.Config{
-		AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency,
-		Batching:        creation.Batching{Writers: cfg.AccountWriters, Size: cfg.AccountBatch},
-		ShutdownTimeout: cfg.ShutdownTimeout, SMTPURL: cfg.SMTPURL,
-	}, worker.Deps{DB: p.db, Redis: cfg.Redis, RedisCli: p.redis, Catalog: account.NewCatalog(p.db, nil), Documents: p.docs, Metrics: p.metrics, Log: p.log})
+		AccountConcurrency: accounts, Concurrency: cfg.WorkerConcurrency, ShutdownTimeout: cfg.ShutdownTimeout,
+	}, worker.Deps{DB: p.db, Redis: cfg.Redis, RedisCli: p.redis,
+		Creator:  creator,
+		Sweeper:  creation.NewSweeper(p.db, asynq.NewInspectorFromRedisClient(p.redis), ends),
+		Verifier: payment.NewVerifier(p.db, p.redis, p.log).WithMetrics(p.metrics),
+		Sender:   sender,
+		Metrics:  p.metrics, Log: p.log})
 }
 
 // run listens on HTTP_ADDR (and METRICS_ADDR when set), serves handler and

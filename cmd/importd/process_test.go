@@ -23,7 +23,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/admin"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
-	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/slots"
 )
 
 // fixture is the realistic example account (supplier DEMO, 2 customers, 2
@@ -783,7 +783,7 @@ func TestProcess_JoiningATaskThatHasJustEndedAnswersItsOutcome(t *testing.T) {
 	}
 	rdb := redis.NewClient(mustRedisOptions(t, s.env["REDIS_URL"]))
 	defer rdb.Close()
-	if n, err := rdb.ZCard(context.Background(), process.LimiterKey).Result(); err != nil || n != 0 {
+	if n, err := rdb.ZCard(context.Background(), slots.Key).Result(); err != nil || n != 0 {
 		t.Errorf("concurrency slots held after the answer: %d (%v), want 0", n, err)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // batchRig creates accounts through a Creator with one writer, so that the
@@ -49,7 +48,7 @@ func newBatchRig(t *testing.T, size int) *batchRig {
 	t.Cleanup(func() { rdb.Close() })
 	r := &batchRig{t: t, d: d, m: metrics.New()}
 	log := slog.New(slog.DiscardHandler)
-	r.c = NewCreator(d, rdb, account.NewCatalog(d, nil), nil, process.NewAnnouncer(rdb, log), log).
+	r.c = NewCreator(d, rdb, account.NewCatalog(d, nil), nil, NewAnnouncer(rdb, log), log).
 		WithBatching(Batching{Writers: 1, Size: size}, r.m)
 	r.c.now = func() time.Time { return createToday }
 	if err := d.Get(&r.supplierID, `SELECT id FROM import_suppliers WHERE code = 'DEMO'`); err != nil {

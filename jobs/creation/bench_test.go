@@ -24,7 +24,6 @@ import (
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // BenchmarkCreate measures account creation three ways, each at
@@ -202,7 +201,7 @@ func benchDirect(b *testing.B, workers int) dbtest.Figures {
 	log := slog.New(slog.DiscardHandler)
 	batching := Batching{Writers: dbtest.EnvInt(b, "E5_WRITERS", DefaultBatching.Writers),
 		Size: dbtest.EnvInt(b, "E5_BATCH", DefaultBatching.Size)}
-	creator := NewCreator(pool, rdb, account.NewCatalog(pool, nil), nil, process.NewAnnouncer(rdb, log), log).
+	creator := NewCreator(pool, rdb, account.NewCatalog(pool, nil), nil, NewAnnouncer(rdb, log), log).
 		WithBatching(batching, nil)
 	create := func(id int64, ean string) error {
 		return creator.Run(context.Background(), jobs.AccountProcessPayload{

@@ -16,7 +16,6 @@ import (
 	"github.com/bulkimport/bulkimport/db/dbtest"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // maxRoundTrips is what the worker may spend on PostgreSQL for one account
@@ -93,7 +92,7 @@ func countedCreator(t *testing.T, url string) (c *Creator, writes *atomic.Int64)
 	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
 	log := slog.New(slog.DiscardHandler)
-	c = NewCreator(counted, rdb, account.NewCatalog(counted, nil), nil, process.NewAnnouncer(rdb, log), log)
+	c = NewCreator(counted, rdb, account.NewCatalog(counted, nil), nil, NewAnnouncer(rdb, log), log)
 	c.now = func() time.Time { return createToday }
 	return c, writes
 }

@@ -36,24 +36,10 @@ type Creator struct {
 	client  *asynq.Client
 	catalog account.Catalog
 	docs    *documents.Store
-	ends    Announcer
+	ends    *Announcer
 	batch   *batcher // nil: every account in a transaction of its own
 	now     func() time.Time
 	log     *slog.Logger
-}
-
-// Announcer ends a task for the requests that wait for it: it frees the
-// task's concurrency slot and tells them how the task ended, the outcome
-// being in PostgreSQL already. Each method is best effort and reports its
-// own failures. process.Announcer is the service's.
-type Announcer interface {
-	// Created: the task created the account under the service account
-	// number, or found it created.
-	Created(ctx context.Context, taskID, serviceAccountNumber string)
-	// Failed: the account was refused, or the task failed for good.
-	Failed(ctx context.Context, taskID string, rec problem.Record)
-	// DryRunSucceeded: the dry run would have created the account.
-	DryRunSucceeded(ctx context.Context, taskID string)
 }
 
 // NewCreator returns the worker side of E5, which queues e-mails on rdb.
@@ -64,7 +50,7 @@ type Announcer interface {
 // cannot be checked. ends ends each task for its waiters once its outcome is
 // recorded. log reports what fails after the outcome is decided (recording
 // it, enqueueing e-mails); neither may be nil.
-func NewCreator(d *db.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, ends Announcer, log *slog.Logger) *Creator {
+func NewCreator(d *db.DB, rdb redis.UniversalClient, catalog account.Catalog, docs *documents.Store, ends *Announcer, log *slog.Logger) *Creator {
 	if ends == nil || log == nil {
 		panic("creation.NewCreator: nil Announcer or *slog.Logger")
 	}

@@ -1,13 +1,11 @@
-// Package process runs E5 requests around the account's creation: the API
-// side checks what is cheap to check, enqueues an account:process task (or
-// joins the one under way) and waits for its outcome; a concurrency limit
-// across replicas holds a slot per task (limit.go, slots.go); a waiting
-// request takes over the task of a worker that died (takeover.go); the
-// Announcer frees a task's slot and wakes its waiters when it ends, and the
-// Sweeper records the outcome of tasks that ended without their handler
-// (sweep.go). The creation itself, in the worker, is jobs/creation's.
-// PostgreSQL records every outcome; Redis only carries the task, the slots
-// and the wake-up signal.
+// Package process is the API side of E5: it checks what is cheap to check,
+// takes a slot of the concurrency limit (jobs/slots), has the account's
+// account:process task run and waits for it through taskwait.Tasks, with
+// what E5 adds (its row marked IN_PROGRESS, its outcome read from
+// PostgreSQL, the claim of a takeover: takeover.go). The worker's side, the
+// creation, its announcement and the sweep of tasks that ended without
+// their handler, is jobs/creation's. PostgreSQL records every outcome;
+// Redis only carries the task, the slots and the wake-up signal.
 package process
 
 import (
@@ -27,25 +25,21 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/slots"
 	"github.com/bulkimport/bulkimport/jobs/status"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
 // Error codes of E5 answers.
 const (
-	CodeTeamNotFound       = "operations_team_name_does_not_exist"
-	CodeLimitExceeded      = "concurrency_limit_exceeded"
-	CodeQueueUnavailable   = "queue_unavailable"
-	CodeStillInProgress    = "account_processing_in_progress"
-	CodeDryRunSucceeded    = "dry_run_rolled_back"
-	CodeAbandoned          = "account_processing_abandoned"
-	DetailDryRunSucceeded  = "Account would successfully import. Rolled back due to dry run."
-	limitRetryAfter        = 5 * time.Second
-	slotTTL                = 10 * time.Minute
-	defaultWait            = 30 * time.Second
-	outcomeCreated         = "created"
-	outcomeFailed          = "failed"
-	outcomeDryRunSucceeded = "dry_run_succeeded"
+	CodeTeamNotFound      = "operations_team_name_does_not_exist"
+	CodeLimitExceeded     = "concurrency_limit_exceeded"
+	CodeQueueUnavailable  = "queue_unavailable"
+	CodeStillInProgress   = "account_processing_in_progress"
+	CodeDryRunSucceeded   = "dry_run_rolled_back"
+	DetailDryRunSucceeded = "Account would successfully import. Rolled back due to dry run."
+	limitRetryAfter       = 5 * time.Second
+	defaultWait           = 30 * time.Second
 )
 
 // Request is the body of E5.
@@ -74,7 +68,7 @@ type Service struct {
 	rdb   redis.UniversalClient
 	tasks *taskwait.Tasks
 	cfg   Config
-	lim   *limiter
+	lim   *slots.Limiter
 }
 
 // New returns the API side of E5: it checks requests against d, holds the
@@ -89,7 +83,7 @@ func New(d *db.DB, rdb redis.UniversalClient, tasks *taskwait.Tasks, cfg Config)
 	}
 	s := &Service{db: d, rdb: rdb, tasks: tasks, cfg: cfg}
 	if cfg.Limit > 0 {
-		s.lim = &limiter{rdb: rdb, key: LimiterKey, limit: cfg.Limit, ttl: slotTTL}
+		s.lim = slots.NewLimiter(rdb, cfg.Limit)
 	}
 	return s
 }
@@ -97,13 +91,6 @@ func New(d *db.DB, rdb redis.UniversalClient, tasks *taskwait.Tasks, cfg Config)
 // Result is the answer of a successful E5 call.
 type Result struct {
 	ServiceAccountNumber string `json:"service_account_number"`
-}
-
-// outcome is what the worker publishes when a task ends for good.
-type outcome struct {
-	Outcome              string          `json:"outcome"`
-	ServiceAccountNumber string          `json:"service_account_number,omitempty"`
-	Error                *problem.Record `json:"error,omitempty"`
 }
 
 type target struct {
@@ -177,7 +164,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 	}
 	taskID := jobs.AccountTaskID(req.ImportSupplierCode, req.ExternalAccountNumber, req.DryRun)
 	if s.lim != nil {
-		ok, err := s.lim.acquire(ctx, taskID)
+		ok, err := s.lim.Acquire(ctx, taskID)
 		if err != nil {
 			return Result{}, unavailable(err)
 		}
@@ -204,7 +191,7 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 			return s.markInProgress(ctx, req.DryRun, processID, taskID)
 		},
 		Heard: func(ctx context.Context, b []byte) bool {
-			var o outcome
+			var o jobs.AccountOutcome
 			if err := json.Unmarshal(b, &o); err != nil {
 				s.cfg.Log.WarnContext(ctx, "bad outcome message", "error", err)
 				return false
@@ -255,9 +242,9 @@ func (s *Service) Process(ctx context.Context, req Request, visible func(string)
 // task an E5 has just replaced, or a task superseded by a takeover), and
 // the request waits on. A dry run has no row: its announcement is its
 // answer.
-func (s *Service) heard(ctx context.Context, req Request, processID int64, o outcome, answer func(Result, error) bool) bool {
+func (s *Service) heard(ctx context.Context, req Request, processID int64, o jobs.AccountOutcome, answer func(Result, error) bool) bool {
 	if !req.DryRun {
-		if o.Outcome == outcomeCreated && o.ServiceAccountNumber != "" {
+		if o.Outcome == jobs.AccountOutcomeCreated && o.ServiceAccountNumber != "" {
 			return answer(Result{ServiceAccountNumber: o.ServiceAccountNumber}, nil)
 		}
 		r, err := s.readOutcome(ctx, processID)
@@ -270,9 +257,9 @@ func (s *Service) heard(ctx context.Context, req Request, processID int64, o out
 		return answer(r.answer(req))
 	}
 	switch o.Outcome {
-	case outcomeDryRunSucceeded:
+	case jobs.AccountOutcomeDryRunSucceeded:
 		return answer(Result{}, problem.New(problem.Invalid, CodeDryRunSucceeded, DetailDryRunSucceeded))
-	case outcomeFailed:
+	case jobs.AccountOutcomeFailed:
 		if o.Error != nil {
 			return answer(Result{}, recordedError(*o.Error))
 		}
@@ -307,7 +294,7 @@ func (s *Service) markInProgress(ctx context.Context, dryRun bool, processID int
 
 func (s *Service) release(taskID string) {
 	if s.lim != nil {
-		_ = releaseSlot(context.Background(), s.rdb, taskID)
+		_ = slots.Release(context.Background(), s.rdb, taskID)
 	}
 }
 
@@ -372,11 +359,11 @@ func (r recorded) answer(req Request) (Result, error) {
 // with Retry-After, spec 7.2 "unexpected error"), as the same codes do from
 // every other endpoint; any other recorded failure is the data's (400).
 var serviceFailures = map[string]bool{
-	problem.CodeInternal:             true,
-	documents.CodeStoreNotConfigured: true,
-	documents.CodeStoreUnavailable:   true,
-	CodeAbandoned:                    true,
-	CodeLost:                         true,
+	problem.CodeInternal:                true,
+	documents.CodeStoreNotConfigured:    true,
+	documents.CodeStoreUnavailable:      true,
+	jobs.CodeAccountProcessingAbandoned: true,
+	jobs.CodeAccountProcessingLost:      true,
 }
 
 // recordedError is the answer of E5 for a failure recorded by the worker

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/documents"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
@@ -22,7 +23,8 @@ func TestRecordedError_ServiceFailuresAreUnavailableDataFailuresInvalid(t *testi
 		{problem.CodeInternal, problem.Unavailable},
 		{documents.CodeStoreNotConfigured, problem.Unavailable},
 		{documents.CodeStoreUnavailable, problem.Unavailable},
-		{CodeAbandoned, problem.Unavailable},
+		{jobs.CodeAccountProcessingAbandoned, problem.Unavailable},
+		{jobs.CodeAccountProcessingLost, problem.Unavailable},
 		{"account_failed_validation", problem.Invalid},
 		{documents.CodeNotFound, problem.Invalid},
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/creation"
-	"github.com/bulkimport/bulkimport/jobs/process"
 )
 
 // BenchmarkMigrate runs the whole pipeline over HTTP (`make bench-migrate
@@ -183,7 +182,7 @@ func directCreate(b *testing.B, s *service, n int) float64 {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	log := slog.New(slog.DiscardHandler)
-	creator := creation.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, process.NewAnnouncer(rdb, log), log)
+	creator := creation.NewCreator(s.db, rdb, account.NewCatalog(s.db, nil), nil, creation.NewAnnouncer(rdb, log), log)
 	var next atomic.Int64
 	var failed atomic.Int64
 	var wg sync.WaitGroup

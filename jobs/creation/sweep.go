@@ -1,4 +1,4 @@
-package process
+package creation
 
 import (
 	"context"
@@ -16,22 +16,19 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
-// CodeLost is recorded for an account whose task vanished from Redis while
-// its process row said IN_PROGRESS (Redis lost its data, or someone deleted
-// the task), with no request waiting to queue it again.
-const CodeLost = "account_processing_lost"
-
 // AbandonedRecord is the failure recorded for a task that Asynq archived
 // without its handler finishing: its worker died on the task's last attempt.
 func AbandonedRecord() problem.Record {
-	return problem.Record{Code: CodeAbandoned,
+	return problem.Record{Code: jobs.CodeAccountProcessingAbandoned,
 		Detail: "Account processing stopped when its worker died; nothing was created. Call E5 again to retry."}
 }
 
 // LostRecord is the failure recorded for a task that vanished from Redis
-// (CodeLost).
+// (jobs.CodeAccountProcessingLost): Redis lost its data, or someone deleted
+// the task, while its process row said IN_PROGRESS, with no request
+// waiting to queue it again.
 func LostRecord() problem.Record {
-	return problem.Record{Code: CodeLost,
+	return problem.Record{Code: jobs.CodeAccountProcessingLost,
 		Detail: "Account processing stopped: its task was lost from the queue; nothing was created. Call E5 again to retry."}
 }
 

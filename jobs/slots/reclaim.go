@@ -1,4 +1,4 @@
-package process
+package slots
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
 )
 
-// SlotGrace is how long a slot is left alone after it was taken before
-// ReclaimSlots may free it: E5 takes the slot first and queues the task
+// Grace is how long a slot is left alone after it was taken before
+// Reclaim may free it: E5 takes the slot first and queues the task
 // after it has marked the process row, so for a moment a held slot has no
 // task. A new E5 for the same account takes the slot afresh and restarts
 // the grace.
-const SlotGrace = time.Minute
+const Grace = time.Minute
 
 // reclaimScript frees a slot only if its expiry is still the one read:
 // an E5 that took it again meanwhile moved the expiry, and keeps it.
@@ -31,25 +31,25 @@ end
 return 0
 `)
 
-// ReclaimSlots frees the concurrency slots held for tasks that have ended,
+// Reclaim frees the concurrency slots held for tasks that have ended,
 // taken more than grace ago, and returns how many it freed. The worker's
 // sweep calls it.
 //
-// A task frees its slot when it ends (Announcer), and a release that
+// A task frees its slot when it ends (ReleaseIn), and a release that
 // fails is retried in the background; but that retry dies with its
 // process. A worker killed within seconds of a Redis restart therefore
-// left its tasks' slots taken until they expired (slotTTL, ten minutes),
+// left its tasks' slots taken until they expired (TTL, ten minutes),
 // each an account fewer processed at once (the chaos test finds it). Slots
 // of an API killed between taking a slot and queueing the task are freed
 // the same way.
 //
-// A slot is kept while its task, or a takeover of it (takeover.go), is
+// A slot is kept while its task, or a takeover of it (taskwait.Tasks), is
 // pending, scheduled, retrying or active in Asynq: a task active in a dead
 // worker counts too, until Asynq's recoverer or a takeover ends it.
-func ReclaimSlots(ctx context.Context, rdb redis.UniversalClient, inspector *asynq.Inspector, grace time.Duration) (int, error) {
-	// A slot's score is its expiry, slotTTL after it was (last) taken.
-	takenBefore := time.Now().Add(slotTTL - grace).UnixMilli()
-	held, err := rdb.ZRangeByScoreWithScores(ctx, LimiterKey, &redis.ZRangeBy{
+func Reclaim(ctx context.Context, rdb redis.UniversalClient, inspector *asynq.Inspector, grace time.Duration) (int, error) {
+	// A slot's score is its expiry, TTL after it was (last) taken.
+	takenBefore := time.Now().Add(TTL - grace).UnixMilli()
+	held, err := rdb.ZRangeByScoreWithScores(ctx, Key, &redis.ZRangeBy{
 		Min: "-inf", Max: strconv.FormatInt(takenBefore, 10),
 	}).Result()
 	if err != nil {
@@ -68,7 +68,7 @@ func ReclaimSlots(ctx context.Context, rdb redis.UniversalClient, inspector *asy
 		if live {
 			continue
 		}
-		n, err := reclaimScript.Run(ctx, rdb, []string{LimiterKey}, id, int64(z.Score)).Int()
+		n, err := reclaimScript.Run(ctx, rdb, []string{Key}, id, int64(z.Score)).Int()
 		if err != nil {
 			return freed, err
 		}

@@ -1,4 +1,4 @@
-package process
+package slots
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // A slot outlives its task when the release is lost (the worker died while
 // retrying it after a Redis restart, or the API died between taking the
-// slot and queueing the task). ReclaimSlots frees exactly those, and keeps
+// slot and queueing the task). Reclaim frees exactly those, and keeps
 // the slots of tasks still to run or running, taken-over ones included,
 // and of slots taken too recently to have their task queued yet.
 func TestReclaimSlots_FreesTheSlotsOfEndedTasksOnly(t *testing.T) {
@@ -48,11 +48,11 @@ func TestReclaimSlots_FreesTheSlotsOfEndedTasksOnly(t *testing.T) {
 		}
 	}
 	const grace = time.Second
-	old := float64(time.Now().Add(slotTTL - 2*grace).UnixMilli())
-	fresh := float64(time.Now().Add(slotTTL).UnixMilli())
+	old := float64(time.Now().Add(TTL - 2*grace).UnixMilli())
+	fresh := float64(time.Now().Add(TTL).UnixMilli())
 	hold := func(id string, score float64) {
 		t.Helper()
-		if err := rdb.ZAdd(ctx, LimiterKey, redis.Z{Score: score, Member: id}).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, Key, redis.Z{Score: score, Member: id}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,24 +71,24 @@ func TestReclaimSlots_FreesTheSlotsOfEndedTasksOnly(t *testing.T) {
 	enqueue("taken-over-missing-takeover-1")
 	hold("just-taken", fresh)
 
-	n, err := ReclaimSlots(ctx, rdb, inspector, grace)
+	n, err := Reclaim(ctx, rdb, inspector, grace)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {
-		t.Errorf("ReclaimSlots freed %d slots, want 2", n)
+		t.Errorf("Reclaim freed %d slots, want 2", n)
 	}
-	held, err := rdb.ZRange(ctx, LimiterKey, 0, -1).Result()
+	held, err := rdb.ZRange(ctx, Key, 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"just-taken", "pending", "taken-over", "taken-over-missing"}
 	if diff := cmp.Diff(want, held, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-		t.Errorf("slots held after ReclaimSlots (-want +got):\n%s", diff)
+		t.Errorf("slots held after Reclaim (-want +got):\n%s", diff)
 	}
 }
 
-// An E5 that takes a slot again between ReclaimSlots reading it and
+// An E5 that takes a slot again between Reclaim reading it and
 // freeing it moves its expiry, and keeps the slot.
 func TestReclaimSlots_KeepsASlotTakenAgainMeanwhile(t *testing.T) {
 	t.Parallel()
@@ -99,19 +99,19 @@ func TestReclaimSlots_KeepsASlotTakenAgainMeanwhile(t *testing.T) {
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	ctx := context.Background()
-	read := time.Now().Add(slotTTL - time.Hour).UnixMilli()
-	retaken := time.Now().Add(slotTTL).UnixMilli()
-	if err := rdb.ZAdd(ctx, LimiterKey, redis.Z{Score: float64(retaken), Member: "t"}).Err(); err != nil {
+	read := time.Now().Add(TTL - time.Hour).UnixMilli()
+	retaken := time.Now().Add(TTL).UnixMilli()
+	if err := rdb.ZAdd(ctx, Key, redis.Z{Score: float64(retaken), Member: "t"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	n, err := reclaimScript.Run(ctx, rdb, []string{LimiterKey}, "t", read).Int()
+	n, err := reclaimScript.Run(ctx, rdb, []string{Key}, "t", read).Int()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
 		t.Errorf("the reclaim script freed a slot whose expiry moved since it was read")
 	}
-	if _, err := rdb.ZScore(ctx, LimiterKey, "t").Result(); err != nil {
+	if _, err := rdb.ZScore(ctx, Key, "t").Result(); err != nil {
 		t.Errorf("slot taken again is gone: %v", err)
 	}
 }

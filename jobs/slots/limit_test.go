@@ -1,4 +1,4 @@
-package process
+package slots
 
 import (
 	"context"
@@ -85,22 +85,22 @@ func TestRelease_FreesTheSlotOnceRedisIsBack(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
 	defer rdb.Close()
 	ctx := context.Background()
-	expires := float64(time.Now().Add(slotTTL).UnixMilli())
+	expires := float64(time.Now().Add(TTL).UnixMilli())
 	for _, task := range []string{"task-ended-during-restart", "task-still-running"} {
-		if err := rdb.ZAdd(ctx, LimiterKey, redis.Z{Score: expires, Member: task}).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, Key, redis.Z{Score: expires, Member: task}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	r.stop()
-	if err := releaseSlot(ctx, rdb, "task-ended-during-restart"); err == nil {
-		t.Fatal("releaseSlot with Redis stopped reported no error")
+	if err := Release(ctx, rdb, "task-ended-during-restart"); err == nil {
+		t.Fatal("Release with Redis stopped reported no error")
 	}
 	r.start()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		held, err := rdb.ZRange(ctx, LimiterKey, 0, -1).Result()
+		held, err := rdb.ZRange(ctx, Key, 0, -1).Result()
 		if err == nil && fmt.Sprint(held) == "[task-still-running]" {
 			break
 		}
@@ -109,10 +109,10 @@ func TestRelease_FreesTheSlotOnceRedisIsBack(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := releaseSlot(ctx, rdb, "task-still-running"); err != nil {
-		t.Fatalf("releaseSlot with Redis up: %v", err)
+	if err := Release(ctx, rdb, "task-still-running"); err != nil {
+		t.Fatalf("Release with Redis up: %v", err)
 	}
-	if n, _ := rdb.ZCard(ctx, LimiterKey).Result(); n != 0 {
+	if n, _ := rdb.ZCard(ctx, Key).Result(); n != 0 {
 		t.Errorf("%d slots held after every task released its own, want 0", n)
 	}
 }
