@@ -106,7 +106,7 @@ func routeMigration(r *gin.Engine, login MigrationLogin, p *progress.Service, a 
 		m.rate, m.limit = redis_rate.NewLimiter(rc), redis_rate.PerMinute(perMinute)
 	}
 	r.GET(MigrationRoot, func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, MigrationRoot+"/") })
-	g := r.Group(MigrationRoot, m.authenticate, m.limitRate, pageHeaders, refuseMalformedParams)
+	g := r.Group(MigrationRoot, withAuthChannel(auth.ChannelMigrationPage), m.authenticate, m.limitRate, pageHeaders, refuseMalformedParams)
 	g.Use(inFlight)
 	g.GET("/", share, m.index)
 	g.GET("/static/*file", gin.WrapH(migrationStatic))

@@ -166,6 +166,7 @@ func serve(ctx context.Context, cfg *Config, mode string, migrateFirst bool, log
 	defer waits.Close()
 	p := &instance{cfg: cfg, mode: mode, log: log, db: d, authDB: authDB, redis: rc, docs: docs, metrics: newMetrics(rc, d, mode), waits: waits,
 		limiter: auth.NewFailureLimiter(rc, cfg.AuthFailureLimit, cfg.AuthFailureWindow, log)}
+	p.limiter.CountFailuresIn(p.metrics)
 	handler, err := p.handler(ctx)
 	if err != nil {
 		return err

@@ -327,8 +327,15 @@ var errBadKey = problem.New(problem.Unauthenticated, CodeInvalidAPIKey, "Invalid
 
 // TokenFromKey exchanges an API key for a token pair. After too many
 // failures from the client's address, it refuses with
-// CodeTooManyFailedAttempts (see FailureLimiter).
+// CodeTooManyFailedAttempts (see FailureLimiter). Failures are counted for
+// monitoring under ChannelToken.
 func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, error) {
+	pair, err := s.tokenFromKey(ctx, key)
+	s.limiter.countFailure(channelOf(ctx, ChannelToken), err)
+	return pair, err
+}
+
+func (s *Service) tokenFromKey(ctx context.Context, key string) (TokenPair, error) {
 	r, err := guard(ctx, s.limiter, key, func(ctx context.Context) (keyRow, error) {
 		r, ok, err := s.keyBySecret(ctx, key)
 		if err != nil {
@@ -357,8 +364,15 @@ func (s *Service) TokenFromKey(ctx context.Context, key string) (TokenPair, erro
 // but for CodeTooManyFailedAttempts after too many failures from the
 // client's address. A refresh token that is signed by the service but
 // refused by its session (used, revoked, over) is no guess and does not
-// count as a failure.
+// count against the limit; for monitoring it is a failure like any other
+// (a used one may be a stolen one), counted under ChannelToken.
 func (s *Service) TokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
+	pair, err := s.tokenFromRefresh(ctx, refresh)
+	s.limiter.countFailure(channelOf(ctx, ChannelToken), err)
+	return pair, err
+}
+
+func (s *Service) tokenFromRefresh(ctx context.Context, refresh string) (TokenPair, error) {
 	refused := problem.New(problem.Unauthenticated, CodeInvalidRefreshToken, "Invalid or expired refresh token.")
 	type checked struct {
 		c *claims
@@ -437,8 +451,15 @@ func (s *Service) activeKey(ctx context.Context, c *claims) (keyRow, error) {
 // it by NOTIFY), else from the database on every call. A token it has not
 // verified before goes through the failed-attempt limit of the client's
 // address (CodeTooManyFailedAttempts); one it has verified does not, as it
-// cannot be a guess.
+// cannot be a guess. Failures are counted for monitoring under the channel
+// of ctx (WithChannel), or ChannelAPI.
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
+	p, err := s.checkToken(ctx, token)
+	s.limiter.countFailure(channelOf(ctx, ChannelAPI), err)
+	return p, err
+}
+
+func (s *Service) checkToken(ctx context.Context, token string) (Principal, error) {
 	if c, ok := s.tokens.get(token, s.now()); ok {
 		return s.principalOf(ctx, c)
 	}

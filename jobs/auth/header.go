@@ -37,7 +37,16 @@ const DetailKeyAsToken = "An API key is not a token: exchange it for a token fir
 // header, another scheme, "Token" alone), CodeAuthenticationFailed when the
 // credential is wrong, expired or revoked; or TooManyRequests,
 // CodeTooManyFailedAttempts, after too many failures (see FailureLimiter).
+//
+// Failures are counted for monitoring under ChannelAPI, or the channel of
+// ctx (WithChannel).
 func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Principal, error) {
+	p, err := s.authenticateHeader(ctx, header)
+	s.limiter.countFailure(channelOf(ctx, ChannelAPI), err)
+	return p, err
+}
+
+func (s *Service) authenticateHeader(ctx context.Context, header string) (Principal, error) {
 	h := strings.TrimSpace(header)
 	scheme, cred, found := strings.Cut(h, " ")
 	switch {
@@ -50,7 +59,7 @@ func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Princi
 	case !found && strings.HasPrefix(h, keyPrefix):
 		return Principal{}, problem.New(problem.Unauthenticated, CodeAuthenticationFailed, DetailKeyAsToken)
 	case !found:
-		return s.Authenticate(ctx, h)
+		return s.checkToken(ctx, h)
 	case strings.EqualFold(scheme, "Bearer"):
 		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
 			"This API does not take 'Authorization: Bearer ...'; send the same value as 'Authorization: Token <token>' (or 'Authorization: Token <API key>').")
@@ -64,17 +73,24 @@ func (s *Service) AuthenticateHeader(ctx context.Context, header string) (Princi
 		return Principal{}, problem.New(problem.Unauthenticated, CodeNotAuthenticated,
 			"Authentication credentials were not provided. "+detailForms)
 	case strings.HasPrefix(cred, keyPrefix):
-		return s.AuthenticateKey(ctx, cred)
+		return s.checkKey(ctx, cred)
 	}
-	return s.Authenticate(ctx, cred)
+	return s.checkToken(ctx, cred)
 }
 
 // AuthenticateKey checks an API key used directly, without a token, and
 // returns its principal. The key is read from the database on every call,
 // so a revocation stops it at once. Errors: CodeAuthenticationFailed for an
 // unknown or revoked key, CodeTooManyFailedAttempts after too many failures
-// from the client's address.
+// from the client's address. Failures are counted for monitoring under the
+// channel of ctx (WithChannel), or ChannelAPI.
 func (s *Service) AuthenticateKey(ctx context.Context, key string) (Principal, error) {
+	p, err := s.checkKey(ctx, key)
+	s.limiter.countFailure(channelOf(ctx, ChannelAPI), err)
+	return p, err
+}
+
+func (s *Service) checkKey(ctx context.Context, key string) (Principal, error) {
 	return guard(ctx, s.limiter, key, func(ctx context.Context) (Principal, error) { return s.authenticateKey(ctx, key) })
 }
 

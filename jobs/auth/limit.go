@@ -66,6 +66,9 @@ type FailureLimiter struct {
 	// replica (see admit).
 	mu       sync.Mutex
 	inFlight map[string]int
+	// counter counts the failures for monitoring (CountFailuresIn); nil
+	// counts nothing.
+	counter FailureCounter
 }
 
 // NewFailureLimiter returns a limiter on rc that allows limit failed
@@ -283,7 +286,8 @@ func guard[T any](ctx context.Context, l *FailureLimiter, credential string, att
 // CodeTooManyFailedAttempts problem without calling right. credential is
 // the login as given, which only identifies checks that can be shared. No
 // count is kept per login: guesses at it from one address must not lock its
-// holder out at every other address.
+// holder out at every other address. A wrong login is counted for
+// monitoring under the channel of ctx (WithChannel), or ChannelMonitoring.
 func (l *FailureLimiter) CheckLogin(ctx context.Context, credential string, right func() bool) (bool, error) {
 	ok, err := guard(ctx, l, credential, func(context.Context) (bool, error) {
 		if right() {
@@ -291,6 +295,7 @@ func (l *FailureLimiter) CheckLogin(ctx context.Context, credential string, righ
 		}
 		return false, errWrongLogin
 	})
+	l.countFailure(channelOf(ctx, ChannelMonitoring), err)
 	if errors.Is(err, errWrongLogin) {
 		return false, nil
 	}

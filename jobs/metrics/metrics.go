@@ -69,6 +69,7 @@ type Metrics struct {
 	vendorCalls      *prometheus.CounterVec
 	creationTxs      *prometheus.HistogramVec
 	takeovers        *prometheus.CounterVec
+	authFailures     *prometheus.CounterVec
 }
 
 // New returns the service's collectors registered on a registry of their
@@ -116,12 +117,16 @@ func New() *Metrics {
 			Name: "importd_takeovers_total",
 			Help: "Tasks queued again because the worker that ran them stopped answering, by task type.",
 		}, []string{"type"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "importd_auth_failures_total",
+			Help: "Failed authentications, by channel (api, token, migration_page, monitoring) and reason (wrong: a credential checked and refused; throttled: refused unchecked by the failed-attempt limit).",
+		}, []string{"channel", "reason"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.httpRequests, m.httpDuration, m.jobs, m.jobDuration, m.accountsCreated, m.validationErrors, m.vendorCalls,
-		m.creationTxs, m.takeovers,
+		m.creationTxs, m.takeovers, m.authFailures,
 	)
 	return m
 }
@@ -202,6 +207,16 @@ func (m *Metrics) Takeover(taskType string) {
 		return
 	}
 	m.takeovers.WithLabelValues(taskType).Inc()
+}
+
+// AuthFailures adds n failed authentications at channel for reason (the
+// label values of jobs/auth, which calls it); n is 0 to make the series
+// exist before the first failure, so that a rate over it is 0, not absent.
+func (m *Metrics) AuthFailures(channel, reason string, n int) {
+	if m == nil {
+		return
+	}
+	m.authFailures.WithLabelValues(channel, reason).Add(float64(n))
 }
 
 // ValidationError counts one problem of a 400 answer by its stable code.

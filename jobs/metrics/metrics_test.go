@@ -99,5 +99,6 @@ func TestMetrics_NilCountsNothing(t *testing.T) {
 	m.ValidationError("c")
 	m.VendorCall("v", VendorOK)
 	m.CreationTransaction(TxCommitted, 3)
+	m.AuthFailures("api", "wrong", 1)
 	m.WatchQueues(fakeInspector{})
 }
