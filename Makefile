@@ -172,10 +172,13 @@ $(STATICCHECK_STAMP):
 	rm -f "$(LOCAL_BIN)"/.staticcheck-*
 	touch "$@"
 
-bench: ## Run the performance benchmarks (docs/performance.md), each beside its baseline in the same run (BENCHCOUNT=2)
+bench: ## Run the performance benchmarks (docs/performance.md), each beside its baseline in the same run, on durable databases (BENCHCOUNT=2; BENCH_DURABILITY=tuned for synchronous_commit=off)
 	$(test-env)
+	# Every benchmark's database keeps PostgreSQL's durable defaults, as users
+	# run it, and each benchmark prints its mode; BENCH_DURABILITY=tuned runs
+	# them with synchronous_commit=off, for comparison (db/dbtest).
 	# E3 and E4 over HTTP at concurrency 16, against a bare Gin handler and a
-	# plain SQL upsert of the same 4 KB payloads.
+	# plain SQL upsert of the same 4 KB payloads, from Go and from pgbench.
 	$(GO) test ./cmd/importd -run '^$$' -bench 'E3|E4' -benchtime 1500x -count $(BENCHCOUNT)
 	# Account creation at concurrency 1 and 32: the creation statement run by
 	# pgbench (PostgreSQL's own speed), the creation statement alone from Go
@@ -213,6 +216,6 @@ fuzz: ## Run each Fuzz target for FUZZTIME (default 30s): make fuzz FUZZTIME=5m
 	done <<<"$$targets"
 
 N ?= 10000
-bench-migrate: ## The migration runner end to end over HTTP (stage, process, notes, ten transactions, one statement) beside direct creation, with the CPU per account of PostgreSQL, importd and Redis: make bench-migrate N=10000
+bench-migrate: ## The migration runner end to end over HTTP (stage, process, notes, ten transactions, one statement) beside direct creation, with the CPU per account of PostgreSQL, importd and Redis, on a durable database (BENCH_DURABILITY=tuned for synchronous_commit=off): make bench-migrate N=10000
 	$(test-env)
 	$(GO) test ./cmd/importctl/migrate -run '^$$' -bench '^BenchmarkMigrate$$' -benchtime $(N)x -count 1 -timeout 60m

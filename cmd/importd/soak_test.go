@@ -215,6 +215,8 @@ func runSoak(t *testing.T, cfg soakConfig) []soakSample {
 	r.startVendor()
 	t.Logf("soak: %d accounts (%d invalid), runner concurrency %d; report in %s, service logs in %s",
 		cfg.Accounts, len(invalid), cfg.Concurrency, dir, r.logDir)
+	// The run's own cluster keeps PostgreSQL's defaults, as users run it.
+	t.Log("soak: database durable (synchronous_commit=on, PostgreSQL's default)")
 
 	ctx := context.Background()
 	before := r.sample(ctx, 0, nil)

@@ -106,8 +106,6 @@ func config(t testing.TB) pgtestdb.Config {
 		port = "5432"
 	}
 	q := u.Query()
-	// Test data need not survive a crash; this roughly halves commit latency.
-	q.Set("synchronous_commit", "off")
 	return pgtestdb.Config{
 		DriverName: "postgres",
 		Host:       u.Hostname(),
@@ -126,12 +124,58 @@ func config(t testing.TB) pgtestdb.Config {
 	}
 }
 
+// BenchDurability is the variable that sets how a benchmark's database
+// keeps its commits: "durable" (the default) or "tuned".
+const BenchDurability = "BENCH_DURABILITY"
+
+// Durable reports whether t's databases keep PostgreSQL's durable defaults.
+// A test's do not: its data need not survive a crash, and
+// synchronous_commit=off roughly halves its commits' latency. A
+// benchmark's do, as users run the service, unless BENCH_DURABILITY=tuned
+// asks for the tuned mode (synchronous_commit=off) for comparison. (The
+// soak and the chaos runs start clusters of their own, at PostgreSQL's
+// defaults.)
+func Durable(t testing.TB) bool {
+	if _, measured := t.(*testing.B); !measured {
+		return false
+	}
+	return os.Getenv(BenchDurability) != "tuned"
+}
+
+// DurabilityMode names the mode t's databases run in, for a benchmark to
+// print beside its figures.
+func DurabilityMode(t testing.TB) string {
+	if Durable(t) {
+		return "durable (synchronous_commit=on, PostgreSQL's default)"
+	}
+	return "tuned (synchronous_commit=off: a crash may lose the last commits)"
+}
+
 // NewDatabase creates an empty, migrated database for the test, drops it when
-// the test ends, and returns its URL.
+// the test ends, and returns its URL. A benchmark's is durable (Durable)
+// and says so in the benchmark's output.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	if b, ok := t.(*testing.B); ok {
+		b.Logf("database: %s", DurabilityMode(b))
+	}
 	c := pgtestdb.Custom(t, config(t), migrator{})
-	return c.URL()
+	if Durable(t) {
+		return c.URL()
+	}
+	// Set on the URL each test gets, not in pgtestdb's Config: pgtestdb
+	// keeps the Config of the first database made from a template for the
+	// ones made after it, benchmarks' too.
+	u, err := url.Parse(c.URL())
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	q := u.Query()
+	// Test data need not survive a crash; this roughly halves commit
+	// latency.
+	q.Set("synchronous_commit", "off")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // New returns a connection pool, as the service opens it (db.Open), to a

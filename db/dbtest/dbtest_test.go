@@ -2,9 +2,11 @@ package dbtest_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db/dbtest"
@@ -69,5 +71,38 @@ func TestURLs_ComeFromTheTestVariablesOnly(t *testing.T) {
 				t.Errorf("[database, redis] URLs (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A test's database trades durability for speed; a benchmark's keeps
+// PostgreSQL's durable defaults, as users run the service, unless
+// BENCH_DURABILITY=tuned.
+func TestNewDatabase_BenchmarksAreDurableTestsAreNot(t *testing.T) {
+	t.Parallel()
+	setting := func(tb testing.TB, url string) string {
+		d, err := sqlx.Open("postgres", url)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer d.Close()
+		var v string
+		if err := d.Get(&v, `SHOW synchronous_commit`); err != nil {
+			tb.Fatal(err)
+		}
+		return v
+	}
+	inTest := setting(t, dbtest.NewDatabase(t))
+	var inBench string
+	testing.Benchmark(func(b *testing.B) {
+		if inBench == "" {
+			inBench = setting(b, dbtest.NewDatabase(b))
+		}
+	})
+	want := "on"
+	if os.Getenv(dbtest.BenchDurability) == "tuned" {
+		want = "off"
+	}
+	if d := cmp.Diff(map[string]string{"test": "off", "benchmark": want}, map[string]string{"test": inTest, "benchmark": inBench}); d != "" {
+		t.Errorf("synchronous_commit (-want +got):\n%s", d)
 	}
 }

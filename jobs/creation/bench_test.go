@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,45 +268,6 @@ func pgbenchScript(b *testing.B, acc *account.Account, supplierID, teamID int64)
 // ids of the benchmark's database.
 const pgbenchScriptFile = "../../.local/e5_create.pgbench"
 
-// findPgbench returns the path of pgbench: on PATH, else in PostgreSQL's
-// Debian directories, as deploy/local/stack.sh finds the server.
-func findPgbench() (string, error) {
-	if p, err := exec.LookPath("pgbench"); err == nil {
-		return p, nil
-	}
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
-	if len(found) == 0 {
-		return "", fmt.Errorf("pgbench not found (package postgresql-client or postgresql)")
-	}
-	return found[len(found)-1], nil
-}
-
-// pgbenchConn turns the service's lib/pq URL into a libpq one for pgbench:
-// libpq refuses server settings as URL parameters, so they go to PGOPTIONS.
-func pgbenchConn(b *testing.B, dsn string) (conn string, env []string) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	libpq := map[string]bool{"sslmode": true, "connect_timeout": true, "application_name": true}
-	q := u.Query()
-	var opts []string
-	for k, v := range q {
-		if !libpq[k] {
-			opts = append(opts, "-c "+k+"="+v[0])
-			q.Del(k)
-		}
-	}
-	u.RawQuery = q.Encode()
-	// pgbench's parameters (the number, from client_id and k) make the
-	// planner's default keep planning this 30-part statement anew on every
-	// execution (custom plans: about 5 times the cost of the account at
-	// concurrency 1). The service's statement, whose one parameter is the
-	// document, runs on the generic plan; so does the baseline.
-	opts = append(opts, "-c plan_cache_mode=force_generic_plan")
-	return u.String(), append(os.Environ(), "PGOPTIONS="+strings.Join(opts, " "))
-}
-
 // benchPgbench runs pgbenchScript with pgbench at concurrency workers,
 // about b.N accounts in all (a whole number per client), and reports its
 // rate. Each pgbench client prepares the statement on its first
@@ -316,7 +276,7 @@ func benchPgbench(b *testing.B, workers int) dbtest.Figures {
 	if b.N == 1 {
 		return dbtest.Figures{}
 	}
-	pgbench, err := findPgbench()
+	pgbench, err := dbtest.FindPgbench()
 	if err != nil {
 		b.Skip(err)
 	}
@@ -341,7 +301,7 @@ func benchPgbench(b *testing.B, workers int) dbtest.Figures {
 	if err := os.WriteFile(pgbenchScriptFile, []byte(script), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	conn, env := pgbenchConn(b, r.url)
+	conn, env := dbtest.PgbenchConn(b, r.url)
 	cmd := exec.Command(pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(workers), "-j", "2",
 		"-t", strconv.Itoa(perClient), "-D", "k=0", "-D", "doc="+doc, "-f", pgbenchScriptFile, conn)
 	cmd.Env = env
