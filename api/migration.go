@@ -47,9 +47,9 @@ const codeTooManyRequests = "too_many_requests"
 var migrationUI embed.FS
 
 // migrationPages are the page templates, parsed once.
-var migrationPages = template.Must(template.New("").Funcs(template.FuncMap{
-	"query": url.QueryEscape,
-}).ParseFS(migrationUI, "migrationui/*.html"))
+// html/template escapes a value in a URL itself: a function that escaped it
+// before made each escape twice (%253C).
+var migrationPages = template.Must(template.New("").ParseFS(migrationUI, "migrationui/*.html"))
 
 // migrationStatic is what /migration/static/ serves: the page's script and
 // style, and uPlot (migrationui/static/uPlot.LICENSE).
