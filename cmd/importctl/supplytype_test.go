@@ -28,10 +28,12 @@ func TestSupplyTypeCommands(t *testing.T) {
 	c.fails("at most 64 characters", "supply-type", "add", strings.Repeat("T", 65))
 
 	c.ok("supplier", "create", "DEMO")
+	c.ok("product", "create", "WATER", "--tariff", "WATER-STD") // every supply point has an agreement
 	svc := imports.New(c.db())
 	body := `{"import_supplier": "DEMO", "external_account_number": "A-1", "supply_addresses": [{"supply_address1": "1 Road",
 		"supply_postcode": "M1 1AA", "customer_at_supply_address_from_date": "2024-01-01",
-		"supply_points": [{"supply_type": "TREATED", "supply_start_date": "2024-01-01", "identifier": "WATER:1"}]}]}`
+		"supply_points": [{"supply_type": "TREATED", "supply_start_date": "2024-01-01", "identifier": "WATER:1",
+			"agreements": [{"tariff_code": "WATER-STD", "effective_from": "2024-01-01"}]}]}]}`
 	_, err := svc.Validate(context.Background(), []byte(body), nil)
 	if err == nil || !strings.Contains(err.Error(), "account_failed_validation") {
 		t.Fatalf("a supply type nobody added: %v", err)

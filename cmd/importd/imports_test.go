@@ -501,6 +501,8 @@ func TestStageAccount_FirstStagingIs201ThenLaterOnes200ReplaceTheData(t *testing
 	third := accountDoc(t, "DEMO", "A-00012345")
 	edit(t, third, "unknown_occupier", true)
 	edit(t, third, "customers", deleteField)
+	// An unknown occupier has one supply address at most (reference 6.1).
+	edit(t, third, "supply_addresses", get(t, third, "supply_addresses").([]any)[:1])
 
 	var lastUpdate time.Time
 	for i, tc := range []struct {

@@ -192,3 +192,47 @@ func TestSources_DecimalStringsAreReadWhereverANumberIs(t *testing.T) {
 		t.Errorf("stored items (-want +got):\n%s", diff)
 	}
 }
+
+// TestSources_ReferenceRulesOfAgreementsStartsAndOccupiersAreApplied: what
+// the reference refuses (6.1 and 9) and the service once accepted is
+// refused with the reference's code at the field to fix, by E3 and E4 alike.
+func TestSources_ReferenceRulesOfAgreementsStartsAndOccupiersAreApplied(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	const (
+		water = "supply_addresses.0.supply_points.1."
+		elec2 = "supply_addresses.1.supply_points.0."
+	)
+	nextYear := day(365)
+	cases := []struct {
+		name  string
+		edits map[string]any
+		want  fieldProblem
+	}{
+		{"a billable supply point without agreements", map[string]any{water + "agreements": deleteField},
+			fieldProblem{water + "agreements", "meter_point_with_no_agreement"}},
+		{"a supply that starts a year ahead", map[string]any{water + "supply_start_date": nextYear, water + "agreements.0.effective_from": nextYear},
+			fieldProblem{water + "supply_start_date", "future_supply_start_date"}},
+		{"an unknown occupier at two supply addresses", map[string]any{"unknown_occupier": true, "customers": deleteField},
+			fieldProblem{"supply_addresses", "occupier_account_with_multiple_supply_addresses"}},
+		{"a last billed day before the first agreement", map[string]any{elec2 + "last_billed_to_date": "2022-01-14"},
+			fieldProblem{elec2 + "last_billed_to_date", "no_agreement_covering_last_billed_to_date"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := fixture(t, "ACC-RULES")
+			for path, v := range tc.edits {
+				edit(t, body, path, v)
+			}
+			for _, path := range []string{pathValidateAccount, pathStageAccount} {
+				r := s.do(t, "POST", path, tok, body)
+				if diff := cmp.Diff([]fieldProblem{tc.want}, problemsOf(t, r.Body)); r.Status != 400 || diff != "" {
+					t.Errorf("%s: %d (-want +got):\n%s", path, r.Status, diff)
+				}
+			}
+		})
+	}
+}

@@ -154,9 +154,11 @@ var supplyPointSchema = v.NewUnion("supply_type",
 	[]v.Field[SupplyPoint]{
 		v.Req("supply_type", v.StringValue, func(p *SupplyPoint) *string { return &p.SupplyType }, v.Codes(CodeSupplyTypeNotRecognised),
 			v.Note("A supply type of the catalogue: the five of spec 2.2.4, and those the operator adds (importctl supply-type add). Decides which of the fields below are accepted; a type other than the five keeps its other fields as given.")),
-		v.Req("supply_start_date", v.DateValue, func(p *SupplyPoint) *v.Date { return &p.SupplyStartDate }),
-		v.Opt("last_billed_to_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.LastBilledToDate }),
-		v.List("agreements", agreementSchema, func(p *SupplyPoint) *[]Agreement { return &p.Agreements }),
+		v.Req("supply_start_date", v.DateValue, func(p *SupplyPoint) *v.Date { return &p.SupplyStartDate }, v.Codes(CodeFutureSupplyStartDate)),
+		v.Opt("last_billed_to_date", v.DateValue, func(p *SupplyPoint) **v.Date { return &p.LastBilledToDate }, v.Codes(CodeNoAgreementCoversBilled),
+			v.Note("Inclusive: the last day billed.")),
+		v.List("agreements", agreementSchema, func(p *SupplyPoint) *[]Agreement { return &p.Agreements }, v.Codes(CodeMeterPointWithNoAgreement),
+			v.Note("At least one: every supply point is billable.")),
 	},
 	v.Variant[SupplyPoint]{Values: []string{SupplyElectricity}, Fields: []v.Field[SupplyPoint]{
 		v.Opt("identifier", v.StringValue, func(p *SupplyPoint) **string { return &p.Identifier }, v.Required(), v.MaxLength(maxCode),
@@ -226,7 +228,8 @@ var accountSchema = v.NewObject(
 	v.List("metadata", metadataSchema, func(a *Account) *[]Metadata { return &a.Metadata }),
 	v.List("customers", customerSchema, func(a *Account) *[]Customer { return &a.Customers },
 		v.Codes(CodeCustomerWithUnknown), v.Note("Omitted or empty when unknown_occupier is true.")),
-	v.List("supply_addresses", supplyAddressSchema, func(a *Account) *[]SupplyAddress { return &a.SupplyAddresses }),
+	v.List("supply_addresses", supplyAddressSchema, func(a *Account) *[]SupplyAddress { return &a.SupplyAddresses },
+		v.Codes(CodeOccupierManyAddresses), v.Note("At most one when unknown_occupier is true.")),
 	v.EmptyList("ledgers", func(a *Account) *[]json.RawMessage { return &a.Ledgers }, ledgersDetail,
 		v.Note("Only [] is accepted (spec 2.2: \"empty in the usage shown\"). The reference's GB example gives an item's shape: "+
 			"current_statement_transactions[] and historical_statement_transactions[] (E7's transactions), last_statement_closing_date, "+
@@ -242,6 +245,7 @@ var accountSchema = v.NewObject(
 			"historical_statement_already_exists cannot happen here: the account is new. At most %d, as in E8. Source: spec 2.2 (an array) and the reference's GB account example, which carries statements in this shape.", postimport.MaxStatements))),
 	v.List("notes", note.Schema, func(a *Account) *[]note.Note { return &a.Notes }),
 	v.Opt("unknown_occupier", v.BooleanValue, func(a *Account) **bool { return &a.UnknownOccupier },
-		v.Codes(CodeCustomerWithUnknown), v.Note("true: nobody is known at the account, and customers must be omitted or empty.")),
+		v.Codes(CodeCustomerWithUnknown, CodeOccupierManyAddresses),
+		v.Note("true: nobody is known at the account; customers must be omitted or empty, and there is at most one supply address.")),
 	v.Obj("business", businessSchema, func(a *Account) **Business { return &a.Business }),
 ).WithMaxValues(v.AccountMaxValues)

@@ -315,6 +315,10 @@ func (c *checker) checkBillingAddress() {
 }
 
 func (c *checker) checkSupplyAddresses() {
+	if u := c.a.UnknownOccupier; u != nil && *u && len(c.a.SupplyAddresses) > 1 {
+		c.w.AddAt("supply_addresses", CodeOccupierManyAddresses,
+			"An account with an unknown occupier has at most one supply address; this one has %d.", len(c.a.SupplyAddresses))
+	}
 	var identifiers map[string]bool // across the account
 	for i := range c.a.SupplyAddresses {
 		sa := &c.a.SupplyAddresses[i]
@@ -375,6 +379,16 @@ func (c *checker) checkSupplyTypes(ctx context.Context, cat SupplyTypeCatalog) e
 	return nil
 }
 
+// hasProblemAt reports whether a problem was reported at attr already.
+func (c *checker) hasProblemAt(attr string) bool {
+	for _, e := range c.w.Errors {
+		if e.Attr == attr {
+			return true
+		}
+	}
+	return false
+}
+
 func setAdd(m map[string]bool, k string) map[string]bool {
 	if m == nil {
 		m = map[string]bool{}
@@ -385,6 +399,11 @@ func setAdd(m map[string]bool, k string) map[string]bool {
 
 func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 	start := sp.SupplyStartDate
+	if today := c.today(); start != "" && start > today {
+		c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "supply_start_date"), CodeFutureSupplyStartDate,
+			"The supply starts on %s, after today (%s in the supplier's time zone).", start, today)
+	}
+	c.checkAgreementCover(sp, i, j)
 	for k, ag := range sp.Agreements {
 		if ag.EffectiveFrom != "" && start != "" && ag.EffectiveFrom < start {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "agreements", k, "effective_from"), CodeAgreementBeforeSupply,
@@ -407,6 +426,39 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 			c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "transfer_readings", r, "value"), validate.CodeInvalid,
 				"A reading is a decimal number in a string, such as \"12345.6\": at most 10 digits before the point and 10 after it.")
 		}
+	}
+}
+
+// checkAgreementCover refuses a supply point without agreements (every
+// supply point is billable, docs/decisions.md) and one billed up to a day
+// before its first agreement starts. Agreements run from their
+// effective_from until the next one starts, the latest without end, so the
+// earliest effective_from is the only one that can leave a billed day
+// uncovered. A supply point whose agreements had a problem of their own is
+// not looked at again.
+func (c *checker) checkAgreementCover(sp *SupplyPoint, i, j int) {
+	at := validate.Attr("supply_addresses", i, "supply_points", j, "agreements")
+	if len(sp.Agreements) == 0 {
+		if !c.hasProblemAt(at) { // agreements that are not an array
+			c.w.AddAt(at, CodeMeterPointWithNoAgreement,
+				"This supply point has no agreement; every supply point is billed on a tariff from its first agreement.")
+		}
+		return
+	}
+	billed := sp.LastBilledToDate
+	if billed == nil || *billed == "" {
+		return
+	}
+	first := sp.Agreements[0].EffectiveFrom
+	for _, ag := range sp.Agreements {
+		if ag.EffectiveFrom == "" {
+			return
+		}
+		first = min(first, ag.EffectiveFrom)
+	}
+	if first > *billed {
+		c.w.AddAt(validate.Attr("supply_addresses", i, "supply_points", j, "last_billed_to_date"), CodeNoAgreementCoversBilled,
+			"No agreement covers the last billed day %s: the first agreement starts on %s.", *billed, first)
 	}
 }
 

@@ -91,11 +91,12 @@ func TestValidate_NormalisedPayloadValidatesToTheSameAccount(t *testing.T) {
 	ctx := context.Background()
 	bodies := map[string][]byte{
 		"fixture":          fixture(t),
-		"unknown occupier": fixtureDoc(t).del(t, "customers").set(t, "unknown_occupier", true).bytes(t),
+		"unknown occupier": oneSupplyAddress(t, fixtureDoc(t).del(t, "customers").set(t, "unknown_occupier", true)).bytes(t),
 		"exponents":        exponents(t, fixtureDoc(t)).bytes(t),
 		"lights and poles": fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1", map[string]any{
 			"supply_type": "LIGHT", "supply_start_date": "2020-01-01", "serial_number": "L-1", "secondary_serial_number": nil,
-			"manufacturer_name": "", "installed_at": "2019-12-01"}).bytes(t),
+			"manufacturer_name": "", "installed_at": "2019-12-01",
+			"agreements": []any{map[string]any{"tariff_code": "HP-STD", "effective_from": "2020-01-01"}}}).bytes(t),
 		"other supply type keeps its fields": fixtureDoc(t).set(t, "supply_addresses.1.supply_points.1", map[string]any{
 			"supply_type": "TREATED", "supply_start_date": "2020-01-01", "identifier": "WATER:1234567890", "multiplier": json.Number("2.0"),
 			"hazard_details": []any{"Dog", "<gate>"}, "supply_end_date": nil, "agreements": []any{map[string]any{"tariff_code": "HP-STD", "effective_from": "2020-01-01"}}}).bytes(t),
@@ -143,6 +144,13 @@ type ruleCase struct {
 	edit func(t testing.TB, d doc) doc
 	body string // used instead of edit when set
 	want []pair
+}
+
+// oneSupplyAddress keeps only the fixture's first supply address, as an
+// account with an unknown occupier has (occupier_account_with_multiple_supply_addresses).
+func oneSupplyAddress(_ testing.TB, d doc) doc {
+	d["supply_addresses"] = d["supply_addresses"].([]any)[:1]
+	return d
 }
 
 func set(path string, v any) func(testing.TB, doc) doc {
@@ -252,10 +260,10 @@ var ruleCases = []ruleCase{
 	{name: "register type of 65 characters", edit: set(meter+"registers.0.register_type", strings.Repeat("k", 65)), want: []pair{{meter + "registers.0.register_type", "invalid_choice"}}},
 	{name: "tank type of 65 characters", edit: set("supply_addresses.0.supply_points.1.tank_type", strings.Repeat("R", 65)), want: []pair{{"supply_addresses.0.supply_points.1.tank_type", "invalid_choice"}}},
 	{name: "field of an other supply type not storable", edit: set("supply_addresses.0.supply_points.1", map[string]any{
-		"supply_type": "TREATED", "supply_start_date": "2021-09-01", "identifier": "WATER:1\u0000"}),
+		"supply_type": "TREATED", "supply_start_date": "2021-09-01", "identifier": "WATER:1\u0000", "agreements": []any{map[string]any{"tariff_code": "WH-RENT-STD", "effective_from": "2021-09-01"}}}),
 		want: []pair{{"supply_addresses.0.supply_points.1.identifier", "null_characters_not_allowed"}}},
 	{name: "other supply type still needs the common fields", edit: set("supply_addresses.0.supply_points.1", map[string]any{
-		"supply_type": "TREATED", "identifier": "WATER:1234567890"}),
+		"supply_type": "TREATED", "identifier": "WATER:1234567890", "agreements": []any{map[string]any{"tariff_code": "WH-RENT-STD", "effective_from": "2021-09-01"}}}),
 		want: []pair{{"supply_addresses.0.supply_points.1.supply_start_date", "required"}}},
 
 	// Required, blank, length.
@@ -293,7 +301,9 @@ var ruleCases = []ruleCase{
 	{name: "supplier the key may not see", edit: set("import_supplier", hiddenSupplier), want: []pair{{"import_supplier", "import_supplier_not_found"}}},
 
 	// Customers.
-	{name: "customers with unknown occupier", edit: set("unknown_occupier", true), want: []pair{{"customers", "customer_with_unknown_occupier"}}},
+	{name: "customers with unknown occupier", edit: edits(oneSupplyAddress, set("unknown_occupier", true)), want: []pair{{"customers", "customer_with_unknown_occupier"}}},
+	{name: "unknown occupier at two supply addresses", edit: edits(del("customers"), set("unknown_occupier", true)),
+		want: []pair{{"supply_addresses", "occupier_account_with_multiple_supply_addresses"}}},
 	{name: "invalid landline", edit: set("customers.0.landline", "12345"), want: []pair{{"customers.0.landline", "invalid_phone_number"}}},
 	{name: "invalid mobile", edit: set("customers.0.mobile", "07911"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
 	{name: "mobile not a number", edit: set("customers.0.mobile", "abcde"), want: []pair{{"customers.0.mobile", "invalid_phone_number"}}},
@@ -333,6 +343,15 @@ var ruleCases = []ruleCase{
 	{name: "electricity identifier twice", edit: set(elec2+"identifier", "1200023456789"), want: []pair{{elec2 + "identifier", "duplicate_supply_point_identifier"}}},
 	{name: "meter serial number twice in one supply point", edit: set(elec+"meters.1", map[string]any{"serial_number": "E21Z012345"}),
 		want: []pair{{elec + "meters.1.serial_number", "duplicate_meter_serial_number"}}},
+	{name: "supply point without agreements", edit: del("supply_addresses.0.supply_points.1.agreements"),
+		want: []pair{{"supply_addresses.0.supply_points.1.agreements", "meter_point_with_no_agreement"}}},
+	{name: "supply point with an empty list of agreements, and billed", edit: set(elec2+"agreements", []any{}),
+		want: []pair{{elec2 + "agreements", "meter_point_with_no_agreement"}}},
+	{name: "last billed before the first agreement starts", edit: set(elec2+"last_billed_to_date", "2022-01-14"),
+		want: []pair{{elec2 + "last_billed_to_date", "no_agreement_covering_last_billed_to_date"}}},
+	{name: "supply starting after today in the supplier's time zone", edit: edits(set("supply_addresses.0.supply_points.1.supply_start_date", "2025-06-16"),
+		set("supply_addresses.0.supply_points.1.agreements.0.effective_from", "2025-06-16")),
+		want: []pair{{"supply_addresses.0.supply_points.1.supply_start_date", "future_supply_start_date"}}},
 	{name: "transfer reading value not a number", edit: set(elec+"transfer_readings.0.value", "about 23k"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 	{name: "transfer reading value with an exponent", edit: set(elec+"transfer_readings.0.value", "1e5"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
 	{name: "transfer reading value with 11 digits before the point", edit: set(elec+"transfer_readings.0.value", "12345678901"), want: []pair{{elec + "transfer_readings.0.value", "invalid"}}},
@@ -462,7 +481,8 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 		check func(t *testing.T, a *Account)
 	}{
 		{name: "external account number of exactly 128 characters", edit: set("external_account_number", strings.Repeat("A", 128))},
-		{name: "unknown occupier without customers", edit: edits(del("customers"), set("unknown_occupier", true))},
+		{name: "unknown occupier without customers, at one supply address", edit: edits(oneSupplyAddress, del("customers"), set("unknown_occupier", true))},
+		{name: "several supply addresses when the occupier is known", edit: set("unknown_occupier", false)},
 		{name: "one meter serial on two supply points (an import and an export MPAN)", edit: set(elec2+"meters.0.serial_number", "E21Z012345")},
 		{name: "decimal strings wherever a decimal number is", edit: edits(set(meter+"meter_type.amps_low", "5"),
 			set(meter+"meter_type.volts_high", "253.0"), set(meter+"meter_type.elements", "01"), set(meter+"registers.1.multiplier", ".50")),
@@ -501,7 +521,7 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 			}},
 		{name: "statements with every field E8 takes", edit: set("statements", []any{statement("S-1", "2019-06-01", "2019-07-01",
 			"number", "A-0001", "issued_date", "2019-07-02", "gross_amount", json.Number("12345"), "statement_path", "s/1.pdf")})},
-		{name: "unknown occupier with an empty customer list", edit: edits(set("customers", []any{}), set("unknown_occupier", true))},
+		{name: "unknown occupier with an empty customer list", edit: edits(oneSupplyAddress, set("customers", []any{}), set("unknown_occupier", true))},
 		{name: "address parts of 512 characters, as the reference allows", edit: edits(set("billing_address.locality", strings.Repeat("L", 512)),
 			set("supply_addresses.0.supply_address1", strings.Repeat("A", 512)))},
 		{name: "no customers (no source requires one)", edit: del("customers")},
@@ -511,7 +531,9 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 		{name: "customer younger than 16", edit: set("customers.1.date_of_birth", "2009-06-16")},
 		{name: "move-in after today (no source refuses it)", edit: set("supply_addresses.0.customer_at_supply_address_from_date", "2025-06-16")},
 		{name: "supply billed on its start day", edit: set(elec+"last_billed_to_date", "2019-04-01")},
-		{name: "supply starts after last billed (the reference compares with supply_end_date, which the spec has not)", edit: set(elec+"last_billed_to_date", "2019-03-31")},
+		{name: "last billed on the day the first agreement starts (effective_from is inclusive)", edit: set(elec2+"last_billed_to_date", "2022-01-15")},
+		{name: "supply starting today in the supplier's time zone", edit: edits(set("supply_addresses.0.supply_points.1.supply_start_date", "2025-06-15"),
+			set("supply_addresses.0.supply_points.1.agreements.0.effective_from", "2025-06-15"))},
 		{name: "negative transfer reading (the reference's reading_value pattern allows a sign)", edit: set(elec+"transfer_readings.0.value", "-5")},
 		{name: "empty mobile, landline, e-mail and postal code", edit: edits(set("customers.0.mobile", ""), set("customers.0.landline", ""),
 			set("customers.0.email", ""), set("billing_address.postal_code", "")),
@@ -586,7 +608,7 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 					t.Errorf("derived billing address (-want +got):\n%s", diff)
 				}
 			}},
-		{name: "electricity point without meters or agreements", edit: edits(del(elec+"meters"), del(elec+"agreements"), del(elec+"transfer_readings"))},
+		{name: "electricity point without meters", edit: edits(del(elec+"meters"), del(elec+"transfer_readings"))},
 		{name: "lower-case country and a foreign postcode", edit: edits(set("billing_address.country", "ie"), set("billing_address.postal_code", "D02 X285")),
 			check: func(t *testing.T, a *Account) {
 				if a.BillingAddress.Country != "IE" || *a.BillingAddress.PostalCode != "D02 X285" {
@@ -595,7 +617,8 @@ func TestValidate_AcceptsWhatTheRulesAllow(t *testing.T) {
 			}},
 		{name: "pole with null secondary serial number", edit: set("supply_addresses.1.supply_points.1", map[string]any{
 			"supply_type": "POLE", "supply_start_date": "2020-01-01", "serial_number": "P-9", "secondary_serial_number": nil,
-			"manufacturer_name": "Pole Co", "model_name": "Tall", "location": "Corner", "product_note": "", "installed_at": "2019-12-01"}),
+			"manufacturer_name": "Pole Co", "model_name": "Tall", "location": "Corner", "product_note": "", "installed_at": "2019-12-01",
+			"agreements": []any{map[string]any{"tariff_code": "HP-STD", "effective_from": "2020-01-01"}}}),
 			check: func(t *testing.T, a *Account) {
 				if p := a.SupplyAddresses[1].SupplyPoints[1]; p.SecondarySerialNumber != nil || *p.SerialNumber != "P-9" {
 					t.Errorf("pole = %+v", p)

@@ -73,17 +73,17 @@ func createFixtures(t testing.TB) map[string]createFixture {
 	delete(lights, "billing_address")
 	lights["unknown_occupier"] = true
 	delete(lights, "customers") // an unknown occupier has none
-	lights["supply_addresses"] = append(lights["supply_addresses"].([]any), map[string]any{
-		"supply_address1": "Car park", "supply_postcode": "M1 1AA", "customer_at_supply_address_from_date": "2020-01-01",
-		"supply_points": []any{
-			map[string]any{"supply_type": "LIGHT", "supply_start_date": "2020-01-01", "serial_number": "L-1",
-				"secondary_serial_number": "L-1B", "manufacturer_name": "Lumen", "model_name": "X", "location": "North",
-				"product_note": "LED", "installed_at": "2019-12-01",
-				"agreements": []any{map[string]any{"tariff_code": "LP-STD", "effective_from": "2020-01-01"}}},
-			map[string]any{"supply_type": "POLE", "supply_start_date": "2020-01-01", "serial_number": "P-1",
-				"agreements": []any{map[string]any{"tariff_code": "LP-STD", "effective_from": "2020-01-01"}}},
-		},
-	})
+	// ... and one supply address at most (reference 6.1): the first one,
+	// with a light and a pole beside its electricity and water heater.
+	first := lights["supply_addresses"].([]any)[0].(map[string]any)
+	first["supply_points"] = append(first["supply_points"].([]any),
+		map[string]any{"supply_type": "LIGHT", "supply_start_date": "2020-01-01", "serial_number": "L-1",
+			"secondary_serial_number": "L-1B", "manufacturer_name": "Lumen", "model_name": "X", "location": "North",
+			"product_note": "LED", "installed_at": "2019-12-01",
+			"agreements": []any{map[string]any{"tariff_code": "LP-STD", "effective_from": "2020-01-01"}}},
+		map[string]any{"supply_type": "POLE", "supply_start_date": "2020-01-01", "serial_number": "P-1",
+			"agreements": []any{map[string]any{"tariff_code": "LP-STD", "effective_from": "2020-01-01"}}})
+	lights["supply_addresses"] = []any{first}
 	// The fixture carries statements as the reference's GB account example
 	// has them, and one with every field.
 	fixture := read("account.json")

@@ -57,6 +57,7 @@ func fullLine(t testing.TB, ean string) []byte {
 	sa["supply_points"] = append(sa["supply_points"].([]any), map[string]any{
 		"supply_type": "LIGHT", "serial_number": "LT-" + ean, "secondary_serial_number": "LT2", "manufacturer_name": "Philips",
 		"model_name": "StreetLED", "location": "Car park", "installed_at": "2020-02-02", "supply_start_date": "2022-01-15",
+		"agreements": []any{map[string]any{"tariff_code": "HP-STD", "effective_from": "2022-01-15"}},
 	})
 	line := map[string]any{
 		"account": acc,
