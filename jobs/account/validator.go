@@ -25,9 +25,12 @@ type Validator struct {
 	// the staged payload again without it: supply types are never removed
 	// from the catalogue, so one known at staging is known at creation.
 	SupplyTypes SupplyTypeCatalog
-	// Now returns the current time; nil means time.Now. Only the
-	// statements' rule that no statement ends after today (UTC) reads it
-	// (a note's unpin_at is compared with its created_at, never with now).
+	// Now returns the current time; nil means time.Now. The rules that
+	// compare a date with today read it, and date today in the supplier's
+	// time zone (checker.today; UTC for a supplier without one, or not
+	// found): for example, no statement ends after today and no supply
+	// starts after it. A note's unpin_at is compared with its created_at,
+	// never with now.
 	Now func() time.Time
 }
 

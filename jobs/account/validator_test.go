@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -469,6 +470,44 @@ func TestRules_EverySemanticCodeIsTested(t *testing.T) {
 		if !tested[r.code] {
 			t.Errorf("semantic rule %s has no case in ruleCases", r.code)
 		}
+	}
+}
+
+// TestValidate_TodayIsDatedInTheSuppliersTimeZone: the rules that compare a
+// date with today (a statement's end, a supply's start) date it in the
+// supplier's time zone, as Validator.Now says: at 20:00 UTC on 15 June it
+// is 16 June in Sydney already, and not yet for a supplier in UTC.
+func TestValidate_TodayIsDatedInTheSuppliersTimeZone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.db.Exec(`UPDATE import_suppliers SET time_zone = 'Australia/Sydney' WHERE code = 'OTHER'`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 6, 15, 20, 0, 0, 0, time.UTC)
+	v := Validator{Catalog: b.catalog, Now: func() time.Time { return now }}
+	const water = "supply_addresses.0.supply_points.1."
+	sixteenth := edits(set("statements", []any{statement("1", "2025-06-01", "2025-06-16")}),
+		set(water+"supply_start_date", "2025-06-16"), set(water+"agreements.0.effective_from", "2025-06-16"))
+	tests := []struct {
+		name, supplier, contract string
+		want                     []pair
+	}{
+		{"in Sydney, 16 June is today", "OTHER", otherContract, []pair{}},
+		{"in UTC, 16 June is tomorrow", "DEMO", fixtureContract, []pair{{water + "supply_start_date", "future_supply_start_date"},
+			{"statements.0.bill_period_to_date", "historical_statement_period_end_in_future"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body := edits(sixteenth, set("import_supplier", tt.supplier), set("business.business_contract_identifier", tt.contract))(t, fixtureDoc(t)).bytes(t)
+			got := []pair{}
+			if _, err := v.Validate(context.Background(), body); err != nil {
+				got = pairsOf(fieldErrors(t, err))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
