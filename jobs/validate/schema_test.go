@@ -346,3 +346,35 @@ func FuzzParseDatetime(f *testing.F) {
 		}
 	})
 }
+
+// The problems one request collects are bounded: past MaxProblemBytes of
+// them, one too_many_errors ends the list. A body of nested free-form
+// objects full of duplicate keys once made 999,000 problems with paths of a
+// kilobyte, 1.29 GB held by one request.
+func TestWalker_ProblemsPastTheBoundEndInOneTooManyErrors(t *testing.T) {
+	t.Parallel()
+	var w Walker
+	for range 600 {
+		w.Push(strings.Repeat("k", 100))
+	}
+	for i := range 100_000 {
+		w.Add(CodeDuplicateKey, "Duplicate key %q in object.", fmt.Sprint(i))
+	}
+	size := 0
+	for _, e := range w.Errors {
+		size += len(e.Attr) + len(e.Code) + len(e.Detail)
+	}
+	last := w.Errors[len(w.Errors)-1]
+	if size > MaxProblemBytes || last.Code != CodeTooManyErrors || len(w.Errors) < 100 {
+		t.Errorf("%d problems of %d bytes ending in %q; want at most %d bytes ending in %s", len(w.Errors), size, last.Code, MaxProblemBytes, CodeTooManyErrors)
+	}
+	n := 0
+	for _, e := range w.Errors {
+		if e.Code == CodeTooManyErrors {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d too_many_errors, want one", n)
+	}
+}

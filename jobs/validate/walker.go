@@ -17,7 +17,27 @@ type Walker struct {
 	Errors problem.List
 	segs   []string
 	attrs  map[string]bool // paths with a problem; built on the first HasErrorAt
+	// size is what Errors' texts take (problemSize); past MaxProblemBytes
+	// no problem is recorded but one CodeTooManyErrors.
+	size int
 }
+
+// MaxProblemBytes bounds the text of the problems one request collects:
+// its attrs, codes and details. Problems are not part of the body budget
+// (BODY_MEMORY counts the parse): a 6 MB body whose free-form objects
+// nest 480 deep, each with duplicate keys, made 999,000 problems with paths
+// of a kilobyte, 1.29 GB held by one request. 8 MiB holds tens of
+// thousands of the usual problems (E2's 10,000 unknown accounts take
+// 1.5 MB).
+const MaxProblemBytes = 8 << 20
+
+// CodeTooManyErrors ends the problems of a request that found more than
+// MaxProblemBytes of them: the ones listed are the first found.
+const CodeTooManyErrors = "too_many_errors"
+
+// problemSize is what a problem is counted as against MaxProblemBytes: its
+// texts, and the strings' and the entry's own headers.
+func problemSize(attr, code, detail string) int { return len(attr) + len(code) + len(detail) + 80 }
 
 // Push enters the member key of the current object. The empty key, which
 // JSON allows, is written "" so that every path stays non-empty and a
@@ -43,9 +63,21 @@ func (w *Walker) Add(code, format string, args ...any) {
 	w.AddAt(w.Path(), code, format, args...)
 }
 
-// AddAt records a problem at attr, a path built with Attr.
+// AddAt records a problem at attr, a path built with Attr. Past
+// MaxProblemBytes of problems it records one CodeTooManyErrors, then
+// nothing more.
 func (w *Walker) AddAt(attr, code, format string, args ...any) {
+	if w.size > MaxProblemBytes {
+		return
+	}
 	w.Errors.Add(attr, code, format, args...)
+	last := w.Errors[len(w.Errors)-1]
+	w.size += problemSize(last.Attr, last.Code, last.Detail)
+	if w.size > MaxProblemBytes {
+		w.Errors[len(w.Errors)-1] = problem.FieldError{Code: CodeTooManyErrors,
+			Detail: "The request has more problems than one answer lists; these are the first found. Mend them and send it again."}
+		return
+	}
 	if w.attrs != nil {
 		w.attrs[attr] = true
 	}
