@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // The tests here send what a client sends where the service once refused or
@@ -234,5 +236,56 @@ func TestSources_ReferenceRulesOfAgreementsStartsAndOccupiersAreApplied(t *testi
 				}
 			}
 		})
+	}
+}
+
+// TestSources_ASuppliersNewTimeZoneReachesE3WithinHalfAMinute: after the
+// operator changes a supplier's time zone, E3 dates today in the new zone
+// within the 30 seconds the docs promise (importctl supplier set-time-zone,
+// docs/decisions.md), although E3 read the supplier just before the change.
+// The zone chosen is one whose date differs from UTC's now, so that a
+// statement ending on the day in question is refused in one zone only.
+func TestSources_ASuppliersNewTimeZoneReachesE3WithinHalfAMinute(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	seedDemo(t, s, admin.Supplier{})
+	tok := s.accessToken(t, s.newKey(t, "k"))
+	ctx := context.Background()
+
+	// Kiritimati is 14 hours ahead of UTC and Etc/GMT+12 12 hours behind:
+	// at any moment one of them has another date than UTC. Ahead, a
+	// statement ending tomorrow (UTC) becomes acceptable; behind, one
+	// ending today (UTC) becomes refused.
+	now := time.Now().UTC()
+	zone, end := "Pacific/Kiritimati", validate.DateOf(now.AddDate(0, 0, 1))
+	if validate.DateIn(now, zone) == validate.DateOf(now) {
+		zone, end = "Etc/GMT+12", validate.DateOf(now)
+	}
+	body := fixture(t, "ACC-ZONE")
+	edit(t, body, "statements", []any{map[string]any{"statement_id": "1", "bill_period_from_date": "2025-01-01",
+		"bill_period_to_date": string(end)}})
+	refused := func() bool {
+		r := s.do(t, "POST", pathValidateAccount, tok, body)
+		if r.Status != 200 && r.Status != 400 {
+			t.Fatalf("E3: %d %s", r.Status, r.Raw)
+		}
+		return r.Status == 400
+	}
+	const promised = 30 * time.Second // docs/decisions.md, importctl supplier set-time-zone
+	before := refused()               // read in UTC, and the supplier remembered
+	if err := admin.SetSupplierTimeZone(ctx, s.db, "DEMO", zone); err != nil {
+		t.Fatal(err)
+	}
+	changed := time.Now()
+	// The promise, with a margin for a slow machine; the bound it
+	// replaced, a minute, fails it.
+	for refused() == before {
+		if time.Since(changed) > 45*time.Second {
+			t.Fatalf("E3 still dates today in UTC %v after the supplier's zone became %s", time.Since(changed).Round(time.Second), zone)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if waited := time.Since(changed); waited > promised+5*time.Second {
+		t.Errorf("the new zone reached E3 after %v, beyond the %v the docs promise", waited.Round(time.Second), promised)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 	"github.com/bulkimport/bulkimport/jobs/status"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Error codes of staging refusals. Each refusal has its own code so that a
@@ -45,8 +46,11 @@ type Service struct {
 // one of three of every E4. Only positive answers are kept, and nothing the
 // operator can do through importctl makes one false (suppliers, tariffs and
 // contracts are never deleted; the supplier status that staging depends on
-// is read again by the staging statement itself).
-const catalogTTL = time.Minute
+// is read again by the staging statement itself). A supplier's time zone
+// is cached with it, and E3 and E4 date today in it, so the bound is the
+// service's one bound for a supplier's zone: a minute here once kept a
+// changed zone from E3 and E4 twice as long as the docs promise.
+const catalogTTL = validate.ZoneTTL
 
 // New returns a Service. It logs nothing until WithLog gives it a logger.
 func New(d *db.DB) *Service {

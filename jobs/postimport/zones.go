@@ -11,8 +11,9 @@ import (
 
 // zoneTTL is how long a supplier's time zone is remembered: a zone the
 // operator changes holds on every replica within it, and a busy migration
-// reads it once in that time rather than once per request.
-const zoneTTL = 30 * time.Second
+// reads it once in that time rather than once per request. It is the
+// service's one bound for a supplier's zone (v.ZoneTTL).
+const zoneTTL = v.ZoneTTL
 
 // zones remembers each import supplier's time zone, in which "today" is
 // dated for the rules that compare a date with it (transaction_in_future,

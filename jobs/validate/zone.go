@@ -5,6 +5,14 @@ import (
 	"time"
 )
 
+// ZoneTTL is the longest a replica goes on dating "today" in a supplier's
+// former time zone after the operator changes it: every cache that holds a
+// supplier's zone (E3 and E4's catalogue, E7 and E8's zones) keeps it at
+// most this long. It is the one bound the docs promise (importctl supplier
+// set-time-zone, docs/decisions.md); a cache with its own, longer bound
+// broke the promise for E3 and E4.
+const ZoneTTL = 30 * time.Second
+
 // locations holds each time zone DateIn has loaded: time.LoadLocation
 // reads the zone database on every call, and "today" is dated for every
 // account and request.
