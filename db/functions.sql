@@ -18,7 +18,8 @@ AS $function$
 BEGIN
     RETURN (SELECT COALESCE(GREATEST(
             (SELECT max(h.bill_period_to_date) FROM historical_statements h WHERE h.account_id = a.id) + 1,
-            a.last_billed_to_date + 1),
+            a.last_billed_to_date + 1,
+            (SELECT l.last_statement_closing_date FROM ledgers l WHERE l.account_id = a.id) + 1),
             (a.created_at AT TIME ZONE s.time_zone)::date)
     FROM accounts a JOIN import_suppliers s ON s.id = a.supplier_id WHERE a.id = p_account);
 END
@@ -73,6 +74,44 @@ BEGIN
     END IF;
     RETURN NEW;
 END $function$
+;
+
+CREATE OR REPLACE FUNCTION public.insert_transactions(p_account bigint, p_transactions jsonb)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    WITH t AS (
+        SELECT * FROM jsonb_to_recordset(p_transactions) AS t (id text, date date, original_date date,
+            amount numeric, type text, reason text, display_note text, note text, reference text, payment_type text,
+            product_code text, description text, prepay_meter text, line_items jsonb, tax_items jsonb)
+    ), ins AS (
+        INSERT INTO transactions (account_id, transaction_id, transaction_date, original_transaction_date, amount, type,
+            reason, display_note, note, reference, payment_type, product_id, description, to_prepay_meter_serial_number)
+        SELECT p_account, t.id, t.date, t.original_date, t.amount, t.type, t.reason, t.display_note, t.note,
+            t.reference, t.payment_type, (SELECT p.id FROM products p WHERE p.code = t.product_code), t.description,
+            t.prepay_meter
+        FROM t
+        RETURNING id, transaction_id
+    ), li AS (
+        INSERT INTO transaction_line_items (transaction_row_id, position, rate_band, start_date, end_date,
+            number_of_units, net_amount, price_per_unit, units)
+        SELECT ins.id, l.position, l.rate_band, l.start_date, l.end_date, l.number_of_units, l.net_amount,
+            l.price_per_unit, CASE WHEN l.units IS NULL THEN NULL
+                ELSE ARRAY(SELECT u::numeric FROM jsonb_array_elements_text(l.units) AS u) END
+        FROM t JOIN ins ON ins.transaction_id = t.id,
+            jsonb_to_recordset(t.line_items) AS l (position int, rate_band text, start_date date, end_date date,
+                number_of_units numeric, net_amount numeric, price_per_unit numeric, units jsonb)
+        WHERE t.line_items IS NOT NULL
+    )
+    INSERT INTO transaction_tax_items (transaction_row_id, position, amount, tax_type, value_taxed, rate, unit_type)
+    SELECT ins.id, x.position, x.amount, x.tax_type, x.value_taxed, x.rate, x.unit_type
+    FROM t JOIN ins ON ins.transaction_id = t.id,
+        jsonb_to_recordset(t.tax_items) AS x (position int, amount numeric, tax_type text, value_taxed numeric,
+            rate numeric, unit_type text)
+    WHERE t.tax_items IS NOT NULL;
+END
+$function$
 ;
 
 CREATE OR REPLACE FUNCTION public.post_notes(p_supplier text, p_ean text, p_hashes text[], p_bodies text[], p_created_ats timestamp with time zone[], p_pinned boolean[], p_unpin_ats timestamp with time zone[], p_doc_notes bigint[], p_doc_positions integer[], p_doc_paths text[])
@@ -151,36 +190,7 @@ BEGIN
             AND t.transaction_id IN (SELECT x->>'id' FROM jsonb_array_elements(p_doc->'transactions') AS x))) THEN
         RETURN false;
     END IF;
-    WITH t AS (
-        SELECT * FROM jsonb_to_recordset(p_doc->'transactions') AS t (id text, date date, original_date date,
-            amount numeric, type text, reason text, display_note text, note text, reference text, payment_type text,
-            product_code text, description text, prepay_meter text, line_items jsonb, tax_items jsonb)
-    ), ins AS (
-        INSERT INTO transactions (account_id, transaction_id, transaction_date, original_transaction_date, amount, type,
-            reason, display_note, note, reference, payment_type, product_id, description, to_prepay_meter_serial_number)
-        SELECT v_account, t.id, t.date, t.original_date, t.amount, t.type, t.reason, t.display_note, t.note,
-            t.reference, t.payment_type, (SELECT p.id FROM products p WHERE p.code = t.product_code), t.description,
-            t.prepay_meter
-        FROM t
-        RETURNING id, transaction_id
-    ), li AS (
-        INSERT INTO transaction_line_items (transaction_row_id, position, rate_band, start_date, end_date,
-            number_of_units, net_amount, price_per_unit, units)
-        SELECT ins.id, l.position, l.rate_band, l.start_date, l.end_date, l.number_of_units, l.net_amount,
-            l.price_per_unit, CASE WHEN l.units IS NULL THEN NULL
-                ELSE ARRAY(SELECT u::numeric FROM jsonb_array_elements_text(l.units) AS u) END
-        FROM t JOIN ins ON ins.transaction_id = t.id,
-            jsonb_to_recordset(t.line_items) AS l (position int, rate_band text, start_date date, end_date date,
-                number_of_units numeric, net_amount numeric, price_per_unit numeric, units jsonb)
-        WHERE t.line_items IS NOT NULL
-    ), ti AS (
-        INSERT INTO transaction_tax_items (transaction_row_id, position, amount, tax_type, value_taxed, rate, unit_type)
-        SELECT ins.id, x.position, x.amount, x.tax_type, x.value_taxed, x.rate, x.unit_type
-        FROM t JOIN ins ON ins.transaction_id = t.id,
-            jsonb_to_recordset(t.tax_items) AS x (position int, amount numeric, tax_type text, value_taxed numeric,
-                rate numeric, unit_type text)
-        WHERE t.tax_items IS NOT NULL
-    )
+    PERFORM insert_transactions(v_account, p_doc->'transactions');
     INSERT INTO ledgers AS lg (account_id, balance) VALUES (v_account, (p_doc->>'delta')::numeric)
     ON CONFLICT (account_id) DO UPDATE SET balance = lg.balance + EXCLUDED.balance;
     RETURN true;

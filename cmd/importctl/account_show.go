@@ -333,6 +333,15 @@ func (p *printer) ledger(l accountview.Ledger) {
 	p.row("Currency", l.Currency)
 	p.row("Balance", l.Balance.String()+" (what the customer owes; negative: in credit)")
 	p.row("Sum of the transactions", l.FromTransactions.String())
+	if l.LastStatementClosingDate != nil {
+		p.row("Last statement closed", *l.LastStatementClosingDate)
+	}
+	if l.LastStatementIssueDate != nil {
+		p.row("Last statement issued", *l.LastStatementIssueDate)
+	}
+	if l.LastStatementBalance != nil {
+		p.row("Last statement balance", l.LastStatementBalance.String()+" (as sent: credit positive)")
+	}
 	if !l.Consistent() {
 		p.line("WARNING: the stored balance is not the sum of the transactions; the ledger was changed outside E7.")
 	}

@@ -30,7 +30,7 @@ type Account struct {
 	Metadata              []Metadata             `json:"metadata,omitzero"`
 	Customers             []Customer             `json:"customers,omitzero"`
 	SupplyAddresses       []SupplyAddress        `json:"supply_addresses,omitzero"`
-	Ledgers               []json.RawMessage      `json:"ledgers,omitzero"`
+	Ledgers               []Ledger               `json:"ledgers,omitzero"`
 	Statements            []postimport.Statement `json:"statements,omitzero"`
 	Notes                 []note.Note            `json:"notes,omitzero"`
 	UnknownOccupier       *bool                  `json:"unknown_occupier,omitzero"`

@@ -176,7 +176,7 @@ func (e *encoder) account(a *Account) {
 	listField(&o, "metadata", a.Metadata, (*encoder).metadata)
 	listField(&o, "customers", a.Customers, (*encoder).customer)
 	listField(&o, "supply_addresses", a.SupplyAddresses, (*encoder).supplyAddress)
-	listField(&o, "ledgers", a.Ledgers, func(e *encoder, m *json.RawMessage) { e.raw(*m) })
+	listField(&o, "ledgers", a.Ledgers, (*encoder).ledger)
 	listField(&o, "statements", a.Statements, (*encoder).statement)
 	listField(&o, "notes", a.Notes, (*encoder).note)
 	o.boolPtr("unknown_occupier", a.UnknownOccupier)

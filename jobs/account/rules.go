@@ -76,7 +76,7 @@ var semanticRules = append([]rule{
 	{validate.CodeInvalid, "`supply_addresses[].supply_points[].transfer_readings[].value`", "A decimal number written as a string, as the reference's pattern `^-?\\d{0,10}(?:\\.\\d{0,10})?$` has it, with at least one digit: an optional minus sign, at most 10 digits before the point and at most 10 after it (so at most 22 characters, the field's `max_length`). Leading zeros (`\"00512.5\"`), `\".5\"` and `\"5.\"` are readings; an exponent, a plus sign or spaces are not. The value is kept as sent. Source: reference 6.4 (`reading_value` pattern)."},
 	{CodeMetadataDuplicateKeys, "`metadata[].key`", "Each key appears once (reported at the second occurrence). Source: reference 6.1."},
 	{CodeContractNotFound, "`business.business_contract_identifier`", "A business contract with this identifier was created (E1) for the same import supplier. Source: spec 2.2."},
-}, slices.Concat(noteRules(), statementRules())...)
+}, slices.Concat(noteRules(), statementRules(), ledgerRules())...)
 
 // noteRules are the note rules of jobs/note, in the same words as in
 // jobs/postimport/RULES.md.

@@ -213,11 +213,6 @@ var businessSchema = v.NewObject(
 		v.MaxLength(maxCode), v.Codes(CodeContractNotFound)),
 )
 
-// ledgersDetail is the refusal of a ledgers item. Spec 2.2 shows ledgers
-// only empty; the reference's GB example gives their shape, but storing one
-// needs what account creation does not do yet: see the field's note.
-const ledgersDetail = "Ledgers are not accepted: their transactions, last statement dates and balances are not stored at account creation. Import the transactions after the account is created, with E7."
-
 var accountSchema = v.NewObject(
 	v.Req("external_account_number", v.StringValue, func(a *Account) *string { return &a.ExternalAccountNumber }, v.MaxLength(maxAccountRef)),
 	v.Req("import_supplier", v.StringValue, func(a *Account) *string { return &a.ImportSupplier }, v.MaxLength(maxCode), v.Codes(CodeSupplierNotFound)),
@@ -230,15 +225,7 @@ var accountSchema = v.NewObject(
 		v.Codes(CodeCustomerWithUnknown), v.Note("Omitted or empty when unknown_occupier is true.")),
 	v.List("supply_addresses", supplyAddressSchema, func(a *Account) *[]SupplyAddress { return &a.SupplyAddresses },
 		v.Codes(CodeOccupierManyAddresses), v.Note("At most one when unknown_occupier is true.")),
-	v.EmptyList("ledgers", func(a *Account) *[]json.RawMessage { return &a.Ledgers }, ledgersDetail,
-		v.Note("Only [] is accepted (spec 2.2: \"empty in the usage shown\"). The reference's GB example gives an item's shape: "+
-			"current_statement_transactions[] and historical_statement_transactions[] (E7's transactions), last_statement_closing_date, "+
-			"last_statement_issue_date, last_statement_balance, ledger_balance. None of it is stored yet: "+
-			"the transactions need E7's rules that read the database (product codes, the open statement period) and E7's write of the ledger balance "+
-			"inside the creation statement; last_statement_closing_date would open the current statement period the next day, "+
-			"which the service computes from statements and last_billed_to_date alone; "+
-			"and the reference's balance rules compare with transfer_balance, a field the spec does not have. "+
-			"Storing part of an item would lose the rest, so the whole item is refused. "+ledgersDetail)),
+	v.List("ledgers", ledgerSchema, func(a *Account) *[]Ledger { return &a.Ledgers }, v.Codes(CodeDuplicateLedger), v.Note(ledgersNote)),
 	v.List("statements", postimport.StatementSchema, func(a *Account) *[]postimport.Statement { return &a.Statements },
 		v.MaxItems(postimport.MaxStatements),
 		v.Note(fmt.Sprintf("The account's historical statements: the fields and rules of E8's statements (spec 2.9), stored with the account as E8 stores them, so that they start E7's open statement period as E8's do. "+

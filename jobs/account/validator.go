@@ -105,6 +105,9 @@ func (v Validator) ValidateSubject(ctx context.Context, body []byte) (*Account, 
 	if err := c.lookup(ctx, v.Catalog); err != nil {
 		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
 	}
+	if err := c.lookupProducts(ctx, v.Catalog); err != nil {
+		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
+	}
 	if v.SupplyTypes != nil {
 		if err := c.checkSupplyTypes(ctx, v.SupplyTypes); err != nil {
 			return nil, Subject{}, fmt.Errorf("validate account: %w", err)
@@ -119,6 +122,7 @@ func (v Validator) ValidateSubject(ctx context.Context, body []byte) (*Account, 
 	c.checkMetadata()
 	note.Check(&c.w, "notes", c.a.Notes)
 	postimport.CheckStatements(&c.w, "statements", c.a.Statements, c.today())
+	c.checkLedgers()
 	c.checkBusiness()
 	if len(c.w.Errors) > 0 {
 		return nil, c.subject(), c.w.Errors.Err(CodeFailedValidation, detailFailed)
@@ -167,6 +171,10 @@ type checker struct {
 	// parsed and checked once. It lives as long as the payload's check:
 	// answers are never kept across payloads.
 	phones map[string]phoneAnswer
+
+	// missingProducts are the product codes of the ledger's transactions
+	// that the catalogue does not have.
+	missingProducts []string
 }
 
 // phoneAnswer is normalisePhone's answer for one text.

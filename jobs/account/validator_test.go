@@ -226,13 +226,6 @@ var ruleCases = []ruleCase{
 	{name: "date that does not exist", edit: set(elec+"agreements.0.effective_from", "2023-02-29"), want: []pair{{elec + "agreements.0.effective_from", "invalid_date"}}},
 	{name: "datetime without T and Z", edit: set("notes.0.created_at", "2025-05-20 09:30:00"), want: []pair{{"notes.0.created_at", "invalid_datetime"}}},
 	{name: "datetime without offset", edit: set("notes.0.unpin_at", "2026-01-01T00:00:00"), want: []pair{{"notes.0.unpin_at", "invalid_datetime"}}},
-	{name: "ledger of the reference's GB example not supported", edit: set("ledgers", []any{map[string]any{
-		"current_statement_transactions": []any{map[string]any{"transaction_id": "2", "transaction_date": "2019-08-05", "amount": "20.00",
-			"type": "PAYMENT", "reason": "ACCOUNT_CHARGE_PAYMENT"}},
-		"historical_statement_transactions": []any{map[string]any{"transaction_id": "3", "transaction_date": "2018-08-05", "amount": "10.00",
-			"type": "PAYMENT", "reason": "ACCOUNT_CHARGE_PAYMENT"}},
-		"last_statement_closing_date": "2019-07-31", "last_statement_balance": "20.00", "last_statement_issue_date": "2019-08-01",
-		"ledger_balance": "30.00"}}), want: []pair{{"ledgers.0", "not_supported"}}},
 	{name: "statement without its id and period", edit: set("statements", []any{map[string]any{}}),
 		want: []pair{{"statements.0.statement_id", "required"}, {"statements.0.bill_period_from_date", "required"}, {"statements.0.bill_period_to_date", "required"}}},
 	{name: "statement field E8 does not know", edit: set("statements", []any{statement("1", "2019-06-01", "2019-07-01", "is_reversed", true)}),

@@ -261,11 +261,19 @@ type Payment struct {
 // (positive: in debit), as stored and moved by E7; FromTransactions is the
 // same sum computed again from the transactions, each amount with the sign
 // its type takes (postimport.LedgerSign). The two differ only if the
-// ledger was changed outside E7.
+// ledger was changed outside E7. The transactions include those of the
+// payload's ledger (jobs/account), stored with the account as E7 stores
+// its own; the last statement is that ledger's, nil when it had none.
 type Ledger struct {
 	Currency         string `json:"currency"`
 	Balance          Money  `json:"balance"`
 	FromTransactions Money  `json:"balance_from_transactions"`
+	// LastStatementClosingDate and LastStatementIssueDate are the payload
+	// ledger's, as sent; LastStatementBalance is in the reference's sign
+	// (credit positive), as sent.
+	LastStatementClosingDate *string `json:"last_statement_closing_date"`
+	LastStatementIssueDate   *string `json:"last_statement_issue_date"`
+	LastStatementBalance     *Money  `json:"last_statement_balance"`
 }
 
 // Consistent reports whether the stored balance is the sum of the
@@ -597,7 +605,9 @@ SELECT a.id, json_build_object(
 			UNION SELECT pa.instruction_id FROM payment_instruction_accounts pa WHERE pa.account_id = a.id) AS ids
 		JOIN payment_instructions pi ON pi.id = ids.id JOIN payment_vendors v ON v.id = pi.vendor_id
 		LEFT JOIN businesses b ON b.id = pi.business_id), '[]'),
-	'ledger', (SELECT json_build_object('currency', l.currency, 'balance', l.balance)
+	'ledger', (SELECT json_build_object('currency', l.currency, 'balance', l.balance,
+			'last_statement_closing_date', l.last_statement_closing_date, 'last_statement_issue_date', l.last_statement_issue_date,
+			'last_statement_balance', l.last_statement_balance)
 		FROM ledgers l WHERE l.account_id = a.id))
 FROM accounts a JOIN operations_teams t ON t.id = a.operations_team_id
 WHERE a.id = ANY($1)`

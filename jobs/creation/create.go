@@ -120,7 +120,58 @@ func createAccounts(ctx context.Context, tx *db.Tx, in []toCreate, draw func() s
 	for _, i := range pending {
 		errs[i] = fmt.Errorf("create account: no free service account number after 5 draws")
 	}
+	if err := insertLedgerTransactions(ctx, tx, in, cs, errs); err != nil {
+		return nil, nil, fmt.Errorf("create account: %w", err)
+	}
 	return cs, errs, nil
+}
+
+// insertLedgerTransactionsSQL writes the transactions of the payload ledgers
+// of several accounts with insert_transactions (db/migrations), the one
+// home of a transaction's rows, which E7 writes with too. $1 is an array
+// of {account_id, transactions}, transactions in postimport.InsertDocument's
+// form.
+const insertLedgerTransactionsSQL = `SELECT insert_transactions(x.account_id, x.transactions)
+	FROM jsonb_to_recordset($1::jsonb) AS x (account_id bigint, transactions jsonb)`
+
+// insertLedgerTransactions writes, inside tx, the ledger transactions of
+// the accounts of in that createAccounts created (cs, without a refusal in
+// errs), in one statement for all of them; a batch without ledger
+// transactions costs nothing. The ledger row, with the balance these
+// transactions make, is the creation statement's.
+func insertLedgerTransactions(ctx context.Context, tx *db.Tx, in []toCreate, cs []created, errs []error) error {
+	type item struct {
+		AccountID    int64           `json:"account_id"`
+		Transactions json.RawMessage `json:"transactions"`
+	}
+	var items []item
+	for i, c := range in {
+		if errs[i] != nil || cs[i].AccountID == 0 {
+			continue
+		}
+		for _, l := range c.acc.Ledgers {
+			ts := l.Transactions()
+			if len(ts) == 0 {
+				continue
+			}
+			doc, err := postimport.InsertDocument(ts)
+			if err != nil {
+				return err
+			}
+			items = append(items, item{AccountID: cs[i].AccountID, Transactions: doc})
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	arg, err := json.Marshal(items)
+	if err != nil {
+		return fmt.Errorf("ledger transactions: encode: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, insertLedgerTransactionsSQL, arg); err != nil {
+		return fmt.Errorf("ledger transactions: %w", err)
+	}
+	return nil
 }
 
 // codeContractNotFound is the refusal of an account whose business contract
@@ -295,6 +346,16 @@ type (
 		Statements   []statementRow     `json:"st,omitempty"`
 		Notes        json.RawMessage    `json:"notes,omitempty"`
 		Emails       []emailRow         `json:"em,omitempty"`
+		Ledger       *ledgerRow         `json:"lg,omitempty"`
+	}
+	// ledgerRow is the ledger of the payload as the ledger row stores it:
+	// the balance its transactions make (E7's: what the customer owes) and
+	// its last statement as sent.
+	ledgerRow struct {
+		Balance     string  `json:"balance"`
+		Closing     *string `json:"closing"`
+		Issued      *string `json:"issued"`
+		LastBalance *string `json:"last_balance"`
 	}
 	// statementRow is a historical statement as E8 stores it; its fields
 	// are the columns of historical_statements.
@@ -492,6 +553,16 @@ func createDocument(acc *account.Account, opt options, createdAt time.Time, numb
 		}
 	}
 	d.Metadata = acc.Metadata
+	// Validation allows one ledger at most.
+	for _, l := range acc.Ledgers {
+		row := &ledgerRow{Balance: postimport.LedgerBalance(l.Transactions()).String(),
+			Closing: datePtr(l.LastStatementClosingDate), Issued: datePtr(l.LastStatementIssueDate)}
+		if l.LastStatementBalance != nil {
+			s := l.LastStatementBalance.String()
+			row.LastBalance = &s
+		}
+		d.Ledger = row
+	}
 	for i, st := range acc.Statements {
 		d.Statements = append(d.Statements, statementRow{N: i, Statement: st})
 	}

@@ -52,6 +52,9 @@ func (m Money) Equal(o Money) bool { return m.d.Equal(o.d) }
 // away from zero ("0.125" is answered "0.13", "-0.125" "-0.13").
 type Amount struct{ Money }
 
+// Equal reports whether both amounts are the same number; go-cmp uses it.
+func (a Amount) Equal(o Amount) bool { return a.d.Equal(o.d) }
+
 // Answer returns the amount as answered: two places, rounded half away
 // from zero.
 func (a Amount) Answer() string { return a.d.StringFixed(2) }
@@ -108,6 +111,15 @@ func parseMoney(w *validate.Walker, v *validate.Value) (Money, bool) {
 	}
 	return Money{d}, true
 }
+
+// ParseMoney reads a JSON value as an amount, as every money field of E7 is
+// read, and reports each problem at the walker's path: the account
+// payload's ledger reads its balances with it.
+func ParseMoney(w *validate.Walker, v *validate.Value) (Money, bool) { return parseMoney(w, v) }
+
+// MoneyOf is d as Money, for amounts computed from others (sums); d must
+// have at most ten decimal places to be stored.
+func MoneyOf(d decimal.Decimal) Money { return Money{d} }
 
 // moneyNote is the reference text of every money field but amount.
 const moneyNote = "A JSON number or a decimal string (\"10.00\"), at most 10 decimal places, below 10,000,000,000 in absolute value; kept exactly, and answered as a string with at least two places (\"44.00\", \"0.125\")."

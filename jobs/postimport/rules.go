@@ -173,7 +173,8 @@ An account has one open statement period at a time; earlier dates belong to clos
   a statement is in a billed period. The reading, and why the reference's example statements that share a day do not
   change it, is argued in docs/decisions.md ("Statement periods: both dates inclusive").
 - The **open period starts** the day after the latest billed day: the latest ` + "`bill_period_to_date`" + ` of the account's
-  statements and its ` + "`last_billed_to_date`" + `. An account with neither opens on its creation date in its supplier's time zone, so a transaction dated the
+  statements, its ` + "`last_billed_to_date`" + ` and the ` + "`last_statement_closing_date`" + ` of the ledger its payload carried
+  (jobs/account/RULES.md). An account with neither opens on its creation date in its supplier's time zone, so a transaction dated the
   day a new account was created is in the period. The period ends today, dated in the supplier's time zone (` + "`importctl supplier set-time-zone`" + `, default UTC).
 - Importing a statement that ends later moves the start at once; importing an older one never reopens a billed period.
 - E7 refuses a transaction dated after today (` + "`transaction_in_future`" + `) in every case. A transaction dated before the
@@ -187,7 +188,11 @@ An account has one open statement period at a time; earlier dates belong to clos
 
 ## The ledger
 
-Each account has one ledger; E7 changes its balance in the same database transaction that adds the transactions. The
+Each account has one ledger; E7 changes its balance in the same database transaction that adds the transactions.
+The ledger that the account payload carries (jobs/account/RULES.md) is stored the same way when E5 creates the account:
+its transactions are rows like E7's, written by the same SQL function (` + "`insert_transactions`" + `) after the same rules of a
+transaction, and
+its balance is the sum of theirs by the table below; E7 later skips their ids and adds to that balance. The
 **balance is what the customer owes**: positive means the customer is in debit, negative in credit. Amounts are in the
 currency's major unit and keep their sign as sent (a negative CHARGE is a reversal and lowers the balance).
 

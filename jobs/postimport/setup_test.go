@@ -84,6 +84,9 @@ type acct struct {
 	supplier   string
 	lastBilled string    // last_billed_to_date, "" for NULL
 	createdAt  time.Time // zero: 2025-01-10
+	// closing is the last_statement_closing_date of the ledger the
+	// account's payload carried, "" for none.
+	closing string
 }
 
 var accountSeq atomic.Int64
@@ -101,9 +104,12 @@ func (b *bundle) newAccount(t testing.TB, a acct) string {
 	if a.createdAt.IsZero() {
 		a.createdAt = time.Date(2025, 1, 10, 9, 0, 0, 0, time.UTC)
 	}
-	var lastBilled *string
+	var lastBilled, closing *string
 	if a.lastBilled != "" {
 		lastBilled = &a.lastBilled
+	}
+	if a.closing != "" {
+		closing = &a.closing
 	}
 	_, err := b.db.ExecContext(context.Background(), `
 		WITH p AS (
@@ -114,8 +120,8 @@ func (b *bundle) newAccount(t testing.TB, a acct) string {
 				operations_team_id, billing_country, last_billed_to_date, created_at)
 			SELECT $3, p.supplier_id, $2, p.id, (SELECT id FROM operations_teams WHERE name = 'ops'), 'GB', $5::date, $4 FROM p
 			RETURNING id)
-		INSERT INTO ledgers (account_id) SELECT id FROM a`,
-		a.supplier, ean, fmt.Sprintf("A-%08X", n), a.createdAt, lastBilled)
+		INSERT INTO ledgers (account_id, last_statement_closing_date) SELECT id, $6::date FROM a`,
+		a.supplier, ean, fmt.Sprintf("A-%08X", n), a.createdAt, lastBilled, closing)
 	if err != nil {
 		t.Fatalf("new account: %v", err)
 	}

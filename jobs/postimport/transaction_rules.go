@@ -1,6 +1,7 @@
 package postimport
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -167,4 +168,32 @@ func checkSupplyCharge(w *v.Walker, t *Transaction, at func(parts ...any) string
 		w.AddAt(at("amount"), CodeAmountNotItemsSum,
 			"amount %s is not the sum of the line items' net_amount and the tax items' amount, %s.", t.Amount.String(), Money{sum}.String())
 	}
+}
+
+// CheckProducts reports product_code_does_not_exist for each transaction of
+// ts, at the list path list, that names one of missing, the product codes
+// a lookup did not find.
+func CheckProducts(w *v.Walker, list string, ts []Transaction, missing []string) {
+	if len(missing) == 0 {
+		return
+	}
+	for i, t := range ts {
+		if t.ProductCode != nil && slices.Contains(missing, *t.ProductCode) {
+			w.AddAt(v.Attr(list, i, "product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
+		}
+	}
+}
+
+// ProductCodes appends to codes the distinct product codes that the lists
+// of transactions name and codes does not hold yet, in order, for a product
+// lookup (CheckProducts).
+func ProductCodes(codes []string, lists ...[]Transaction) []string {
+	for _, ts := range lists {
+		for _, t := range ts {
+			if t.ProductCode != nil && *t.ProductCode != "" && !slices.Contains(codes, *t.ProductCode) {
+				codes = append(codes, *t.ProductCode)
+			}
+		}
+	}
+	return codes
 }

@@ -156,6 +156,20 @@ var transactionSchema = newTransactionSchema(
 	v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
 		v.Codes(CodeTransactionInFuture, CodeNotInOpenPeriod), v.Note("In the open statement period, unless moved by force_add_to_current_statement.")))
 
+// LedgerTransactionSchema is the schema of a transaction of the account
+// payload's ledger (jobs/account): E7's fields, types and notes, except its
+// date, which the ledger's last statement rules instead of the open
+// statement period; dateNote and dateCodes describe that. Its transactions
+// run TransactionChecks too, so that a transaction is the same wherever it
+// is sent.
+func LedgerTransactionSchema(dateNote string, dateCodes ...string) *v.Object[Transaction] {
+	return newTransactionSchema(
+		v.Req("transaction_id", v.StringValue, func(t *Transaction) *string { return &t.TransactionID }, v.MaxLength(maxCode),
+			v.Codes(CodeDuplicateTransactionIDs), v.Note("Unique across the ledger's transactions, historical and current; E7 skips a transaction the account has by this id (check_previously_added).")),
+		v.Req("transaction_date", v.DateValue, func(t *Transaction) *v.Date { return &t.TransactionDate },
+			v.Codes(append([]string{CodeTransactionInFuture}, dateCodes...)...), v.Note(dateNote)))
+}
+
 // newTransactionSchema is the schema of a transaction whose id and date
 // are the fields given, which say where the transaction goes: E7's and a
 // ledger's differ only there (see LedgerTransactionSchema).

@@ -85,37 +85,70 @@ func toPostDoc(ts []Transaction, add []int) postDoc {
 	delta := decimal.Zero
 	for _, i := range add {
 		t := &ts[i]
-		pt := postTransaction{
-			ID: t.TransactionID, Date: t.TransactionDate, OriginalDate: t.OriginalTransactionDate,
-			Amount: t.Amount.String(), Type: t.Type, Reason: t.Reason, DisplayNote: t.DisplayNote, Note: t.Note,
-			Reference: t.Reference, PaymentType: t.PaymentType, ProductCode: t.ProductCode,
-			Description: t.Description, PrepayMeter: t.ToPrepayMeterSerialNumber,
-		}
 		delta = delta.Add(t.Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(t.Type))))
-		for k, l := range t.LineItems {
-			pl := postLineItem{
-				Position: k, RateBand: l.RateBand, StartDate: l.StartDate, EndDate: l.EndDate,
-				NumberOfUnits: l.NumberOfUnits.String(), NetAmount: l.NetAmount.String(),
-				PricePerUnit: l.PricePerUnit.String(),
-			}
-			if l.Units != nil {
-				pl.Units = make([]string, len(l.Units))
-				for j, u := range l.Units {
-					pl.Units[j] = u.String()
-				}
-			}
-			pt.LineItems = append(pt.LineItems, pl)
-		}
-		for k, x := range t.TaxItems {
-			pt.TaxItems = append(pt.TaxItems, postTaxItem{
-				Position: k, Amount: x.Amount.String(), TaxType: x.TaxType, ValueTaxed: x.ValueTaxed.String(),
-				Rate: x.Rate.String(), UnitType: x.UnitType,
-			})
-		}
-		doc.Transactions = append(doc.Transactions, pt)
+		doc.Transactions = append(doc.Transactions, toPostTransaction(t))
 	}
 	doc.Delta = delta.String()
 	return doc
+}
+
+// toPostTransaction is t as a row of insert_transactions' document.
+func toPostTransaction(t *Transaction) postTransaction {
+	pt := postTransaction{
+		ID: t.TransactionID, Date: t.TransactionDate, OriginalDate: t.OriginalTransactionDate,
+		Amount: t.Amount.String(), Type: t.Type, Reason: t.Reason, DisplayNote: t.DisplayNote, Note: t.Note,
+		Reference: t.Reference, PaymentType: t.PaymentType, ProductCode: t.ProductCode,
+		Description: t.Description, PrepayMeter: t.ToPrepayMeterSerialNumber,
+	}
+	for k, l := range t.LineItems {
+		pl := postLineItem{
+			Position: k, RateBand: l.RateBand, StartDate: l.StartDate, EndDate: l.EndDate,
+			NumberOfUnits: l.NumberOfUnits.String(), NetAmount: l.NetAmount.String(),
+			PricePerUnit: l.PricePerUnit.String(),
+		}
+		if l.Units != nil {
+			pl.Units = make([]string, len(l.Units))
+			for j, u := range l.Units {
+				pl.Units[j] = u.String()
+			}
+		}
+		pt.LineItems = append(pt.LineItems, pl)
+	}
+	for k, x := range t.TaxItems {
+		pt.TaxItems = append(pt.TaxItems, postTaxItem{
+			Position: k, Amount: x.Amount.String(), TaxType: x.TaxType, ValueTaxed: x.ValueTaxed.String(),
+			Rate: x.Rate.String(), UnitType: x.UnitType,
+		})
+	}
+	return pt
+}
+
+// InsertDocument is the document of the SQL function insert_transactions
+// (db/migrations), which writes transactions with their line and tax items
+// onto an account, as E7 does: account creation (jobs/creation) writes the
+// payload ledger's transactions with it, so that a transaction is stored
+// the same way whichever endpoint brought it. The balance is not moved:
+// LedgerBalance gives what the transactions add to it.
+func InsertDocument(ts []Transaction) (json.RawMessage, error) {
+	rows := make([]postTransaction, len(ts))
+	for i := range ts {
+		rows[i] = toPostTransaction(&ts[i])
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return nil, fmt.Errorf("transactions document: %w", err)
+	}
+	return b, nil
+}
+
+// LedgerBalance is the signed sum of ts, E7's rule (RULES.md, "The
+// ledger"): what the transactions add to what the customer owes.
+func LedgerBalance(ts []Transaction) decimal.Decimal {
+	sum := decimal.Zero
+	for i := range ts {
+		sum = sum.Add(ts[i].Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(ts[i].Type))))
+	}
+	return sum
 }
 
 // insertTransactions writes ts[add...] onto the account ean of supplier and

@@ -505,6 +505,11 @@ func TestTransactions_OpenStatementPeriod(t *testing.T) {
 		{name: "the day after the latest of several statements without a billed date", statements: []string{"2025-02-28", "2025-04-30", "2025-03-31"},
 			firstDay: "2025-05-01"},
 		{name: "a statement ending yesterday: today is open", statements: []string{"2025-06-14"}, firstDay: "2025-06-15"},
+		{name: "the day after the payload ledger's closing date", account: acct{closing: "2025-05-20"}, firstDay: "2025-05-21"},
+		{name: "the day after the billed date when later than the ledger's closing date", account: acct{lastBilled: "2025-05-31", closing: "2025-05-20"},
+			firstDay: "2025-06-01"},
+		{name: "the day after the ledger's closing date when later than the billed date and statements", account: acct{lastBilled: "2025-04-30", closing: "2025-05-31"},
+			statements: []string{"2025-03-31"}, firstDay: "2025-06-01"},
 		{name: "account created today: today is open", account: acct{createdAt: testNow.Add(-time.Hour)}, firstDay: "2025-06-15"},
 	}
 	for _, tc := range cases {

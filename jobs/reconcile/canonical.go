@@ -44,6 +44,30 @@ type Canonical struct {
 	Transactions          []CanonicalTx       `json:"transactions"`
 	Statements            []CanonicalSt       `json:"statements"`
 	PaymentInstructions   []CanonicalPayment  `json:"payment_instructions"`
+	// Ledger is the last statement of the payload's ledger; nil (and left
+	// out of the encoding, so that the digest of an account without one is
+	// what it was before ledgers were accepted) when it has none of it.
+	// The ledger's transactions are among Transactions.
+	Ledger *CanonicalLedger `json:"ledger,omitempty"`
+}
+
+// CanonicalLedger is the last statement of the payload's ledger, as sent:
+// dates as YYYY-MM-DD, the balance a canonical decimal in the reference's
+// sign (credit positive).
+type CanonicalLedger struct {
+	LastStatementClosingDate *string `json:"last_statement_closing_date"`
+	LastStatementIssueDate   *string `json:"last_statement_issue_date"`
+	LastStatementBalance     *string `json:"last_statement_balance"`
+}
+
+// canonicalLedger is the canonical form of a last statement, nil when it
+// has none of its three fields.
+func canonicalLedger(closing, issued *string, balance *decimal.Decimal) *CanonicalLedger {
+	if closing == nil && issued == nil && balance == nil {
+		return nil
+	}
+	return &CanonicalLedger{LastStatementClosingDate: closing, LastStatementIssueDate: issued,
+		LastStatementBalance: canonicalDecimalPtr(balance)}
 }
 
 // CanonicalAddress is the billing address stored: the payload's, or the one

@@ -69,6 +69,15 @@ func FromCohortLine(ctx context.Context, line Line, country string) (Summary, er
 		c.Notes = append(c.Notes, notesFromPayload(r.Notes)...)
 	}
 	sum, balance := decimal.Zero, decimal.Zero
+	// The ledger's transactions are stored as E7's (account creation writes
+	// them with insert_transactions), and count as E7's.
+	for _, l := range acc.Ledgers {
+		for _, t := range l.Transactions() {
+			c.Transactions = append(c.Transactions, txFromPayload(t))
+			sum = sum.Add(t.Amount.Decimal())
+		}
+		balance = balance.Add(postimport.LedgerBalance(l.Transactions()))
+	}
 	if len(line.Transactions) > 0 {
 		r, _, err := postimport.ParseTransactions(ident("transactions", line.Transactions), url.Values{}, farFuture)
 		if err != nil {
@@ -203,6 +212,14 @@ func canonicalFromPayload(a *account.Account) (Canonical, error) {
 	}
 	c.Notes = notesFromPayload(a.Notes)
 	c.Statements = statementsFromPayload(a.Statements)
+	for _, l := range a.Ledgers {
+		var last *decimal.Decimal
+		if l.LastStatementBalance != nil {
+			d := l.LastStatementBalance.Decimal()
+			last = &d
+		}
+		c.Ledger = canonicalLedger(datePtr(l.LastStatementClosingDate), datePtr(l.LastStatementIssueDate), last)
+	}
 	return c, nil
 }
 

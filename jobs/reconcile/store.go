@@ -343,6 +343,11 @@ func canonicalFromView(ext string, a *accountview.Account) (Canonical, error) {
 			BillPeriodFromDate: st.BillPeriodFromDate, BillPeriodToDate: st.BillPeriodToDate,
 			IssuedDate: st.IssuedDate, GrossAmount: st.GrossAmount, StatementPath: st.StatementPath})
 	}
+	var last *decimal.Decimal
+	if b := a.Ledger.LastStatementBalance; b != nil {
+		last = &b.Decimal
+	}
+	c.Ledger = canonicalLedger(a.Ledger.LastStatementClosingDate, a.Ledger.LastStatementIssueDate, last)
 	for _, p := range a.PaymentInstructions {
 		if p.For != "account" {
 			continue // a business's (E2): no cohort line sends it

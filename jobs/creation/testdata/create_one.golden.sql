@@ -21,7 +21,11 @@ acc_new AS (
 acc AS (
 	SELECT x.x, a.id, a.service_account_number, a.created_at, a.import_process_id
 	FROM acc_new a JOIN acc_in x ON x.number = a.service_account_number),
-ledger AS (INSERT INTO ledgers (account_id) SELECT id FROM acc),
+ledger AS (
+	INSERT INTO ledgers (account_id, balance, last_statement_closing_date, last_statement_issue_date, last_statement_balance)
+	SELECT acc.id, 0.00 + COALESCE((s.doc->'lg'->>'balance')::numeric, 0), (s.doc->'lg'->>'closing')::date,
+		(s.doc->'lg'->>'issued')::date, (s.doc->'lg'->>'last_balance')::numeric
+	FROM acc JOIN docs s ON true),
 cust AS MATERIALIZED (
 	SELECT nextval('customers_id_seq') AS id, s.x, c.*
 	FROM docs s CROSS JOIN jsonb_to_recordset(s.doc->'c') AS c (i int, given_name text, family_name text, email text,
