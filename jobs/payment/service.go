@@ -246,7 +246,11 @@ func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible fu
 	case !c.SupplierID.Valid:
 		errs.Add("import_supplier_code", CodeSupplierNotFound, "Import supplier %q not found.", req.ImportSupplierCode)
 	default:
-		if req.ExternalBusinessIdentifier != "" && len(c.BusinessIDs) == 0 {
+		// A business that does not exist is 404, once the body itself is
+		// valid: a body with problems of its own gets them first (400),
+		// and its accounts, which have no business to belong to, are not
+		// looked at.
+		if req.ExternalBusinessIdentifier != "" && len(c.BusinessIDs) == 0 && len(errs) == 0 {
 			return BusinessResult{}, businessNotFound(req.ExternalBusinessIdentifier, req.ImportSupplierCode)
 		}
 		var err error
@@ -281,7 +285,7 @@ func (s *Service) CreateForBusiness(ctx context.Context, body []byte, visible fu
 // 404, as the reference's E2 answers ("The business import process have
 // not been found", reference-api.md 10), and as E7 and E8 answer for a
 // missing account. It comes before the accounts' and the vendor's checks,
-// which have nothing to check against.
+// which have nothing to check against, and after the body's own.
 func businessNotFound(identifier, supplier string) *problem.Error {
 	d := fmt.Sprintf("Business %s of import supplier %s does not exist; create it (E1) first, and check import_supplier_code and external_business_identifier.", identifier, supplier)
 	return &problem.Error{Kind: problem.NotFound, Code: CodeBusinessNotFound, Detail: d,
