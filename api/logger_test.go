@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/process"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // The request log, a panic and the cause of a 500 go to the logger the
@@ -74,11 +76,20 @@ func TestLogger_RequestLineCarriesCodeSupplierAndAccount(t *testing.T) {
 	e.GET("/status/:supplier/:ean/", func(c *gin.Context) {
 		writeError(c, problem.New(problem.NotFound, "import_process_not_found", "none"))
 	})
+	// E5's decoding, as process.Service.ProcessBody does it before the
+	// account is processed.
 	e.POST("/process/", func(c *gin.Context) {
-		if _, err := s.readProcessRequest(c); err != nil {
+		body, err := s.readJSON(c)
+		if err != nil {
 			writeError(c, err)
 			return
 		}
+		req, err := process.ParseRequest(c.Request.Context(), body)
+		if err != nil {
+			writeError(c, err)
+			return
+		}
+		validate.NoteSubject(c.Request.Context(), req.ImportSupplierCode, req.ExternalAccountNumber)
 		c.JSON(http.StatusOK, gin.H{})
 	})
 	do := func(method, path, body string) {

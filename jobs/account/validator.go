@@ -80,27 +80,22 @@ func (v Validator) ValidateSubject(ctx context.Context, body []byte) (*Account, 
 	if v.Catalog == nil {
 		return nil, Subject{}, errors.New("account: Validator has no Catalog")
 	}
-	root, perr := accountSchema.ParseBody(body)
-	if perr != nil {
-		return nil, Subject{}, perr
-	}
-	// A request whose client hung up stops between the phases of its
-	// validation (parse, bind, look up, check), so that the work that goes
-	// on after it is one phase's, each linear in a bounded body.
-	if err := validate.Checkpoint(ctx, validate.Parsed); err != nil {
-		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
-	}
-
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
 	c := checker{now: now().UTC()}
-	accountSchema.Bind(&c.w, root, &c.a)
-	validate.NoteSubject(ctx, c.a.ImportSupplier, c.a.ExternalAccountNumber)
-	if err := validate.Checkpoint(ctx, validate.Bound); err != nil {
+	// A request whose client hung up stops between the phases of its
+	// validation (parse, bind, look up, check), so that the work that goes
+	// on after it is one phase's, each linear in a bounded body.
+	if _, err := accountSchema.Decode(ctx, body, &c.w, &c.a); err != nil {
+		if p, ok := problem.As(err); ok {
+			return nil, Subject{}, p // a body that is not a JSON object
+		}
+		validate.NoteSubject(ctx, c.a.ImportSupplier, c.a.ExternalAccountNumber)
 		return nil, Subject{}, fmt.Errorf("validate account: %w", err)
 	}
+	validate.NoteSubject(ctx, c.a.ImportSupplier, c.a.ExternalAccountNumber)
 
 	if err := c.lookup(ctx, v.Catalog); err != nil {
 		return nil, Subject{}, fmt.Errorf("validate account: %w", err)

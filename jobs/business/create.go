@@ -38,16 +38,8 @@ func New(d *db.DB, now func() time.Time) *Service {
 // that wraps ctx's.
 func Parse(ctx context.Context, body []byte) (Request, problem.List, error) {
 	var r Request
-	root, perr := requestSchema.ParseBody(body)
-	if perr != nil {
-		return r, nil, perr
-	}
-	if err := validate.Checkpoint(ctx, validate.Parsed); err != nil {
-		return r, nil, fmt.Errorf("business: %w", err)
-	}
 	var w validate.Walker
-	requestSchema.Bind(&w, root, &r)
-	if err := validate.Checkpoint(ctx, validate.Bound); err != nil {
+	if _, err := requestSchema.Decode(ctx, body, &w, &r); err != nil {
 		return r, nil, fmt.Errorf("business: %w", err)
 	}
 	checkRequest(&w, &r)

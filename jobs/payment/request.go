@@ -110,16 +110,8 @@ func ParseAccountRequest(body []byte) (AccountRequest, problem.List, *problem.Er
 // (validate.Checkpoint) with an error that wraps ctx's.
 func parseAccountRequest(ctx context.Context, body []byte) (AccountRequest, problem.List, error) {
 	var r AccountRequest
-	root, perr := accountRequestSchema.ParseBody(body)
-	if perr != nil {
-		return r, nil, perr
-	}
-	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
-		return r, nil, fmt.Errorf("payment: %w", err)
-	}
 	var w v.Walker
-	accountRequestSchema.Bind(&w, root, &r)
-	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+	if _, err := accountRequestSchema.Decode(ctx, body, &w, &r); err != nil {
 		return r, nil, fmt.Errorf("payment: %w", err)
 	}
 	return r, w.Errors, nil
@@ -137,16 +129,8 @@ func ParseBusinessRequest(body []byte) (BusinessRequest, problem.List, *problem.
 // parseAccountRequest is for E9.
 func parseBusinessRequest(ctx context.Context, body []byte) (BusinessRequest, problem.List, error) {
 	var r BusinessRequest
-	root, perr := businessRequestSchema.ParseBody(body)
-	if perr != nil {
-		return r, nil, perr
-	}
-	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
-		return r, nil, fmt.Errorf("payment: %w", err)
-	}
 	var w v.Walker
-	businessRequestSchema.Bind(&w, root, &r)
-	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+	if _, err := businessRequestSchema.Decode(ctx, body, &w, &r); err != nil {
 		return r, nil, fmt.Errorf("payment: %w", err)
 	}
 	if r.Accounts != nil && len(r.Accounts) == 0 {

@@ -49,17 +49,9 @@ const detailNotesFailed = "Could not validate the notes; nothing was created."
 // not a JSON object (a parse_error *problem.Error), or for a request whose
 // client hung up: it stops between its phases (validate.Checkpoint).
 func parseNotes(ctx context.Context, body []byte) (*NotesRequest, problem.List, error) {
-	root, perr := notesSchema.ParseBody(body)
-	if perr != nil {
-		return nil, nil, perr
-	}
-	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
-		return nil, nil, fmt.Errorf("notes: %w", err)
-	}
 	var r NotesRequest
 	var w v.Walker
-	notesSchema.Bind(&w, root, &r)
-	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+	if _, err := notesSchema.Decode(ctx, body, &w, &r); err != nil {
 		return nil, nil, fmt.Errorf("notes: %w", err)
 	}
 	note.Check(&w, "notes", r.Notes)

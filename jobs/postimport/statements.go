@@ -121,17 +121,9 @@ func ParseStatements(body []byte, today time.Time) (*StatementsRequest, error) {
 // request whose client hung up: it stops between its phases
 // (validate.Checkpoint).
 func parseStatements(ctx context.Context, body []byte, todayFor func(supplier string) v.Date) (*StatementsRequest, problem.List, error) {
-	root, perr := statementsSchema.ParseBody(body)
-	if perr != nil {
-		return nil, nil, perr
-	}
-	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
-		return nil, nil, fmt.Errorf("statements: %w", err)
-	}
 	var r StatementsRequest
 	var w v.Walker
-	statementsSchema.Bind(&w, root, &r)
-	if err := v.Checkpoint(ctx, v.Bound); err != nil {
+	if _, err := statementsSchema.Decode(ctx, body, &w, &r); err != nil {
 		return nil, nil, fmt.Errorf("statements: %w", err)
 	}
 	today := todayFor(r.ImportSupplier)

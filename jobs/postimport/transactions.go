@@ -276,16 +276,15 @@ func ParseTransactions(body []byte, query url.Values, today time.Time) (*Transac
 // request whose client hung up: it stops between its phases
 // (validate.Checkpoint).
 func parseTransactions(ctx context.Context, body []byte, todayFor func(supplier string) v.Date, errs *problem.List) (*TransactionsRequest, error) {
-	root, perr := transactionsSchema.ParseBody(body)
-	if perr != nil {
-		return nil, transactionsParseFailure(perr)
-	}
-	if err := v.Checkpoint(ctx, v.Parsed); err != nil {
-		return nil, fmt.Errorf("transactions: %w", err)
-	}
 	var r TransactionsRequest
 	w := v.Walker{Errors: *errs}
-	transactionsSchema.Bind(&w, root, &r)
+	root, err := transactionsSchema.Decode(ctx, body, &w, &r)
+	if p, ok := problem.As(err); ok {
+		return nil, transactionsParseFailure(p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transactions: %w", err)
+	}
 	for _, m := range root.Members {
 		if m.Key == "transactions" {
 			if m.Value.Kind == v.KindArray {
@@ -295,9 +294,6 @@ func parseTransactions(ctx context.Context, body []byte, todayFor func(supplier 
 			}
 			break // Bind used the first; a repeated key is a problem of its own
 		}
-	}
-	if err := v.Checkpoint(ctx, v.Bound); err != nil {
-		return nil, fmt.Errorf("transactions: %w", err)
 	}
 	today := todayFor(r.ImportSupplier)
 	if err := v.Checkpoint(ctx, v.LookedUp); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/slots"
 	"github.com/bulkimport/bulkimport/jobs/status"
 	"github.com/bulkimport/bulkimport/jobs/taskwait"
+	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
 // Error codes of E5 answers.
@@ -150,6 +151,18 @@ func unavailable(err error) *problem.Error {
 		"The job queue is unavailable; nothing was changed. Retry later.")
 	p.Cause = err
 	return p
+}
+
+// ProcessBody is E5 for its body as the client sent it: it decodes it
+// (ParseRequest), notes its account for the request's log, and runs
+// Process.
+func (s *Service) ProcessBody(ctx context.Context, body []byte, visible func(string) bool) (Result, error) {
+	req, err := ParseRequest(ctx, body)
+	if err != nil {
+		return Result{}, err
+	}
+	validate.NoteSubject(ctx, req.ImportSupplierCode, req.ExternalAccountNumber)
+	return s.Process(ctx, req, visible)
 }
 
 // Process runs E5: it has the account's task run (or joins the one under

@@ -1,6 +1,11 @@
 package process
 
-import v "github.com/bulkimport/bulkimport/jobs/validate"
+import (
+	"context"
+	"fmt"
+
+	v "github.com/bulkimport/bulkimport/jobs/validate"
+)
 
 // CodeInvalidRequest is the top-level code of an E5 body that breaks the
 // schema; the individual problems are in the error's Errors.
@@ -27,15 +32,15 @@ var requestSchema = v.NewObject(
 
 // ParseRequest decodes and checks the body of E5, reporting every problem
 // at its own attr: a *problem.Error with code parse_error for a body that is
-// not a JSON object, or invalid_request with one entry per problem.
-func ParseRequest(body []byte) (Request, error) {
-	root, perr := requestSchema.ParseBody(body)
-	if perr != nil {
-		return Request{}, perr
-	}
+// not a JSON object, or invalid_request with one entry per problem. A
+// request whose client hung up stops between the phases of its decoding,
+// as every endpoint's does (validate.Decode).
+func ParseRequest(ctx context.Context, body []byte) (Request, error) {
 	var w v.Walker
 	var r wireRequest
-	requestSchema.Bind(&w, root, &r)
+	if _, err := requestSchema.Decode(ctx, body, &w, &r); err != nil {
+		return Request{}, fmt.Errorf("process: %w", err)
+	}
 	if err := w.Errors.Err(CodeInvalidRequest, "The request is not valid."); err != nil {
 		return Request{}, err
 	}

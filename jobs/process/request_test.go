@@ -46,7 +46,7 @@ func TestParseRequest_BindsTheBody(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ParseRequest([]byte(tt.body))
+			got, err := ParseRequest(t.Context(), []byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +85,7 @@ func TestParseRequest_RefusesEachProblemAtItsAttr(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseRequest([]byte(tt.body))
+			_, err := ParseRequest(t.Context(), []byte(tt.body))
 			code, got := pairsOf(t, err)
 			if code != CodeInvalidRequest {
 				t.Errorf("code = %q, want %q", code, CodeInvalidRequest)
@@ -100,7 +100,7 @@ func TestParseRequest_RefusesEachProblemAtItsAttr(t *testing.T) {
 func TestParseRequest_BodyThatIsNotAnObjectIsAParseError(t *testing.T) {
 	t.Parallel()
 	for _, body := range []string{``, `{"external_account_number":`, `[]`, `"x"`, "{\"a\":\"\xff\"}"} {
-		_, err := ParseRequest([]byte(body))
+		_, err := ParseRequest(t.Context(), []byte(body))
 		code, got := pairsOf(t, err)
 		if code != "parse_error" || got != nil {
 			t.Errorf("ParseRequest(%q) = %s %v, want parse_error without entries", body, code, got)
@@ -119,7 +119,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ParseRequest(body)
+		r, err := ParseRequest(t.Context(), body)
 		if err != nil {
 			var pe *problem.Error
 			if !errors.As(err, &pe) || (pe.Code != "parse_error" && pe.Code != CodeInvalidRequest) {

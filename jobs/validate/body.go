@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -55,4 +56,30 @@ func parseBody(body []byte, root *Spec, maxValues int) (*Value, *problem.Error) 
 		return nil, problem.New(problem.Invalid, CodeParseError, "The request body must be a JSON object, not "+v.Kind.String()+".")
 	}
 	return v, nil
+}
+
+// Decode is the one decode step of every endpoint that takes a body: it
+// parses body (ParseBody), ends the parse phase (Checkpoint Parsed), binds
+// the tree to dst with each field's problems in w (Bind), and ends the
+// bind phase (Checkpoint Bound). What an endpoint checks beyond its fields
+// comes after it.
+//
+// It returns the tree, for a caller that reads more of it than dst holds.
+// The error is the parse_error *problem.Error of a body that is not a JSON
+// object (dst is then untouched), or the cancellation of a request whose
+// client hung up (Checkpoint's, wrapping ctx's; dst is bound when it
+// came after the bind).
+func (o *Object[T]) Decode(ctx context.Context, body []byte, w *Walker, dst *T) (*Value, error) {
+	root, perr := o.ParseBody(body)
+	if perr != nil {
+		return nil, perr
+	}
+	if err := Checkpoint(ctx, Parsed); err != nil {
+		return root, err
+	}
+	o.Bind(w, root, dst)
+	if err := Checkpoint(ctx, Bound); err != nil {
+		return root, err
+	}
+	return root, nil
 }

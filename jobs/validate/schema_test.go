@@ -1,7 +1,9 @@
 package validate
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -376,5 +378,63 @@ func TestWalker_ProblemsPastTheBoundEndInOneTooManyErrors(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d too_many_errors, want one", n)
+	}
+}
+
+// Decode is the one decode step of every endpoint: parse, the parse
+// phase's checkpoint, bind, the bind phase's. A body that is not an object
+// is its parse_error, and a request whose client hung up stops at the
+// next phase, with ctx's error.
+func TestDecode_ParsesBindsAndStopsBetweenThePhases(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"street": "Elm street"}`)
+	for _, tc := range []struct {
+		name     string
+		body     []byte
+		cancelAt Phase
+		want     []Phase // the phases reached
+		bound    bool
+		code     string // the error's problem code, "" for none or a cancellation
+		canceled bool
+	}{
+		{"a body with a field's problem", body, "", []Phase{Parsed, Bound}, true, "", false},
+		{"not an object", []byte(`[1]`), "", nil, false, CodeParseError, false},
+		{"hung up during the parse", body, Parsed, []Phase{Parsed}, false, "", true},
+		{"hung up during the bind", body, Bound, []Phase{Parsed, Bound}, true, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var reached []Phase
+			ctx = WithCheckpoints(ctx, func(p Phase) {
+				reached = append(reached, p)
+				if p == tc.cancelAt {
+					cancel()
+				}
+			})
+			var w Walker
+			var h home
+			_, err := homeSchema.Decode(ctx, tc.body, &w, &h)
+			code := ""
+			if p, ok := problem.As(err); ok {
+				code = p.Code
+			}
+			type result struct {
+				Reached       []Phase
+				Bound         bool
+				Code          string
+				Canceled      bool
+				FieldProblems int
+			}
+			want := result{tc.want, tc.bound, tc.code, tc.canceled, 0}
+			if tc.bound {
+				want.FieldProblems = 1 // the street is longer than 5
+			}
+			got := result{reached, h.Street != "" || len(w.Errors) > 0, code, errors.Is(err, context.Canceled), len(w.Errors)}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
 	}
 }
