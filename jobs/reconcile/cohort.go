@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -224,8 +225,14 @@ func canonicalFromPayload(a *account.Account) (Canonical, error) {
 }
 
 // pointCommon are the members of a supply point's payload that are not its
-// type's own fields.
-var pointCommon = []string{"supply_type", "supply_start_date", "last_billed_to_date", "agreements", "meters", "transfer_readings"}
+// type's own fields: the common ones, and, for a type with a layout of its
+// own, its meters and transfer readings, which have tables of their own. A
+// type without one keeps its meters and readings among its fields, as sent,
+// as storage keeps them (account.SupplyPoint.Other).
+var (
+	pointCommon        = []string{"supply_type", "supply_start_date", "last_billed_to_date", "agreements"}
+	pointCommonLayouts = append(slices.Clone(pointCommon), "meters", "transfer_readings")
+)
 
 func pointFromPayload(sp account.SupplyPoint) (CanonicalPoint, error) {
 	p := CanonicalPoint{SupplyType: sp.SupplyType, SupplyStartDate: string(sp.SupplyStartDate),
@@ -238,7 +245,11 @@ func pointFromPayload(sp account.SupplyPoint) (CanonicalPoint, error) {
 	if err != nil {
 		return p, err
 	}
-	if p.Fields, err = fieldsOf(raw, pointCommon...); err != nil {
+	skip := pointCommon
+	if account.HasOwnLayout(sp.SupplyType) {
+		skip = pointCommonLayouts
+	}
+	if p.Fields, err = fieldsOf(raw, skip...); err != nil {
 		return p, err
 	}
 	for _, m := range sp.Meters {
