@@ -108,7 +108,7 @@ func (c *pgCatalog) Supplier(ctx context.Context, code string) (Supplier, bool, 
 	var r supplierRow
 	err := c.db.GetContext(ctx, &r, `SELECT id, code, status, country, document_root, migration_emails, require_documents,
 		time_zone FROM import_suppliers WHERE code = $1`, code)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return Supplier{}, false, nil
 	}
 	if err != nil {

@@ -450,7 +450,7 @@ func loadProcess(ctx context.Context, tx *db.Tx, supplier, number string) (*View
 		Skipped          bool           `db:"skipped"`
 	}
 	err := tx.GetContext(ctx, &r, processSQL, supplier, number)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return nil, r.AccountID, problem.New(problem.NotFound, imports.CodeImportSupplierNotFound,
 			"Import supplier "+supplier+" does not exist.")
 	}

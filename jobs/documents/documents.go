@@ -23,7 +23,6 @@ package documents
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -35,10 +34,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/jmoiron/sqlx"
 	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/problem"
 )
 
@@ -329,10 +328,10 @@ func (s *Store) Missing(ctx context.Context, root string, paths []string) ([]str
 
 // SupplierRoot returns the document root of the import supplier with this
 // code, or a *problem.Error of Kind NotFound (import_supplier_not_found).
-func SupplierRoot(ctx context.Context, q sqlx.QueryerContext, code string) (string, error) {
+func SupplierRoot(ctx context.Context, d *db.DB, code string) (string, error) {
 	var root string
-	err := sqlx.GetContext(ctx, q, &root, `SELECT document_root FROM import_suppliers WHERE code = $1`, code)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := d.GetContext(ctx, &root, `SELECT document_root FROM import_suppliers WHERE code = $1`, code)
+	if errors.Is(err, db.ErrNotFound) {
 		return "", problem.New(problem.NotFound, "import_supplier_not_found", fmt.Sprintf("Import supplier %s does not exist.", code))
 	}
 	if err != nil {

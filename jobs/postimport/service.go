@@ -21,7 +21,6 @@ package postimport
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -90,7 +89,7 @@ func (s *Service) findAccount(ctx context.Context, supplier, ean string, visible
 		return a, accountNotFound(supplier, ean)
 	}
 	err := s.db.GetContext(ctx, &a, findAccountSQL, supplier, ean)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return a, accountNotFound(supplier, ean)
 	}
 	if err != nil {
@@ -132,7 +131,7 @@ func lockAccount(ctx context.Context, tx *db.Tx, supplier, ean string, visible f
 		return a, accountNotFound(supplier, ean)
 	}
 	err := tx.GetContext(ctx, &a, findAccountSQL+` FOR NO KEY UPDATE OF a`, supplier, ean)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return a, accountNotFound(supplier, ean)
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package postimport
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -141,7 +140,7 @@ func addTransactions(ctx context.Context, tx *db.Tx, r *TransactionsRequest, opt
 		lookup
 	}
 	err := tx.GetContext(ctx, &locked, lockLookupSQL, r.ImportSupplier, r.ExternalAccountNumber, pq.Array(ids), pq.Array(codes))
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, db.ErrNotFound) {
 		return nil, accountNotFound(r.ImportSupplier, r.ExternalAccountNumber)
 	}
 	if err != nil {
