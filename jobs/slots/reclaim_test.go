@@ -19,7 +19,7 @@ import (
 // slot and queueing the task). Reclaim frees exactly those, and keeps
 // the slots of tasks still to run or running, taken-over ones included,
 // and of slots taken too recently to have their task queued yet.
-func TestReclaimSlots_FreesTheSlotsOfEndedTasksOnly(t *testing.T) {
+func TestReclaim_FreesTheSlotsOfEndedTasksOnly(t *testing.T) {
 	t.Parallel()
 	opt, err := redis.ParseURL(dbtest.NewRedis(t))
 	if err != nil {
@@ -90,7 +90,7 @@ func TestReclaimSlots_FreesTheSlotsOfEndedTasksOnly(t *testing.T) {
 
 // An E5 that takes a slot again between Reclaim reading it and
 // freeing it moves its expiry, and keeps the slot.
-func TestReclaimSlots_KeepsASlotTakenAgainMeanwhile(t *testing.T) {
+func TestReclaim_KeepsASlotTakenAgainMeanwhile(t *testing.T) {
 	t.Parallel()
 	opt, err := redis.ParseURL(dbtest.NewRedis(t))
 	if err != nil {
