@@ -1,17 +1,14 @@
 package creation
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -276,8 +273,7 @@ func benchPgbench(b *testing.B, workers int) dbtest.Figures {
 	if b.N == 1 {
 		return dbtest.Figures{}
 	}
-	pgbench, err := dbtest.FindPgbench()
-	if err != nil {
+	if _, err := dbtest.FindPgbench(); err != nil {
 		b.Skip(err)
 	}
 	r := newBenchRig(b)
@@ -301,31 +297,13 @@ func benchPgbench(b *testing.B, workers int) dbtest.Figures {
 	if err := os.WriteFile(pgbenchScriptFile, []byte(script), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	conn, env := dbtest.PgbenchConn(b, r.url)
-	cmd := exec.Command(pgbench, "-n", "-M", "prepared", "-c", strconv.Itoa(workers), "-j", "2",
-		"-t", strconv.Itoa(perClient), "-D", "k=0", "-D", "doc="+doc, "-f", pgbenchScriptFile, conn)
-	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	waits := dbtest.StartWaitSampler(b, r.d)
-	b.ResetTimer()
-	err = cmd.Run()
-	b.StopTimer()
+	tps, avg := dbtest.Pgbench(b, r.url, pgbenchScriptFile, workers, perClient, map[string]string{"k": "0", "doc": doc})
 	waits.Report(b)
-	if err != nil {
-		b.Fatalf("pgbench: %v\n%s", err, out.String())
-	}
 	if n := r.accounts(b); n != workers*perClient {
-		b.Fatalf("pgbench created %d accounts, want %d\n%s", n, workers*perClient, out.String())
+		b.Fatalf("pgbench created %d accounts, want %d", n, workers*perClient)
 	}
-	tps := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindStringSubmatch(out.String())
-	lat := regexp.MustCompile(`latency average = ([0-9.]+) ms`).FindStringSubmatch(out.String())
-	if tps == nil || lat == nil {
-		b.Fatalf("pgbench: no tps or latency in its output:\n%s", out.String())
-	}
-	f := dbtest.Figures{}
-	f.Rate, _ = strconv.ParseFloat(tps[1], 64)
-	avg, _ := strconv.ParseFloat(lat[1], 64)
+	f := dbtest.Figures{Rate: tps}
 	b.ReportMetric(f.Rate, "accounts/s")
 	b.ReportMetric(avg, "avg-ms")
 	b.ReportMetric(0, "ns/op")
