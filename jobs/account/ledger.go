@@ -188,10 +188,10 @@ var ledgerSchema = validate.NewObject(
 // ledgersNote is the note of the payload's ledgers field.
 const ledgersNote = "The account's ledger: spec 2.2 shows ledgers empty, and the reference's GB example (section 10) gives an item's shape, which is accepted as written. At most one item. Stored with the account, in the same transaction: its transactions as E7 stores them (they move the balance, and E7 later skips their ids), its last statement's dates and balance. Its last_statement_closing_date ends the billed history: the open statement period starts the day after it."
 
-// latestLastBilledToDate is the latest last_billed_to_date of the account's
+// LastBilledToDate is the latest last_billed_to_date of the account's
 // supply points, or nil when none has one: the day the account is billed to,
 // which account creation stores.
-func (a *Account) latestLastBilledToDate() *validate.Date {
+func (a *Account) LastBilledToDate() *validate.Date {
 	var latest *validate.Date
 	for _, sa := range a.SupplyAddresses {
 		for _, sp := range sa.SupplyPoints {
@@ -267,7 +267,7 @@ func (c *checker) lookupProducts(ctx context.Context, cat Catalog) error {
 
 // checkLedgers runs the ledger's rules and its transactions' (E7's).
 func (c *checker) checkLedgers() {
-	lastBilled := c.a.latestLastBilledToDate()
+	lastBilled := c.a.LastBilledToDate()
 	statementEnd := c.a.latestStatementEnd()
 	checks := postimport.TransactionChecks{Today: c.today()}
 	for i := range c.a.Ledgers {

@@ -385,16 +385,6 @@ func (c *checker) checkSupplyTypes(ctx context.Context, cat SupplyTypeCatalog) e
 	return nil
 }
 
-// hasProblemAt reports whether a problem was reported at attr already.
-func (c *checker) hasProblemAt(attr string) bool {
-	for _, e := range c.w.Errors {
-		if e.Attr == attr {
-			return true
-		}
-	}
-	return false
-}
-
 func setAdd(m map[string]bool, k string) map[string]bool {
 	if m == nil {
 		m = map[string]bool{}
@@ -445,7 +435,7 @@ func (c *checker) checkSupplyPoint(sp *SupplyPoint, i, j int) {
 func (c *checker) checkAgreementCover(sp *SupplyPoint, i, j int) {
 	at := validate.Attr("supply_addresses", i, "supply_points", j, "agreements")
 	if len(sp.Agreements) == 0 {
-		if !c.hasProblemAt(at) { // agreements that are not an array
+		if !c.w.HasErrorAt(at) { // agreements that are not an array
 			c.w.AddAt(at, CodeMeterPointWithNoAgreement,
 				"This supply point has no agreement; every supply point is billed on a tariff from its first agreement.")
 		}

@@ -308,16 +308,12 @@ func decPtr(d *validate.Decimal) *string {
 // lastBilledToDate is the latest last_billed_to_date of the account's
 // supply points, or nil when none has one.
 func lastBilledToDate(acc *account.Account) *string {
-	var lastBilled *string
-	for _, sa := range acc.SupplyAddresses {
-		for _, sp := range sa.SupplyPoints {
-			if sp.LastBilledToDate != nil && (lastBilled == nil || string(*sp.LastBilledToDate) > *lastBilled) {
-				d := string(*sp.LastBilledToDate)
-				lastBilled = &d
-			}
-		}
+	d := acc.LastBilledToDate()
+	if d == nil {
+		return nil
 	}
-	return lastBilled
+	s := string(*d)
+	return &s
 }
 
 // The rows of the document createSQL reads, one type per table, with the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/lib/pq"
@@ -93,11 +92,8 @@ func lookupArgs(r *TransactionsRequest) (ids, codes []string) {
 		if t.TransactionID != "" {
 			ids = append(ids, t.TransactionID)
 		}
-		if t.ProductCode != nil && !slices.Contains(codes, *t.ProductCode) {
-			codes = append(codes, *t.ProductCode)
-		}
 	}
-	return ids, codes
+	return ids, ProductCodes(nil, r.Transactions)
 }
 
 // addTransactionsDirect is the common case of E7, a request that adds all

@@ -85,7 +85,7 @@ func toPostDoc(ts []Transaction, add []int) postDoc {
 	delta := decimal.Zero
 	for _, i := range add {
 		t := &ts[i]
-		delta = delta.Add(t.Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(t.Type))))
+		delta = delta.Add(t.Signed())
 		doc.Transactions = append(doc.Transactions, toPostTransaction(t))
 	}
 	doc.Delta = delta.String()
@@ -146,9 +146,15 @@ func InsertDocument(ts []Transaction) (json.RawMessage, error) {
 func LedgerBalance(ts []Transaction) decimal.Decimal {
 	sum := decimal.Zero
 	for i := range ts {
-		sum = sum.Add(ts[i].Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(ts[i].Type))))
+		sum = sum.Add(ts[i].Signed())
 	}
 	return sum
+}
+
+// Signed is t's amount with the sign its type takes in the ledger balance
+// (ledgerSign).
+func (t *Transaction) Signed() decimal.Decimal {
+	return t.Amount.Decimal().Mul(decimal.NewFromInt(ledgerSign(t.Type)))
 }
 
 // insertTransactions writes ts[add...] onto the account ean of supplier and

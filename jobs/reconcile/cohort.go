@@ -87,8 +87,8 @@ func FromCohortLine(ctx context.Context, line Line, country string) (Summary, er
 		for _, t := range r.Transactions {
 			c.Transactions = append(c.Transactions, txFromPayload(t))
 			sum = sum.Add(t.Amount.Decimal())
-			balance = balance.Add(t.Amount.Decimal().Mul(decimal.NewFromInt(postimport.LedgerSign(t.Type))))
 		}
+		balance = balance.Add(postimport.LedgerBalance(r.Transactions))
 	}
 	if len(line.Statements) > 0 {
 		r, err := postimport.ParseStatements(ident("statements", line.Statements), farFuture)
