@@ -185,10 +185,7 @@ var errTooManyOperations = gqlError{codeTooManyOperations, "VALIDATION", "A requ
 type attemptsKey struct{}
 
 func (s *Server) graphql() gin.HandlerFunc {
-	// The options repeat checkQueryShape's bounds inside the library, so
-	// that they hold for whatever its own reading of a query finds.
-	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth, s.log},
-		graphql.MaxQueryLength(maxQueryBytes), graphql.MaxDepth(maxQueryDepth))
+	schema := graphql.MustParseSchema(tokenSchema, &tokenResolver{s.auth, s.log})
 	limit := int64(graphqlMaxBodyBytes)
 	if s.cfg.MaxBodyBytes > 0 {
 		limit = min(limit, s.cfg.MaxBodyBytes)
@@ -287,7 +284,6 @@ func (s *Server) writeGraphQLError(c *gin.Context, err error) {
 const (
 	maxQueryBytes  = 4 << 10
 	maxQueryTokens = 256
-	maxQueryDepth  = 8
 )
 
 // The codes of checkQueryShape's refusals.

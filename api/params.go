@@ -64,7 +64,7 @@ func refuseMalformedParams(c *gin.Context) {
 	case 0:
 		return
 	case 1:
-		writeError(c, &problem.Error{Kind: problem.Invalid, Code: errs[0].Code, Detail: errs[0].Detail, Errors: errs})
+		writeError(c, errs.Err(errs[0].Code, errs[0].Detail))
 	default:
 		writeError(c, errs.Err("invalid", "Some parameters of the request are not UTF-8 text or hold a NUL character."))
 	}

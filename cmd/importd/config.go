@@ -205,7 +205,7 @@ var vars = []variable{
 	{"MAX_IN_FLIGHT_PER_KEY", "64", "requests one API key may have in flight on a replica; more get 429 too_many_requests_in_flight", 0, func(c *Config, v string) error {
 		return positiveInt(v, &c.MaxInFlightPerKey)
 	}},
-	{"BODY_MEMORY", "536870912", "bytes of memory that request bodies over 64 KiB may add to a replica while they are parsed and answered, each counted at twice what its parse holds (for its JSON values, not its size: a 2 MB body of a million numbers 258 MB, a 2 MB string 10 MB), since a finished request's memory stays in the heap until the collector runs; past it a large body waits up to HTTP_BODY_READ_TIMEOUT, then gets 429 too_many_large_requests", 0, func(c *Config, v string) error {
+	{"BODY_MEMORY", "536870912", "bytes of memory that request bodies over 64 KiB may add to a replica while they are parsed and answered, each counted at twice what its parse holds (for its JSON values, not its size: a body of many small numbers costs far more than a string of the same size), since a finished request's memory stays in the heap until the collector runs; past it a large body waits up to HTTP_BODY_READ_TIMEOUT, then gets 429 too_many_large_requests", 0, func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 16<<20 {
 			return errors.New("must be a number of bytes, at least 16777216 (16 MiB)")

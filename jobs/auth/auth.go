@@ -259,9 +259,6 @@ func (r keyRow) principal() Principal {
 func (s *Service) keyByID(ctx context.Context, id int64) (keyRow, error) {
 	var r keyRow
 	err := s.db.GetContext(ctx, &r, fmt.Sprintf(keyQuery, "k.id = $1"), id)
-	if errors.Is(err, db.ErrNotFound) {
-		return r, db.ErrNotFound
-	}
 	return r, err
 }
 
