@@ -236,7 +236,7 @@ read:
 			r.res.Malformed++
 			r.mu.Unlock()
 			r.rep.add([]Failure{{Step: StepParse, Code: "malformed_line", Detail: le.Err.Error(), Line: le.Number}})
-			r.prog.finish(false)
+			r.prog.finish(false, false)
 			continue
 		}
 		if err != nil {
@@ -294,6 +294,7 @@ func (r *runner) account(ctx context.Context, rec cohort.Record, lost context.Ca
 			}
 		}
 	}
+	resumed := false
 	r.mu.Lock()
 	r.res.Accounts++
 	switch {
@@ -302,11 +303,12 @@ func (r *runner) account(ctx context.Context, rec cohort.Record, lost context.Ca
 	case r.jr != nil && !fresh && r.jr.has(key):
 		r.res.Succeeded++
 		r.res.Resumed++
+		resumed = true
 	default:
 		r.res.Succeeded++
 	}
 	r.mu.Unlock()
-	r.prog.finish(ok)
+	r.prog.finish(ok, resumed)
 }
 
 // step sends one step's request and records its outcome: in the journal
