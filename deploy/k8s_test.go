@@ -1,13 +1,16 @@
 package deploy
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -60,6 +63,8 @@ type k8sObjects struct {
 	jobs        []*batchv1.Job
 	pdbs        []*policyv1.PodDisruptionBudget
 	hpas        []*autoscalingv2.HorizontalPodAutoscaler
+	// scaledObjects are KEDA's, checked against its CRD (crdKinds).
+	scaledObjects []*scaledObject
 }
 
 var loadK8sOnce = sync.OnceValues(loadK8sObjects)
@@ -77,9 +82,10 @@ func loadK8s(t *testing.T) *k8sObjects {
 var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*(#.*)?$`)
 
 // loadK8sObjects reads every *.yaml under k8s/, splits multi-document files
-// and decodes each document strictly into its typed object, so that a
-// misspelt or misplaced field is an error instead of being ignored by the
-// API server's lenient defaults.
+// and decodes each document strictly into its typed object (a custom
+// resource after its CRD's schema passed it), so that a misspelt or
+// misplaced field is an error instead of being ignored by the API server's
+// lenient defaults.
 func loadK8sObjects() (*k8sObjects, error) {
 	var files []string
 	err := filepath.WalkDir(k8sDir, func(path string, d os.DirEntry, err error) error {
@@ -114,13 +120,17 @@ func loadK8sObjects() (*k8sObjects, error) {
 				problems = append(problems, fmt.Sprintf("%s: not YAML: %v", where, err))
 				continue
 			}
-			newObj, ok := k8sTypes[tm.APIVersion+" "+tm.Kind]
-			if !ok {
-				problems = append(problems, fmt.Sprintf("%s: unknown kind %q with apiVersion %q (add it to k8sTypes if it is meant)", where, tm.Kind, tm.APIVersion))
+			var obj any
+			if newObj, ok := k8sTypes[tm.APIVersion+" "+tm.Kind]; ok {
+				obj = newObj()
+				err = yaml.UnmarshalStrict([]byte(doc), obj)
+			} else if crd, ok := crdKinds[tm.APIVersion+" "+tm.Kind]; ok {
+				obj, err = decodeCustom(crd, tm, []byte(doc))
+			} else {
+				problems = append(problems, fmt.Sprintf("%s: unknown kind %q with apiVersion %q (add it to k8sTypes or crdKinds if it is meant)", where, tm.Kind, tm.APIVersion))
 				continue
 			}
-			obj := newObj()
-			if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			if err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %s: %v", where, tm.Kind, err))
 				continue
 			}
@@ -140,6 +150,8 @@ func loadK8sObjects() (*k8sObjects, error) {
 				objs.pdbs = append(objs.pdbs, o)
 			case *autoscalingv2.HorizontalPodAutoscaler:
 				objs.hpas = append(objs.hpas, o)
+			case *scaledObject:
+				objs.scaledObjects = append(objs.scaledObjects, o)
 			}
 		}
 	}
@@ -285,7 +297,7 @@ func TestK8s_ManifestsDecodeStrictly(t *testing.T) {
 			t.Errorf("%s: %s %q sets namespace %q; the manifests are namespace-less, the namespace is chosen at apply time", m.where, m.kind, meta.Name, meta.Namespace)
 		}
 	}
-	want := map[string]int{"ConfigMap": 1, "Secret": 1, "Deployment": 2, "Service": 1, "Job": 1, "PodDisruptionBudget": 2, "HorizontalPodAutoscaler": 1}
+	want := map[string]int{"ConfigMap": 1, "Secret": 1, "Deployment": 2, "Service": 1, "Job": 1, "PodDisruptionBudget": 2, "ScaledObject": 1}
 	got := map[string]int{}
 	for _, m := range objs.all {
 		got[m.kind]++
@@ -552,37 +564,160 @@ func TestK8s_SelectorsMatchPods(t *testing.T) {
 	}
 }
 
-func TestK8s_WorkerAutoscalesOnCPU(t *testing.T) {
+// Each Deployment that is scaled has one autoscaler, an HPA or a KEDA
+// ScaledObject (KEDA makes an HPA of its own, and two would fight over the
+// count), that targets a Deployment the manifests define, with a sane
+// replica range, while the Deployment sets no replicas of its own.
+func TestK8s_ScaledDeploymentsHaveOneAutoscalerEach(t *testing.T) {
 	t.Parallel()
 	objs := loadK8s(t)
-	var covered []string
-	for _, h := range objs.hpas {
-		ref := h.Spec.ScaleTargetRef
-		if ref.Kind != "Deployment" || ref.APIVersion != "apps/v1" {
-			t.Errorf("HorizontalPodAutoscaler %q: targets %s %s, want an apps/v1 Deployment", h.Name, ref.APIVersion, ref.Kind)
-			continue
+	scalers := map[string][]string{} // Deployment -> its autoscalers
+	target := func(owner, apiVersion, kind, name string, minReplicas *int32, maxReplicas int32) {
+		if kind != "Deployment" || apiVersion != "apps/v1" {
+			t.Errorf("%s: targets %s %s, want an apps/v1 Deployment", owner, apiVersion, kind)
+			return
 		}
-		d := objs.deployment(ref.Name)
+		d := objs.deployment(name)
 		if d == nil {
-			t.Errorf("HorizontalPodAutoscaler %q: targets Deployment %q, which no manifest defines", h.Name, ref.Name)
-			continue
+			t.Errorf("%s: targets Deployment %q, which no manifest defines", owner, name)
+			return
 		}
-		covered = append(covered, d.Name)
+		scalers[name] = append(scalers[name], owner)
 		if d.Spec.Replicas != nil {
-			t.Errorf("Deployment %q: sets replicas %d although HorizontalPodAutoscaler %q scales it; every apply would reset the count", d.Name, *d.Spec.Replicas, h.Name)
+			t.Errorf("Deployment %q: sets replicas %d although %s scales it; every apply would reset the count", d.Name, *d.Spec.Replicas, owner)
 		}
-		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 1 || h.Spec.MaxReplicas < *h.Spec.MinReplicas {
-			t.Errorf("HorizontalPodAutoscaler %q: minReplicas %v, maxReplicas %d", h.Name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
-		}
-		onCPU := slices.ContainsFunc(h.Spec.Metrics, func(m autoscalingv2.MetricSpec) bool {
-			return m.Type == autoscalingv2.ResourceMetricSourceType && m.Resource != nil && m.Resource.Name == corev1.ResourceCPU
-		})
-		if !onCPU {
-			t.Errorf("HorizontalPodAutoscaler %q: no CPU resource metric", h.Name)
+		if minReplicas == nil || *minReplicas < 1 || maxReplicas < *minReplicas {
+			t.Errorf("%s: minReplicas %v, maxReplicas %d", owner, minReplicas, maxReplicas)
 		}
 	}
-	if !slices.Contains(covered, "importd-worker") {
-		t.Errorf("no HorizontalPodAutoscaler scales Deployment importd-worker (found targets %q)", covered)
+	for _, h := range objs.hpas {
+		ref := h.Spec.ScaleTargetRef
+		target("HorizontalPodAutoscaler "+h.Name, ref.APIVersion, ref.Kind, ref.Name, h.Spec.MinReplicas, h.Spec.MaxReplicas)
+	}
+	for _, so := range objs.scaledObjects {
+		ref := so.Spec.ScaleTargetRef
+		// KEDA's defaults: apps/v1 Deployment, 0 to 100 replicas.
+		apiVersion, kind, maxReplicas := cmp.Or(ref.APIVersion, "apps/v1"), cmp.Or(ref.Kind, "Deployment"), int32(100)
+		if so.Spec.MaxReplicaCount != nil {
+			maxReplicas = *so.Spec.MaxReplicaCount
+		}
+		target("ScaledObject "+so.Name, apiVersion, kind, ref.Name, so.Spec.MinReplicaCount, maxReplicas)
+	}
+	for d, owners := range scalers {
+		if len(owners) > 1 {
+			t.Errorf("Deployment %q is scaled by %q; keep one autoscaler", d, owners)
+		}
+	}
+	if scalers["importd-worker"] == nil {
+		t.Errorf("nothing scales Deployment importd-worker (scaled: %v)", scalers)
+	}
+}
+
+// prometheusTriggerKeys are the metadata keys of KEDA's prometheus scaler
+// (pkg/scalers/prometheus_scaler.go, v2.21) that the manifests may use; KEDA
+// reads no other, so a misspelt one would be ignored, or refused only once
+// the ScaledObject runs.
+var prometheusTriggerKeys = []string{"serverAddress", "query", "threshold", "activationThreshold",
+	"ignoreNullValues", "queryParameters", "namespace", "customHeaders", "unsafeSsl", "timeout"}
+
+// The workers scale on the accounts queue: on its depth per worker
+// (AverageValue over the pending tasks) and on its oldest pending task's age
+// (Value, below PROCESS_WAIT_TIMEOUT, after which an E5 caller gives up);
+// and, as before, on CPU, which is the load of the other queues.
+func TestK8s_WorkerAutoscalesOnTheAccountsQueueAndCPU(t *testing.T) {
+	t.Parallel()
+	objs := loadK8s(t)
+	var so *scaledObject
+	for _, o := range objs.scaledObjects {
+		if o.Spec.ScaleTargetRef.Name == "importd-worker" {
+			so = o
+		}
+	}
+	if so == nil {
+		t.Fatal("no ScaledObject scales Deployment importd-worker")
+	}
+	worker := objs.deployment("importd-worker")
+	if worker == nil {
+		t.Fatal("no Deployment importd-worker")
+	}
+	api := objs.deployment("importd-api")
+	if api == nil || len(api.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("no Deployment importd-api with a container")
+	}
+	apiEnv, _ := objs.env(&api.Spec.Template.Spec.Containers[0])
+	waitTimeout, err := time.ParseDuration(apiEnv["PROCESS_WAIT_TIMEOUT"])
+	if err != nil {
+		t.Fatalf("PROCESS_WAIT_TIMEOUT of the API: %v", err)
+	}
+
+	names := map[string]bool{}
+	var onCPU, onDepth, onAge bool
+	for i, tr := range so.Spec.Triggers {
+		where := fmt.Sprintf("ScaledObject %q trigger %d (%s %q)", so.Name, i, tr.Type, tr.Name)
+		if tr.Name != "" {
+			if names[tr.Name] {
+				t.Errorf("%s: the name is used twice; KEDA refuses that", where)
+			}
+			names[tr.Name] = true
+		}
+		switch tr.Type {
+		case "cpu":
+			onCPU = true
+			if tr.MetricType != autoscalingv2.UtilizationMetricType {
+				t.Errorf("%s: metricType %q, want Utilization of the CPU request", where, tr.MetricType)
+			}
+			if v, err := strconv.Atoi(tr.Metadata["value"]); err != nil || v < 1 || v > 100 {
+				t.Errorf("%s: value %q, want a percentage of the request", where, tr.Metadata["value"])
+			}
+			// KEDA refuses a cpu trigger on a Deployment whose containers
+			// have no CPU request.
+			for _, c := range worker.Spec.Template.Spec.Containers {
+				if _, ok := c.Resources.Requests[corev1.ResourceCPU]; !ok {
+					t.Errorf("%s: container %q has no CPU request", where, c.Name)
+				}
+			}
+		case "prometheus":
+			for k := range tr.Metadata {
+				if !slices.Contains(prometheusTriggerKeys, k) {
+					t.Errorf("%s: metadata key %q is not one of the prometheus scaler's %q", where, k, prometheusTriggerKeys)
+				}
+			}
+			if u, err := url.Parse(tr.Metadata["serverAddress"]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				t.Errorf("%s: serverAddress %q is not Prometheus's http(s) address", where, tr.Metadata["serverAddress"])
+			}
+			threshold, err := strconv.ParseFloat(tr.Metadata["threshold"], 64)
+			if err != nil || threshold <= 0 {
+				t.Errorf("%s: threshold %q, want a positive number", where, tr.Metadata["threshold"])
+			}
+			if v, ok := tr.Metadata["ignoreNullValues"]; ok && v != "false" {
+				t.Errorf("%s: ignoreNullValues %q; an empty answer (Prometheus does not scrape importd) must be an error, not an idle queue", where, v)
+			}
+			q := tr.Metadata["query"]
+			if !strings.Contains(q, `queue="accounts"`) {
+				continue
+			}
+			switch found := metricName.FindAllString(q, -1); {
+			case slices.Equal(found, []string{"importd_queue_tasks"}) && strings.Contains(q, `state="pending"`):
+				onDepth = true
+				if tr.MetricType != autoscalingv2.AverageValueMetricType {
+					t.Errorf("%s: the queue's depth is scaled on %q, want AverageValue (pending tasks per worker)", where, tr.MetricType)
+				}
+			case slices.Equal(found, []string{"importd_queue_latency_seconds"}):
+				onAge = true
+				if tr.MetricType != autoscalingv2.ValueMetricType {
+					t.Errorf("%s: the oldest task's age is scaled on %q, want Value (an age is not shared out between workers)", where, tr.MetricType)
+				}
+				if age := time.Duration(threshold * float64(time.Second)); age >= waitTimeout {
+					t.Errorf("%s: scales on an age of %v, not before PROCESS_WAIT_TIMEOUT %v, when E5 callers have already given up", where, age, waitTimeout)
+				}
+			}
+		}
+	}
+	if !onCPU || !onDepth || !onAge {
+		t.Errorf("ScaledObject %q: scales on CPU %v, on the accounts queue's pending tasks %v, on its oldest task's age %v; want all three", so.Name, onCPU, onDepth, onAge)
+	}
+	if so.Spec.Fallback != nil {
+		t.Errorf("ScaledObject %q: a fallback sets the count itself when Prometheus fails, overriding CPU; leave the HPA to scale up on CPU alone", so.Name)
 	}
 }
 

@@ -3,13 +3,17 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,6 +119,24 @@ func expressions(t *testing.T) map[string]string {
 			out[dashboard+": variable "+v.Name] = v.Definition
 		}
 	}
+	for where, q := range scalingQueries(t) {
+		out[where] = q
+	}
+	return out
+}
+
+// scalingQueries returns the PromQL query of every prometheus trigger of
+// the ScaledObjects under k8s/, by where it stands.
+func scalingQueries(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, so := range loadK8s(t).scaledObjects {
+		for i, tr := range so.Spec.Triggers {
+			if tr.Type == "prometheus" {
+				out[fmt.Sprintf("%s: ScaledObject %s trigger %d (%s)", k8sDir, so.Name, i, tr.Name)] = tr.Metadata["query"]
+			}
+		}
+	}
 	return out
 }
 
@@ -178,5 +200,93 @@ func TestObservability_EveryMetricNamedIsOneImportdExports(t *testing.T) {
 				t.Errorf("%s: %s is not a metric importd exports", where, n)
 			}
 		}
+	}
+}
+
+// The worker's ScaledObject reads the accounts queue as importd exports it:
+// Prometheus's own engine (promtool's rule tests) evaluates each query over
+// the series that two importd processes (an API and a worker: every process
+// reports the queues) gave while a real Redis held 7 pending and 9 scheduled
+// accounts tasks and 2 pending e-mail tasks. The depth is 7, counted once
+// and not once per process, and the age is the oldest pending task's.
+func TestScaledObject_QueriesReadTheAccountsQueueAsImportdExportsIt(t *testing.T) {
+	t.Parallel()
+	bin := promtool(t)
+	rc := redis.NewClient(mustRedisOptions(t, dbtest.NewRedis(t)))
+	t.Cleanup(func() { rc.Close() })
+	client := asynq.NewClientFromRedisClient(rc)
+	enqueue := func(n int, opts ...asynq.Option) {
+		for range n {
+			if _, err := client.Enqueue(asynq.NewTask("account:process", nil), opts...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	enqueue(7, asynq.Queue("accounts"))
+	enqueue(9, asynq.Queue("accounts"), asynq.ProcessIn(time.Hour))
+	enqueue(2, asynq.Queue("emails"))
+
+	// One registry per process, scraped as Prometheus would, with the pod
+	// label that tells their series apart.
+	var series []string
+	oldest := 0.0
+	for _, pod := range []string{"importd-api-0", "importd-worker-0"} {
+		m := metrics.New()
+		m.WatchQueues(asynq.NewInspectorFromRedisClient(rc), "accounts", "vendors", "emails")
+		fams, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if !strings.HasPrefix(f.GetName(), "importd_queue_") {
+				continue
+			}
+			for _, s := range f.GetMetric() {
+				ls := []string{`pod="` + pod + `"`}
+				for _, l := range s.GetLabel() {
+					ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				v := s.GetGauge().GetValue()
+				if f.GetName() == "importd_queue_latency_seconds" && slices.Contains(ls, `queue="accounts"`) {
+					oldest = max(oldest, v)
+				}
+				// The same sample at every scrape of the test's minute.
+				series = append(series, fmt.Sprintf("      - series: '%s{%s}'\n        values: '%s'",
+					f.GetName(), strings.Join(ls, ","), strings.TrimSpace(strings.Repeat(strconv.FormatFloat(v, 'g', -1, 64)+" ", 5))))
+			}
+		}
+	}
+	if oldest <= 0 {
+		t.Fatalf("the accounts queue's oldest pending task has age %v", oldest)
+	}
+
+	want := map[string]float64{"importd_queue_tasks": 7, "importd_queue_latency_seconds": oldest}
+	var tests []string
+	queries := scalingQueries(t)
+	for where, q := range queries {
+		found := metricName.FindAllString(q, -1)
+		if len(found) != 1 {
+			t.Errorf("%s: query %q reads %q, want one importd series", where, q, found)
+			continue
+		}
+		v, ok := want[found[0]]
+		if !ok {
+			t.Errorf("%s: query %q reads %s, which this test does not know", where, q, found[0])
+			continue
+		}
+		tests = append(tests, fmt.Sprintf("      - expr: '%s'\n        eval_time: 1m\n        exp_samples:\n          - labels: '{}'\n            value: %s",
+			q, strconv.FormatFloat(v, 'g', -1, 64)))
+	}
+	if len(queries) < 2 {
+		t.Fatalf("found %d queries in the ScaledObjects, want the accounts queue's depth and age", len(queries))
+	}
+	file := filepath.Join(t.TempDir(), "scaling_test.yml")
+	body := "rule_files: []\nevaluation_interval: 15s\ntests:\n  - interval: 15s\n    input_series:\n" +
+		strings.Join(series, "\n") + "\n    promql_expr_test:\n" + strings.Join(tests, "\n") + "\n"
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "test", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s\n%s", err, out, body)
 	}
 }
