@@ -194,6 +194,7 @@ func New(cfg Config, deps Deps) *Server {
 	v1.POST("/account-import-process/create-or-update/", share, s.stageAccount)
 	v1.POST("/account-import-process/process/", s.processAccount)
 	v1.GET("/account-transfer-status/:supplier/:ean/", share, s.processStatus)
+	v1.GET("/account/:supplier/:ean/", share, s.accountDetail)
 	v1.GET("/all-account-import-processes/:supplier/", share, s.listProcesses(imports.All))
 	v1.GET("/pending-account-import-processes/:supplier/", share, s.listProcesses(imports.Pending))
 	v1.GET("/imported-account-import-processes/:supplier/", share, s.listProcesses(imports.Imported))

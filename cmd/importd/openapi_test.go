@@ -434,6 +434,15 @@ func TestOpenAPI_RealAnswersMatchTheDocument(t *testing.T) {
 			want(t, "E5 past its wait", limited.do(t, "POST", processPath, ltok, processBody("OA-A", false)), 500, "account_processing_in_progress")
 			want(t, "E5 over the limit", limited.do(t, "POST", processPath, ltok, processBody("OA-B", false)), 429, "concurrency_limit_exceeded")
 			want(t, "E10 in progress", limited.do(t, "GET", pathTransferStatus("DEMO", "OA-A"), ltok, nil), 200, "")
+			want(t, "account detail, not yet created", limited.do(t, "GET", "/v1/data-import/account/DEMO/OA-A/", ltok, nil), 200, "")
+		})
+
+		t.Run("account detail", func(t *testing.T) {
+			t.Parallel()
+			want(t, "account detail", c.do(t, "GET", "/v1/data-import/account/DEMO/BA-2/", tok, nil), 200, "")
+			want(t, "account detail of no account", c.do(t, "GET", "/v1/data-import/account/DEMO/NOPE/", tok, nil), 404, "import_process_does_not_exist")
+			want(t, "account detail of no supplier", c.do(t, "GET", "/v1/data-import/account/NOPE/BA-2/", tok, nil), 404, "import_supplier_not_found")
+			want(t, "account detail without a token", c.do(t, "GET", "/v1/data-import/account/DEMO/BA-2/", "", nil), 401, "not_authenticated")
 		})
 
 		t.Run("operations endpoints", func(t *testing.T) {

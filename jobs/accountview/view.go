@@ -386,6 +386,19 @@ func Load(ctx context.Context, d *db.DB, supplier, externalAccountNumber string)
 	return v, nil
 }
 
+// LoadVisible is Load for a caller that sees only some import suppliers (an
+// API key's scope, visible): another supplier's account answers
+// import_supplier_not_found, as a missing supplier does, so that a key
+// learns nothing of the suppliers it does not see (as E10 answers).
+//
+// Errors: those of Load.
+func LoadVisible(ctx context.Context, d *db.DB, supplier, externalAccountNumber string, visible func(string) bool) (*View, error) {
+	if !visible(supplier) {
+		return nil, problem.New(problem.NotFound, imports.CodeImportSupplierNotFound, "Import supplier "+supplier+" does not exist.")
+	}
+	return Load(ctx, d, supplier, externalAccountNumber)
+}
+
 // LoadAccounts reads the accounts with the ids in one statement, so one
 // snapshot, and calls each for every account found, in no particular order.
 // It is Load's reading of an account, for callers that read many at once
