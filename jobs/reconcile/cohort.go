@@ -48,14 +48,41 @@ var farFuture = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // service would refuse a part (the line cannot have been imported as it is),
 // or a *LineError naming the part.
 func FromCohortLine(ctx context.Context, line Line, country string) (Summary, error) {
+	c, sum, balance, err := fromCohortLine(ctx, line, country)
+	if err != nil {
+		return Summary{}, err
+	}
+	s := summarise(&c)
+	s.TransactionsSum, s.LedgerBalance = money(sum), money(balance)
+	return s, nil
+}
+
+// CohortCanonical is the canonical form that the service must hold for the
+// line, as FromCohortLine digests it (lists in their canonical order, an
+// omitted list empty): the cohort's side of Diff. Errors as FromCohortLine.
+func CohortCanonical(ctx context.Context, line Line, country string) (Canonical, error) {
+	c, _, _, err := fromCohortLine(ctx, line, country)
+	if err != nil {
+		return Canonical{}, err
+	}
+	c.sortLists()
+	return c.normalised(), nil
+}
+
+// fromCohortLine is the canonical form of a line, the sum of its
+// transactions' amounts and the ledger balance they make.
+func fromCohortLine(ctx context.Context, line Line, country string) (c Canonical, sum, balance decimal.Decimal, err error) {
+	fail := func(part string, err error) (Canonical, decimal.Decimal, decimal.Decimal, error) {
+		return Canonical{}, decimal.Zero, decimal.Zero, &LineError{Part: part, Err: err}
+	}
 	val := account.Validator{Catalog: openCatalog{country: country}}
 	acc, err := val.Validate(ctx, line.Account)
 	if err != nil {
-		return Summary{}, &LineError{Part: "account", Err: err}
+		return fail("account", err)
 	}
-	c, err := canonicalFromPayload(acc)
+	c, err = canonicalFromPayload(acc)
 	if err != nil {
-		return Summary{}, &LineError{Part: "account", Err: err}
+		return fail("account", err)
 	}
 	ident := func(key string, raw json.RawMessage) []byte {
 		b, _ := json.Marshal(map[string]any{"import_supplier": acc.ImportSupplier,
@@ -65,11 +92,11 @@ func FromCohortLine(ctx context.Context, line Line, country string) (Summary, er
 	if len(line.Notes) > 0 {
 		r, err := postimport.ParseNotes(ident("notes", line.Notes))
 		if err != nil {
-			return Summary{}, &LineError{Part: "notes", Err: err}
+			return fail("notes", err)
 		}
 		c.Notes = append(c.Notes, notesFromPayload(r.Notes)...)
 	}
-	sum, balance := decimal.Zero, decimal.Zero
+	sum, balance = decimal.Zero, decimal.Zero
 	// The ledger's transactions are stored as E7's (account creation writes
 	// them with insert_transactions), and count as E7's.
 	for _, l := range acc.Ledgers {
@@ -82,7 +109,7 @@ func FromCohortLine(ctx context.Context, line Line, country string) (Summary, er
 	if len(line.Transactions) > 0 {
 		r, _, err := postimport.ParseTransactions(ident("transactions", line.Transactions), url.Values{}, farFuture)
 		if err != nil {
-			return Summary{}, &LineError{Part: "transactions", Err: err}
+			return fail("transactions", err)
 		}
 		for _, t := range r.Transactions {
 			c.Transactions = append(c.Transactions, txFromPayload(t))
@@ -93,30 +120,28 @@ func FromCohortLine(ctx context.Context, line Line, country string) (Summary, er
 	if len(line.Statements) > 0 {
 		r, err := postimport.ParseStatements(ident("statements", line.Statements), farFuture)
 		if err != nil {
-			return Summary{}, &LineError{Part: "statements", Err: err}
+			return fail("statements", err)
 		}
 		c.Statements = append(c.Statements, statementsFromPayload(r.Statements)...)
 	}
 	if len(line.PaymentInstruction) > 0 {
 		var pi map[string]json.RawMessage
 		if err := json.Unmarshal(line.PaymentInstruction, &pi); err != nil {
-			return Summary{}, &LineError{Part: "payment_instruction", Err: err}
+			return fail("payment_instruction", err)
 		}
 		pi["import_supplier"], _ = json.Marshal(acc.ImportSupplier)
 		pi["external_account_number"], _ = json.Marshal(acc.ExternalAccountNumber)
 		body, _ := json.Marshal(pi)
 		r, errs, perr := payment.ParseAccountRequest(body)
 		if perr != nil {
-			return Summary{}, &LineError{Part: "payment_instruction", Err: perr}
+			return fail("payment_instruction", perr)
 		}
 		if len(errs) > 0 {
-			return Summary{}, &LineError{Part: "payment_instruction", Err: errs.Err("payment_instruction_failed_validation", "Could not validate the payment instruction.")}
+			return fail("payment_instruction", errs.Err("payment_instruction_failed_validation", "Could not validate the payment instruction."))
 		}
 		c.PaymentInstructions = append(c.PaymentInstructions, CanonicalPayment{Vendor: r.Vendor, Reference: r.Reference, Type: r.Type})
 	}
-	s := summarise(&c)
-	s.TransactionsSum, s.LedgerBalance = money(sum), money(balance)
-	return s, nil
+	return c, sum, balance, nil
 }
 
 // statementsFromPayload is the canonical form of historical statements as

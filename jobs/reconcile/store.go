@@ -244,6 +244,19 @@ func FromView(externalAccountNumber string, a *accountview.Account) (Summary, er
 	return s, nil
 }
 
+// CanonicalFromView is the canonical form of an account as the service
+// holds it (the account detail the API answers, accountview.Account), as
+// FromView digests it (lists in their canonical order, an omitted list
+// empty): the service's side of Diff.
+func CanonicalFromView(externalAccountNumber string, a *accountview.Account) (Canonical, error) {
+	c, err := canonicalFromView(externalAccountNumber, a)
+	if err != nil {
+		return Canonical{}, err
+	}
+	c.sortLists()
+	return c.normalised(), nil
+}
+
 func canonicalFromView(ext string, a *accountview.Account) (Canonical, error) {
 	c := Canonical{ExternalAccountNumber: ext, UnknownOccupier: a.UnknownOccupier}
 	b := a.BillingAddress
