@@ -471,3 +471,184 @@ func TestReconcile_BrokenStreamGoesOnAfterTheLastSummaryRead(t *testing.T) {
 		t.Errorf("requests %q, want a second one after the last summary read", queries)
 	}
 }
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) []string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[max(0, len(lines)-n):]
+}
+
+// The six changes a migration team tried after an import, as a person
+// reads them: a digest that differs is followed by the values that differ,
+// at their paths, with the cohort's value and the service's (a note's body,
+// a meter's serial number, a transaction's amount, a statement deleted);
+// an account deleted and a ledger balance moved need no drill-down. The
+// verdict names every report file with rows.
+func TestReconcile_ADifferingDigestIsNamedAtItsPaths(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	path, _ := cohortWithFullLines(t, cohort.Options{Accounts: 12, Seed: 9, NoPayments: true}, 1)
+	runDir := t.TempDir()
+	res, err := migrate.Run(context.Background(), config(s, path, runDir))
+	if err != nil || res.ExitCode() != 0 {
+		logSummary(t, res)
+		t.Fatalf("run: %v", err)
+	}
+	acct := func(i int) string { return "S9-000000" + string(rune('0'+i)) }
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := s.db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	id := `(SELECT id FROM accounts WHERE external_account_number = $1)`
+	var tx struct {
+		ID     string          `db:"transaction_id"`
+		Amount decimal.Decimal `db:"amount"`
+	}
+	if err := s.db.Get(&tx, `SELECT transaction_id, amount FROM transactions WHERE id = (SELECT min(id) FROM transactions WHERE account_id = `+id+`)`, acct(3)); err != nil {
+		t.Fatal(err)
+	}
+	exec(`UPDATE transactions SET amount = amount + 1 WHERE transaction_id = $1`, tx.ID)
+	exec(`UPDATE notes SET body = 'Customer asked for e-mail bills.' WHERE body LIKE 'Customer asked%' AND account_id = `+id, "FULL-A")
+	exec(`UPDATE meters SET serial_number = 'TAMPERED-1' WHERE id = (SELECT min(id) FROM meters WHERE account_id = `+id+`)`, "FULL-A")
+	exec(`DELETE FROM historical_statements WHERE account_id = `+id, acct(6))
+	exec(`DELETE FROM accounts WHERE external_account_number = $1`, acct(5))
+	exec(`UPDATE ledgers SET balance = balance - 2.5 WHERE account_id = `+id, acct(4))
+
+	dir := t.TempDir()
+	rres, err := reconcile.Run(context.Background(), reconcile.Config{Cohort: path, BaseURL: s.base, APIKey: s.key,
+		ReportDir: dir, Failures: runDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rres.WriteSummary(&out)
+	t.Log("\n" + out.String())
+
+	type row struct{ Account, Path, Cohort, Service string }
+	var got []row
+	for _, d := range readNDJSON[reconcile.Difference](t, filepath.Join(dir, reconcile.DiffNDJSON)) {
+		got = append(got, row{d.ExternalAccountNumber, d.Path, string(d.Cohort), string(d.Service)})
+	}
+	// FULL-A sorts first; an account's values in the canonical form's
+	// order (supply addresses before notes).
+	want := []row{
+		{"FULL-A", "supply_addresses.0.supply_points.0.meters.0.serial_number", `"E21Z012345"`, `"TAMPERED-1"`},
+		{"FULL-A", "notes.1.body", `"Customer asked for paper bills until the end of 2025."`, `"Customer asked for e-mail bills."`},
+		{acct(3), "transactions[" + tx.ID + "].amount", `"` + tx.Amount.StringFixed(2) + `"`, `"` + tx.Amount.Add(decimal.NewFromInt(1)).StringFixed(2) + `"`},
+	}
+	var stmt row
+	if len(got) == len(want)+1 {
+		stmt, got = got[len(got)-1], got[:len(got)-1]
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("differences (-want +got):\n%s", d)
+	}
+	// The deleted statement is the cohort's alone, whole.
+	if stmt.Account != acct(6) || stmt.Path != "statements["+acct(6)+"-ST1]" || stmt.Service != "" ||
+		!strings.HasPrefix(stmt.Cohort, `{"statement_id":"`+acct(6)+`-ST1","number":`) {
+		t.Errorf("deleted statement: %+v", stmt)
+	}
+	// The CSV holds the same rows, strings without their quotes.
+	raw, err := os.ReadFile(filepath.Join(dir, reconcile.DifferencesCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s:\n%s", reconcile.DifferencesCSV, raw)
+	if csvLines := strings.Split(string(raw), "\n"); len(csvLines) < 3 ||
+		csvLines[0] != "external_account_number,path,cohort,service,line" ||
+		csvLines[1] != "FULL-A,supply_addresses.0.supply_points.0.meters.0.serial_number,E21Z012345,TAMPERED-1,13" {
+		t.Errorf("differences.csv:\n%s", raw)
+	}
+
+	if rres.DrilledDown != 3 || rres.DifferenceRows != 4 || rres.ExitCode() != 1 {
+		t.Errorf("drilled down %d accounts, %d rows, exit %d; want 3, 4, 1", rres.DrilledDown, rres.DifferenceRows, rres.ExitCode())
+	}
+	wantVerdict := []string{
+		"verdict: the cohort did NOT arrive whole (scope: the cohort's accounts)",
+		"  " + filepath.Join(dir, "mismatches.csv") + ": 6 rows: 4 accounts in the service differ from their lines (unexpected)",
+		"  " + filepath.Join(dir, "differences.csv") + ": 4 rows: the values that differ in 3 accounts whose content differs",
+		"  " + filepath.Join(dir, "missing.csv") + ": 1 account of the cohort the service lacks: 1 not refused by the run (unexpected)",
+	}
+	if d := cmp.Diff(wantVerdict, lastLines(out.String(), len(wantVerdict))); d != "" {
+		t.Errorf("verdict (-want +got):\n%s", d)
+	}
+
+	// With the drill-down off, the digest alone says so, and the verdict
+	// says what was not read.
+	rres, err = reconcile.Run(context.Background(), reconcile.Config{Cohort: path, BaseURL: s.base, APIKey: s.key,
+		ReportDir: t.TempDir(), Failures: runDir, DrillDown: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rres.DrilledDown != 0 || rres.NotDrilledDown != 3 || rres.DifferenceRows != 0 {
+		t.Errorf("without drill-down: %d drilled, %d not, %d rows; want 0, 3, 0", rres.DrilledDown, rres.NotDrilledDown, rres.DifferenceRows)
+	}
+}
+
+// The migration guide's walk, on a service where Day one imported an
+// account of the same supplier: the cohort arrives whole (exit 0), the
+// verdict names the lines the run refused as expected and the supplier's
+// other account as outside the scope. --scope supplier judges that account.
+func TestReconcile_TheGuideWalkArrivesWholeBesideAnotherAccountOfTheSupplier(t *testing.T) {
+	t.Parallel()
+	s := startService(t, nil)
+	// Day one's account, imported before the cohort.
+	dayOne := filepath.Join(t.TempDir(), "day-one.ndjson")
+	if err := os.WriteFile(dayOne, append(fullLine(t, "A-00012345"), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := migrate.Run(context.Background(), config(s, dayOne, t.TempDir())); err != nil || res.ExitCode() != 0 {
+		t.Fatalf("day one: exit %d, %v", res.ExitCode(), err)
+	}
+	path, invalid := writeCohort(t, cohort.Options{Accounts: 40, Seed: 3, InvalidRate: 0.1})
+	if len(invalid) == 0 {
+		t.Fatal("the cohort has no invalid line: the test no longer covers the run's refusals")
+	}
+	runDir := t.TempDir()
+	if res, err := migrate.Run(context.Background(), config(s, path, runDir)); err != nil || res.Failed != len(invalid) {
+		t.Fatalf("run: %d failed, %v; want %d", res.Failed, err, len(invalid))
+	}
+
+	_, importctl := binaries(t)
+	reconcileCmd := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := osexec.Command(importctl, append([]string{"reconcile", path, "--url", s.base}, args...)...)
+		cmd.Env = []string{"IMPORTCTL_API_KEY=" + s.key}
+		out, err := cmd.Output()
+		if ee, ok := err.(*osexec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	dir := t.TempDir()
+	out, code := reconcileCmd("--report", dir, "--failures", runDir)
+	n := len(invalid)
+	want := []string{
+		"verdict: the cohort arrived whole (scope: the cohort's accounts)",
+		"  " + filepath.Join(dir, "missing.csv") + ": " + strconv.Itoa(n) + " accounts of the cohort the service lacks: " +
+			strconv.Itoa(n) + " refused by the run, as its failure report lists (expected)",
+		"  " + filepath.Join(dir, "extra.csv") + ": 1 account of supplier DEMO that the cohort lacks (outside the scope, not judged; --scope supplier judges it)",
+	}
+	if d := cmp.Diff(want, lastLines(out, len(want))); d != "" || code != 0 {
+		t.Errorf("the guide's walk: exit %d, want 0; verdict (-want +got):\n%s\n%s", code, d, out)
+	}
+
+	dir = t.TempDir()
+	out, code = reconcileCmd("--report", dir, "--failures", runDir, "--scope", "supplier")
+	want = []string{
+		"verdict: the cohort did NOT arrive whole (scope: every account of supplier DEMO)",
+		"  " + filepath.Join(dir, "missing.csv") + ": " + strconv.Itoa(n) + " accounts of the cohort the service lacks: " +
+			strconv.Itoa(n) + " refused by the run, as its failure report lists (expected)",
+		"  " + filepath.Join(dir, "extra.csv") + ": 1 account of supplier DEMO that the cohort lacks (unexpected)",
+	}
+	if d := cmp.Diff(want, lastLines(out, len(want))); d != "" || code != 1 {
+		t.Errorf("--scope supplier: exit %d, want 1; verdict (-want +got):\n%s\n%s", code, d, out)
+	}
+	if _, code := reconcileCmd("--report", t.TempDir(), "--scope", "everything"); code != 2 {
+		t.Errorf("--scope everything: exit %d, want 2", code)
+	}
+}

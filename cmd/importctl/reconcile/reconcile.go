@@ -2,7 +2,9 @@
 // whole. It computes each cohort line's summary with the service's own code
 // (jobs/reconcile.FromCohortLine), reads the service's summaries of the
 // supplier's accounts over HTTP (the reconciliation endpoint), merges the
-// two streams by external account number and writes what differs. Both
+// two streams by external account number and writes what differs; for an
+// account whose digest differs it reads the account's detail and names the
+// values that differ, at their paths (detail.go). Both
 // streams are in byte order of the account numbers: the service's is, and
 // the cohort is sorted here with bounded memory (sort.go), so memory does
 // not grow with the cohort.
@@ -60,7 +62,26 @@ type Config struct {
 	Backoff time.Duration
 	// Workers compute the cohort's summaries (default GOMAXPROCS).
 	Workers int
+	// Scope says which accounts are judged: ScopeCohort (the default) the
+	// cohort's; ScopeSupplier also every other account of the supplier,
+	// which then makes the exit code 1 as extra.
+	Scope string
+	// DrillDown is how many accounts whose digest differs are read in full
+	// to name the values that differ (differences.csv); zero means
+	// DefaultDrillDown, a negative number none.
+	DrillDown int
 }
+
+// The scopes of a reconciliation (Config.Scope).
+const (
+	// ScopeCohort judges the cohort's accounts: an account of the supplier
+	// that the cohort lacks (another cohort's, one imported by hand) is
+	// listed in extra.csv but does not make the cohort incomplete.
+	ScopeCohort = "cohort"
+	// ScopeSupplier judges the supplier's accounts: one the cohort lacks is
+	// a difference too. For the last cohort of a supplier, or its only one.
+	ScopeSupplier = "supplier"
+)
 
 // Report file names, in the report directory.
 const (
@@ -70,6 +91,8 @@ const (
 	MissingNDJSON    = "missing.ndjson"
 	ExtraCSV         = "extra.csv"
 	ExtraNDJSON      = "extra.ndjson"
+	DifferencesCSV   = "differences.csv"
+	DiffNDJSON       = "differences.ndjson"
 	SummaryFile      = "summary.txt"
 )
 
@@ -131,6 +154,9 @@ func orZero(s string) string {
 // Result is what a reconciliation found.
 type Result struct {
 	Supplier string
+	// Scope is the Config's (ScopeCohort or ScopeSupplier); ReportDir the
+	// directory of the report files.
+	Scope, ReportDir string
 	// Cohort counts the cohort's accounts whose summary could be computed
 	// (every line but the malformed and the refused by the parsers);
 	// Service the service's accounts.
@@ -141,8 +167,15 @@ type Result struct {
 	// Missing counts the cohort's accounts the service lacks, of which
 	// ExpectedMissing were refused by the runner (--failures).
 	Missing, ExpectedMissing int
+	// WithFailures is whether the run's failure report was read.
+	WithFailures bool
 	// Extra counts the service's accounts the cohort lacks.
 	Extra int
+	// DrilledDown counts the mismatched accounts whose detail was read and
+	// compared, DifferenceRows the rows of differences.csv they gave;
+	// NotDrilledDown the accounts whose digest differs beyond
+	// Config.DrillDown.
+	DrilledDown, DifferenceRows, NotDrilledDown int
 	// Malformed lines could not be read; Invalid lines were read but the
 	// service's parsers refuse them; Duplicates are further lines of an
 	// account already seen.
@@ -152,13 +185,16 @@ type Result struct {
 	Sorting, Elapsed time.Duration
 }
 
-// ExitCode is 0 when everything matches, else 1.
+// ExitCode is 0 when everything in scope matches, else 1.
 func (r Result) ExitCode() int {
-	if r.Mismatched > 0 || r.Missing > r.ExpectedMissing || r.Extra > 0 || r.Malformed > 0 || r.Duplicates > 0 {
+	if r.Mismatched > 0 || r.Missing > r.ExpectedMissing || r.judgesExtra() && r.Extra > 0 || r.Malformed > 0 || r.Duplicates > 0 {
 		return 1
 	}
 	return 0
 }
+
+// judgesExtra is whether an account the cohort lacks is a difference.
+func (r Result) judgesExtra() bool { return r.Scope == ScopeSupplier }
 
 // WriteSummary prints the summary table and the counts.
 func (r Result) WriteSummary(w io.Writer) {
@@ -180,9 +216,88 @@ func (r Result) WriteSummary(w io.Writer) {
 		r.Supplier, r.Matched, r.Mismatched, r.MismatchRows, r.Missing, r.ExpectedMissing, r.Extra, r.Malformed, r.Invalid,
 		r.Duplicates)
 	fmt.Fprintf(w, "elapsed %s, of which sorting the cohort %s\n", r.Elapsed.Round(time.Millisecond), r.Sorting.Round(time.Millisecond))
-	if r.ExitCode() == 0 {
-		fmt.Fprintln(w, "the cohort arrived whole")
+	r.writeVerdict(w)
+}
+
+// writeVerdict ends the summary: whether the cohort arrived whole, in which
+// scope, then every report file that has rows, with their count and what
+// they mean, the accounts the run refused (expected) apart from the others.
+func (r Result) writeVerdict(w io.Writer) {
+	scope := "the cohort's accounts"
+	if r.judgesExtra() {
+		scope = "every account of supplier " + r.Supplier
 	}
+	if r.ExitCode() == 0 {
+		fmt.Fprintf(w, "verdict: the cohort arrived whole (scope: %s)\n", scope)
+	} else {
+		fmt.Fprintf(w, "verdict: the cohort did NOT arrive whole (scope: %s)\n", scope)
+	}
+	file := func(name string) string {
+		if r.ReportDir == "" {
+			return name
+		}
+		return filepath.Join(r.ReportDir, name)
+	}
+	var lines []string
+	if rows := r.MismatchRows + r.Malformed + r.Duplicates; rows > 0 {
+		var parts []string
+		if r.Mismatched > 0 {
+			parts = append(parts, plural(r.Mismatched, "account", "accounts")+" in the service differ from their lines")
+		}
+		if r.Malformed > 0 {
+			parts = append(parts, plural(r.Malformed, "line", "lines")+" could not be read")
+		}
+		if r.Duplicates > 0 {
+			parts = append(parts, plural(r.Duplicates, "line repeats", "lines repeat")+" an account")
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s: %s (unexpected)", file(MismatchesCSV), plural(rows, "row", "rows"), strings.Join(parts, ", ")))
+	}
+	if r.DifferenceRows > 0 || r.NotDrilledDown > 0 {
+		l := fmt.Sprintf("%s: %s: the values that differ in %s whose content differs", file(DifferencesCSV),
+			plural(r.DifferenceRows, "row", "rows"), plural(r.DrilledDown, "account", "accounts"))
+		if r.NotDrilledDown > 0 {
+			l += fmt.Sprintf("; %s more not read (--drill-down)", plural(r.NotDrilledDown, "account", "accounts"))
+		}
+		lines = append(lines, l)
+	}
+	if r.Missing > 0 {
+		unexpected := r.Missing - r.ExpectedMissing
+		var parts []string
+		if r.ExpectedMissing > 0 {
+			parts = append(parts, fmt.Sprintf("%d refused by the run, as its failure report lists (expected)", r.ExpectedMissing))
+		}
+		if unexpected > 0 {
+			why := "not refused by the run"
+			if !r.WithFailures {
+				why = "no failure report given (--failures), so none is known to be refused by the run"
+			}
+			parts = append(parts, fmt.Sprintf("%d %s (unexpected)", unexpected, why))
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s of the cohort the service lacks: %s", file(MissingCSV),
+			plural(r.Missing, "account", "accounts"), strings.Join(parts, "; ")))
+	}
+	if r.Extra > 0 {
+		judged := "outside the scope, not judged; --scope supplier judges it"
+		if r.judgesExtra() {
+			judged = "unexpected"
+		}
+		lines = append(lines, fmt.Sprintf("%s: %s of supplier %s that the cohort lacks (%s)", file(ExtraCSV),
+			plural(r.Extra, "account", "accounts"), r.Supplier, judged))
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "no report file has rows; "+file(SummaryFile)+" holds this summary")
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, "  "+l)
+	}
+}
+
+// plural is n with the singular or plural of a noun.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 // ErrUsage marks an error of the command line or the input: exit 2.
@@ -209,6 +324,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Transport: http.DefaultTransport}
 	}
+	switch cfg.Scope {
+	case "":
+		cfg.Scope = ScopeCohort
+	case ScopeCohort, ScopeSupplier:
+	default:
+		return res, fmt.Errorf("%w: the scope is %s or %s, not %q", ErrUsage, ScopeCohort, ScopeSupplier, cfg.Scope)
+	}
+	if cfg.DrillDown == 0 {
+		cfg.DrillDown = DefaultDrillDown
+	}
+	res.Scope, res.ReportDir, res.WithFailures = cfg.Scope, cfg.ReportDir, cfg.Failures != ""
 	tokens, err := migrate.NewTokens(migrate.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient, Retries: cfg.Retries})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrUsage, err)
@@ -332,9 +458,29 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 				res.Matched++
 			} else {
 				res.Mismatched++
+				digest := false
 				for _, d := range diffs {
 					res.MismatchRows++
 					rep.mismatch(Mismatch{ExternalAccountNumber: e.ext, Field: d.Field, Expected: d.Expected, Found: d.Found, Line: e.num})
+					digest = digest || d.Field == "digest"
+				}
+				// The digest says that the content differs; the account's
+				// detail says what. Read inline, in the merge's order, so
+				// that memory does not grow with the mismatches.
+				switch {
+				case !digest:
+				case res.DrilledDown >= cfg.DrillDown:
+					res.NotDrilledDown++
+				default:
+					pds, err := svc.drillDown(ctx, e.entry)
+					if err != nil {
+						return res, err
+					}
+					res.DrilledDown++
+					for _, pd := range pds {
+						res.DifferenceRows++
+						rep.difference(Difference{ExternalAccountNumber: e.ext, Path: pd.Path, Cohort: pd.Cohort, Service: pd.Service, Line: e.num})
+					}
 				}
 			}
 			if s, sok, err = svc.next(ctx); err != nil {
@@ -419,8 +565,10 @@ func openReport(dir string) (*report, error) {
 		{"external_account_number", "field", "expected", "found", "line"},
 		{"external_account_number", "line", "refused_by_runner", "step", "code"},
 		{"external_account_number", "service_account_number"},
+		{"external_account_number", "path", "cohort", "service", "line"},
 	}
-	for i, names := range [][2]string{{MismatchesCSV, MismatchesNDJSON}, {MissingCSV, MissingNDJSON}, {ExtraCSV, ExtraNDJSON}} {
+	for i, names := range [][2]string{{MismatchesCSV, MismatchesNDJSON}, {MissingCSV, MissingNDJSON}, {ExtraCSV, ExtraNDJSON},
+		{DifferencesCSV, DiffNDJSON}} {
 		cf, err := os.Create(filepath.Join(dir, names[0]))
 		if err != nil {
 			r.close()
@@ -467,6 +615,10 @@ func (r *report) missing(m Missing) {
 
 func (r *report) extra(x Extra) {
 	r.row(2, []string{x.ExternalAccountNumber, x.ServiceAccountNumber}, x)
+}
+
+func (r *report) difference(d Difference) {
+	r.row(3, []string{d.ExternalAccountNumber, d.Path, cell(d.Cohort), cell(d.Service), strconv.Itoa(d.Line)}, d)
 }
 
 // finish flushes the lists and writes the summary table.
