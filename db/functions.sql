@@ -226,10 +226,10 @@ BEGIN
     folded := folded + rows_;
     WITH k AS (SELECT supplier_id, minute FROM progress_minutes GROUP BY 1, 2 HAVING count(*) > 1),
     d AS (DELETE FROM progress_minutes p USING k WHERE p.supplier_id = k.supplier_id AND p.minute = k.minute
-          RETURNING p.supplier_id, p.minute, p.completed, p.failed),
-    f AS (INSERT INTO progress_minutes (supplier_id, minute, completed, failed)
-          SELECT supplier_id, minute, sum(completed), sum(failed) FROM d GROUP BY 1, 2
-          HAVING sum(completed) <> 0 OR sum(failed) <> 0)
+          RETURNING p.supplier_id, p.minute, p.completed, p.failed, p.refused),
+    f AS (INSERT INTO progress_minutes (supplier_id, minute, completed, failed, refused)
+          SELECT supplier_id, minute, sum(completed), sum(failed), sum(refused) FROM d GROUP BY 1, 2
+          HAVING sum(completed) <> 0 OR sum(failed) <> 0 OR sum(refused) <> 0)
     SELECT count(*) INTO rows_ FROM d;
     RETURN folded + rows_;
 END
@@ -262,8 +262,8 @@ AS $function$
     SELECT supplier_id, progress_state(status, last_error), count(*)
     FROM import_processes GROUP BY 1, 2
     UNION ALL
-    SELECT supplier_id, 'refused', count(*)
-    FROM staging_refusals GROUP BY 1;
+    SELECT supplier_id, staging_refusal_state(error), count(*)
+    FROM staging_refusals GROUP BY 1, 2;
 
     INSERT INTO progress_errors (supplier_id, code, attr, n)
     SELECT supplier_id, code, attr, count(*)
@@ -277,14 +277,17 @@ AS $function$
     ) AS e
     GROUP BY 1, 2, 3;
 
-    INSERT INTO progress_minutes (supplier_id, minute, completed, failed)
-    SELECT supplier_id, minute, sum(completed), sum(failed)
+    INSERT INTO progress_minutes (supplier_id, minute, completed, failed, refused)
+    SELECT supplier_id, minute, sum(completed), sum(failed), sum(refused)
     FROM (
-        SELECT supplier_id, date_trunc('minute', account_created_at) AS minute, 1 AS completed, 0 AS failed
+        SELECT supplier_id, date_trunc('minute', account_created_at) AS minute, 1 AS completed, 0 AS failed, 0 AS refused
         FROM import_processes WHERE status = 'COMPLETED' AND account_created_at IS NOT NULL
         UNION ALL
-        SELECT supplier_id, date_trunc('minute', updated_at), 0, 1
+        SELECT supplier_id, date_trunc('minute', updated_at), 0, 1, 0
         FROM import_processes WHERE progress_state(status, last_error) = 'failed'
+        UNION ALL
+        SELECT supplier_id, date_trunc('minute', refused_at), 0, 0, 1
+        FROM staging_refusals WHERE staging_refusal_state(error) = 'refused'
     ) AS e
     GROUP BY 1, 2;
 $function$
@@ -473,7 +476,42 @@ END
 $function$
 ;
 
+CREATE OR REPLACE FUNCTION public.staging_refusal_state(err jsonb)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT CASE WHEN err ->> 'code' = 'import_supplier_migration_not_ongoing' THEN 'refused_not_ongoing' ELSE 'refused' END
+$function$
+;
+
 CREATE OR REPLACE FUNCTION public.staging_refusals_clear()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    DELETE FROM staging_refusals
+    WHERE supplier_id = NEW.supplier_id AND external_account_number = NEW.external_account_number;
+    RETURN NULL;
+END
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.staging_refusals_minute()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF staging_refusal_state(NEW.error) = 'refused' THEN
+        INSERT INTO progress_minutes (supplier_id, minute, refused)
+        VALUES (NEW.supplier_id, date_trunc('minute', NEW.refused_at), 1);
+    END IF;
+    RETURN NULL;
+END
+$function$
+;
+
+CREATE OR REPLACE FUNCTION public.staging_refusals_skipped()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
@@ -491,10 +529,10 @@ CREATE OR REPLACE FUNCTION public.staging_refusals_track()
 AS $function$
 BEGIN
     IF TG_OP <> 'INSERT' THEN
-        INSERT INTO progress_counts (supplier_id, state, n) VALUES (OLD.supplier_id, 'refused', -1);
+        INSERT INTO progress_counts (supplier_id, state, n) VALUES (OLD.supplier_id, staging_refusal_state(OLD.error), -1);
     END IF;
     IF TG_OP <> 'DELETE' THEN
-        INSERT INTO progress_counts (supplier_id, state, n) VALUES (NEW.supplier_id, 'refused', 1);
+        INSERT INTO progress_counts (supplier_id, state, n) VALUES (NEW.supplier_id, staging_refusal_state(NEW.error), 1);
     END IF;
     INSERT INTO progress_errors (supplier_id, code, attr, n)
     SELECT sup, code, attr, sum(d)
@@ -519,5 +557,7 @@ CREATE TRIGGER progress_track_insert AFTER INSERT ON import_processes REFERENCIN
 CREATE TRIGGER progress_track_update AFTER UPDATE ON import_processes REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION progress_track_statement();
 CREATE TRIGGER staging_refusals_clear AFTER UPDATE OF service_account_number ON import_processes FOR EACH ROW WHEN (old.service_account_number IS NULL AND new.service_account_number IS NOT NULL) EXECUTE FUNCTION staging_refusals_clear();
 CREATE TRIGGER import_suppliers_document_root BEFORE INSERT OR UPDATE OF document_root, code ON import_suppliers FOR EACH ROW EXECUTE FUNCTION import_suppliers_document_root();
+CREATE TRIGGER staging_refusals_skipped AFTER INSERT ON skipped_accounts FOR EACH ROW EXECUTE FUNCTION staging_refusals_skipped();
+CREATE TRIGGER staging_refusals_minute AFTER INSERT OR UPDATE OF refused_at ON staging_refusals FOR EACH ROW EXECUTE FUNCTION staging_refusals_minute();
 CREATE TRIGGER staging_refusals_track AFTER INSERT OR DELETE ON staging_refusals FOR EACH ROW EXECUTE FUNCTION staging_refusals_track();
 CREATE TRIGGER staging_refusals_track_update AFTER UPDATE ON staging_refusals FOR EACH ROW WHEN (old.error IS DISTINCT FROM new.error OR old.supplier_id IS DISTINCT FROM new.supplier_id) EXECUTE FUNCTION staging_refusals_track();

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
@@ -154,7 +155,7 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 		chromedp.WaitVisible(`#chart canvas`),
 		chromedp.Evaluate(`document.querySelectorAll("#chart canvas").length`, &chartCanvases),
 		chromedp.ActionFunc(func(ctx context.Context) error {
-			for _, k := range []string{"staged", "in_progress", "completed", "failed", "total", "refused", "skip_marks"} {
+			for _, k := range []string{"staged", "in_progress", "completed", "failed", "total", "refused", "refused_not_ongoing", "skip_marks"} {
 				var v string
 				if err := chromedp.Text(`[data-count="`+k+`"]`, &v, chromedp.ByQuery).Do(ctx); err != nil {
 					return err
@@ -167,7 +168,9 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load %s: %v (page problems: %v)", page, err, problems())
 	}
-	want := map[string]string{"staged": "3", "in_progress": "2", "completed": "4", "failed": "5", "total": "14", "refused": "2", "skip_marks": "2"}
+	// ACME-R2 was refused while the supplier was not Ongoing: the
+	// supplier's refusal, counted apart from the accounts' own.
+	want := map[string]string{"staged": "3", "in_progress": "2", "completed": "4", "failed": "5", "total": "14", "refused": "1", "refused_not_ongoing": "1", "skip_marks": "2"}
 	if os.Getenv("MIGRATION_SCREENSHOT") == "" && fmt.Sprint(counts) != fmt.Sprint(want) {
 		t.Errorf("counts on the page %v, want %v", counts, want)
 	}
@@ -331,7 +334,7 @@ func TestMigrationPage_WithTheLoginInTheURLRefreshesAndShowsTheLatestMinute(t *t
 	if err != nil {
 		t.Fatalf("load %s: %v (page problems: %v)", u.Redacted(), err, problems())
 	}
-	if len(legend) != 3 || slices.Contains(legend, "--") {
+	if len(legend) != 4 || slices.Contains(legend, "--") {
 		t.Fatalf("legend values %q, want the latest minute's time and figures", legend)
 	}
 	last, err := time.Parse(time.RFC3339, lastMinute)
@@ -342,7 +345,7 @@ func TestMigrationPage_WithTheLoginInTheURLRefreshesAndShowsTheLatestMinute(t *t
 	if want, before := last.UTC().Format("2006-01-02 15:04")+" UTC", last.Add(-time.Minute).UTC().Format("2006-01-02 15:04")+" UTC"; legend[0] != want && legend[0] != before {
 		t.Errorf("legend time %q, want the latest minute in UTC, %q", legend[0], want)
 	}
-	if !strings.HasPrefix(title, "Completed and failed per minute, since ") || !strings.HasSuffix(title, " UTC") {
+	if !strings.HasPrefix(title, "Completed, failed and refused per minute, since ") || !strings.HasSuffix(title, " UTC") {
 		t.Errorf("chart title %q, want it to say since when, in UTC", title)
 	}
 	if !failedRed {
@@ -361,5 +364,61 @@ func TestMigrationPage_WithTheLoginInTheURLRefreshesAndShowsTheLatestMinute(t *t
 		!document.getElementById("failed-card").classList.contains("bad")`, nil, chromedp.WithPollingTimeout(30*time.Second)))
 	if err != nil {
 		t.Errorf("the Failed card with no failed account: %v", err)
+	}
+}
+
+// A run of a few minutes fills the chart: the time axis starts at the
+// run's first minute, not an hour back with the run in its last 8%, and
+// the refusals at staging are plotted beside the completions. Hovering the
+// chart's left edge shows the run's first minute, with its 40 completions
+// and 2 refusals, in the legend.
+func TestMigrationPage_ChartFitsTheRunAndPlotsItsRefusals(t *testing.T) {
+	t.Parallel()
+	ctx, problems := browser(t)
+	s := startPage(t)
+	var first time.Time
+	if err := s.db.Get(&first, `SELECT date_trunc('minute', now() - interval '10 minutes')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO progress_minutes (supplier_id, minute, completed)
+		 SELECT id, $1, 40 FROM import_suppliers WHERE code = 'ACME'`,
+		`INSERT INTO staging_refusals (supplier_id, external_account_number, step, error, refused_at)
+		 SELECT id, n, 'validate', '{"code":"account_failed_validation","detail":"d","errors":[{"code":"invalid_phone_number","attr":"customers.0.mobile","detail":"d"}]}', $1::timestamptz + interval '20 seconds'
+		 FROM import_suppliers, unnest(ARRAY['ACME-EARLY1', 'ACME-EARLY2']) n WHERE code = 'ACME'`,
+	} {
+		if _, err := s.db.Exec(q, first); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var labels, legend []string
+	var box []float64
+	err := chromedp.Run(ctx,
+		basicAuth(pageUser, pagePass),
+		chromedp.Navigate(s.base+"/migration/"+pt.Supplier+"/"),
+		chromedp.WaitVisible(`#page[data-refreshed]`),
+		chromedp.WaitVisible(`#chart .u-over`),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#chart .u-legend .u-label")).map(e => e.textContent)`, &labels),
+		chromedp.Evaluate(`(() => { const r = document.querySelector("#chart .u-over").getBoundingClientRect(); return [r.left, r.top, r.height]; })()`, &box),
+	)
+	if err != nil {
+		t.Fatalf("load the page: %v (page problems: %v)", err, problems())
+	}
+	if want := []string{"Minute", "Completed", "Failed", "Refused at staging"}; !slices.Equal(labels, want) {
+		t.Errorf("chart series %q, want %q", labels, want)
+	}
+	err = chromedp.Run(ctx,
+		chromedp.MouseEvent(input.MouseMoved, box[0]+1, box[1]+box[2]/2),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll("#chart .u-legend .u-value")).map(e => e.textContent)`, &legend),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{first.UTC().Format("2006-01-02 15:04") + " UTC", "40", "0", "2"}
+	if !slices.Equal(legend, want) {
+		t.Errorf("legend at the chart's left edge %q, want the run's first minute %q", legend, want)
+	}
+	for _, p := range problems() {
+		t.Errorf("the page logged: %s", p)
 	}
 }

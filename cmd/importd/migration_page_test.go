@@ -129,7 +129,7 @@ func TestMigrationPage_SummaryOfTheSeededCohort(t *testing.T) {
 	t.Parallel()
 	s := startPage(t)
 	got := decodeSummary(t, s.basicGet(t, "/migration/ACME/summary.json", pageUser, pagePass))
-	want := map[string]int64{"staged": 3, "in_progress": 2, "completed": 4, "failed": 5, "total": 14, "refused": 0, "skip_marks": 2}
+	want := map[string]int64{"staged": 3, "in_progress": 2, "completed": 4, "failed": 5, "total": 14, "refused": 0, "refused_not_ongoing": 0, "skip_marks": 2}
 	if diff := cmp.Diff(want, got.Supplier.Counts); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}

@@ -77,10 +77,19 @@ func refusedCounters(t *testing.T, d *db.DB) (accounts map[string]int64, errors 
 		return out
 	}
 	accounts = read(`SELECT s.code AS k, sum(c.n) AS n FROM progress_counts c JOIN import_suppliers s ON s.id = c.supplier_id
-		WHERE c.state = 'refused' GROUP BY 1 HAVING sum(c.n) <> 0`)
+		WHERE c.state IN ('refused', 'refused_not_ongoing') GROUP BY 1 HAVING sum(c.n) <> 0`)
 	recount := read(`SELECT s.code AS k, count(*) AS n FROM staging_refusals r JOIN import_suppliers s ON s.id = r.supplier_id GROUP BY 1`)
 	if diff := cmp.Diff(recount, accounts); diff != "" {
 		t.Errorf("refused counters against a recount (-want +got):\n%s", diff)
+	}
+	// Each in its state: a refusal because the supplier was not Ongoing
+	// apart from the accounts' own (migration 00056).
+	states := read(`SELECT s.code || ':' || c.state AS k, sum(c.n) AS n FROM progress_counts c JOIN import_suppliers s ON s.id = c.supplier_id
+		WHERE c.state IN ('refused', 'refused_not_ongoing') GROUP BY 1 HAVING sum(c.n) <> 0`)
+	recount = read(`SELECT s.code || ':' || CASE WHEN r.error->>'code' = '` + CodeSupplierNotOngoing + `' THEN 'refused_not_ongoing' ELSE 'refused' END AS k,
+		count(*) AS n FROM staging_refusals r JOIN import_suppliers s ON s.id = r.supplier_id GROUP BY 1`)
+	if diff := cmp.Diff(recount, states); diff != "" {
+		t.Errorf("refused counters by state against a recount (-want +got):\n%s", diff)
 	}
 	// No process of these tests has failed, so every error counted is a
 	// refusal's.

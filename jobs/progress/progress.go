@@ -50,6 +50,12 @@ const (
 	// StateRefused counts accounts whose latest staging was refused
 	// (staging_refusals); it is not a state of an import process.
 	StateRefused = "refused"
+	// StateRefusedNotOngoing counts accounts whose latest staging was
+	// refused because the supplier was not Ongoing
+	// (imports.CodeSupplierNotOngoing, migration 00056): the supplier's
+	// refusal, not one of the account's data, counted apart from
+	// StateRefused.
+	StateRefusedNotOngoing = "refused_not_ongoing"
 )
 
 // StepProcess is the step of a failed process in the failed accounts: E5
@@ -58,12 +64,14 @@ const (
 const StepProcess = "process"
 
 // The per-minute series starts at the supplier's first minute with
-// progress within MaxWindow, so that a run of twenty minutes fills the
-// chart instead of being a spike at the edge of a fixed range, and shows at
-// least MinWindow, so that a run just started has an axis to grow along.
-// MaxWindow bounds the points the page fetches every few seconds.
+// progress (a completion, a failure or a refusal) within MaxWindow and ends
+// at the minute of now, so that the chart's axis is the run's: a run of
+// five minutes fills it instead of being a spike in the last 8% of a fixed
+// hour. It shows at least MinWindow, so that a run just started (or none)
+// has an axis of a few points to grow along. MaxWindow bounds the points
+// the page fetches every few seconds.
 const (
-	MinWindow = time.Hour
+	MinWindow = 5 * time.Minute
 	MaxWindow = 24 * time.Hour
 )
 
@@ -104,9 +112,15 @@ type Counts struct {
 	Failed     int64 `json:"failed"`
 	Total      int64 `json:"total"`
 	// Refused counts the accounts whose latest E3 or E4 was refused and
-	// that have not been staged or created since.
-	Refused   int64 `json:"refused"`
-	SkipMarks int64 `json:"skip_marks"`
+	// that have not been staged or created since, for a reason of their
+	// own: RefusedNotOngoing is not in it.
+	Refused int64 `json:"refused"`
+	// RefusedNotOngoing counts the accounts whose latest E4 was refused
+	// because the supplier was not Ongoing (paused, say): the supplier's
+	// refusal, shown apart so that a pause does not look like invalid
+	// accounts. Staging them again once the supplier is Ongoing clears it.
+	RefusedNotOngoing int64 `json:"refused_not_ongoing"`
+	SkipMarks         int64 `json:"skip_marks"`
 }
 
 // SupplierProgress is one line of the index of suppliers.
@@ -116,12 +130,15 @@ type SupplierProgress struct {
 	Counts Counts `json:"counts"`
 }
 
-// Minute is one point of the per-minute series: accounts completed, and
-// failures recorded, during the minute that starts at Minute.
+// Minute is one point of the per-minute series: accounts completed,
+// failures recorded and refusals at staging (E3 or E4, each refusal of an
+// account again counted again; not those of a supplier that was not
+// Ongoing) during the minute that starts at Minute.
 type Minute struct {
 	Minute    time.Time `json:"minute"`
 	Completed int64     `json:"completed"`
 	Failed    int64     `json:"failed"`
+	Refused   int64     `json:"refused"`
 }
 
 // ErrorCount is how many failed or refused accounts have an error with
@@ -243,7 +260,8 @@ const countsColumns = `
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'in_progress'), 0) AS in_progress,
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'completed'), 0) AS completed,
 		coalesce(sum(c.n) FILTER (WHERE c.state = 'failed'), 0) AS failed,
-		coalesce(sum(c.n) FILTER (WHERE c.state = 'refused'), 0) AS refused`
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'refused'), 0) AS refused,
+		coalesce(sum(c.n) FILTER (WHERE c.state = 'refused_not_ongoing'), 0) AS refused_not_ongoing`
 
 type countsRow struct {
 	Staged     int64 `db:"staged"`
@@ -251,12 +269,14 @@ type countsRow struct {
 	Completed  int64 `db:"completed"`
 	Failed     int64 `db:"failed"`
 	Refused    int64 `db:"refused"`
+	NotOngoing int64 `db:"refused_not_ongoing"`
 	SkipMarks  int64 `db:"skip_marks"`
 }
 
 func (r countsRow) counts() Counts {
 	return Counts{Staged: r.Staged, InProgress: r.InProgress, Completed: r.Completed, Failed: r.Failed,
-		Total: r.Staged + r.InProgress + r.Completed + r.Failed, Refused: r.Refused, SkipMarks: r.SkipMarks}
+		Total: r.Staged + r.InProgress + r.Completed + r.Failed, Refused: r.Refused, RefusedNotOngoing: r.NotOngoing,
+		SkipMarks: r.SkipMarks}
 }
 
 // Summarize returns the summary of supplier code. A supplier that visible
@@ -319,7 +339,7 @@ func (s *Service) perMinute(ctx context.Context, supplierID int64, now time.Time
 	earliest := last.Add(-MaxWindow + time.Minute)
 	var rows []Minute
 	err := s.db.SelectContext(ctx, &rows, `
-		SELECT minute, sum(completed) AS completed, sum(failed) AS failed
+		SELECT minute, sum(completed) AS completed, sum(failed) AS failed, sum(refused) AS refused
 		FROM progress_minutes
 		WHERE supplier_id = $1 AND minute >= $2 AND minute <= $3
 		GROUP BY minute`, supplierID, earliest, last)
@@ -337,7 +357,7 @@ func (s *Service) perMinute(ctx context.Context, supplierID int64, now time.Time
 	out := make([]Minute, 0, int(last.Sub(first)/time.Minute)+1)
 	for m := first; !m.After(last); m = m.Add(time.Minute) {
 		p := byMinute[m.Unix()]
-		out = append(out, Minute{Minute: m, Completed: p.Completed, Failed: p.Failed})
+		out = append(out, Minute{Minute: m, Completed: p.Completed, Failed: p.Failed, Refused: p.Refused})
 	}
 	return out, nil
 }

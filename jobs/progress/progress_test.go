@@ -323,8 +323,8 @@ func TestCounters_RebuildMatchesWhatTheTriggersKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.Supplier.Counts.Refused != 2 {
-		t.Fatalf("refused accounts counted by the triggers: %d, want 2", before.Supplier.Counts.Refused)
+	if c := before.Supplier.Counts; c.Refused != 1 || c.RefusedNotOngoing != 1 {
+		t.Fatalf("refused accounts counted by the triggers: %d, and %d while not Ongoing; want 1 and 1", c.Refused, c.RefusedNotOngoing)
 	}
 	if _, err := d.Exec(`SELECT progress_rebuild()`); err != nil {
 		t.Fatal(err)
@@ -546,7 +546,7 @@ func checkMinutes(t *testing.T, ms []Minute, now time.Time) {
 
 // The chart starts at the supplier's first minute with progress (within a
 // day), so that a run of some hours fills it; progress older than a day is
-// left out, and a run just started still gets an hour of axis.
+// left out, and a supplier without progress gets MinWindow of axis.
 func TestSummarize_PerMinuteStartsAtTheFirstProgressWithinADay(t *testing.T) {
 	t.Parallel()
 	d, svc := seeded(t)

@@ -21,7 +21,9 @@ import (
 
 // Accounts refused at staging are counted apart from the processes' total,
 // are among the top errors, and are listed with the failed processes, with
-// their step and without a task; another supplier's never show.
+// their step and without a task; another supplier's never show. A refusal
+// because the supplier was not Ongoing (ACME-R2) is the supplier's, and is
+// counted apart from the accounts' own refusals (migration 00056).
 func TestSummarize_RefusedAccountsAreCountedListedAndAmongTheTopErrors(t *testing.T) {
 	t.Parallel()
 	d, svc := seeded(t)
@@ -32,7 +34,7 @@ func TestSummarize_RefusedAccountsAreCountedListedAndAmongTheTopErrors(t *testin
 		t.Fatal(err)
 	}
 	want := SupplierProgress{Code: pt.Supplier, Status: "Ongoing",
-		Counts: Counts{Staged: 3, InProgress: 2, Completed: 4, Failed: 5, Total: 14, Refused: 2, SkipMarks: 2}}
+		Counts: Counts{Staged: 3, InProgress: 2, Completed: 4, Failed: 5, Total: 14, Refused: 1, RefusedNotOngoing: 1, SkipMarks: 2}}
 	if diff := gocmp.Diff(want, sum.Supplier); diff != "" {
 		t.Errorf("supplier (-want +got):\n%s", diff)
 	}
@@ -281,5 +283,121 @@ func TestSummarize_AFailedAccountReadsOnlyWhatItShows(t *testing.T) {
 				t.Errorf("rows (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The chart's axis is the run's: a run of four minutes that started ten
+// minutes ago starts the series at its first minute, not an hour back,
+// and its refusals are plotted per minute beside the completions, each
+// refusal of an account again counted again; a refusal because the
+// supplier was not Ongoing is not plotted.
+func TestSummarize_PerMinuteFitsTheRunAndPlotsItsRefusals(t *testing.T) {
+	t.Parallel()
+	d := dbtest.New(t)
+	ctx := context.Background()
+	refuse := func(ean, code, ago string) {
+		t.Helper()
+		rec, _ := json.Marshal(problem.Record{Code: code, Detail: "d", Errors: []problem.FieldError{{Code: code, Attr: "a", Detail: "d"}}})
+		if _, err := d.Exec(`INSERT INTO staging_refusals (supplier_id, external_account_number, step, error, refused_at)
+			SELECT id, $1, 'stage', $2, now() - $3::interval FROM import_suppliers WHERE code = 'RUN'
+			ON CONFLICT (supplier_id, external_account_number) DO UPDATE
+				SET step = EXCLUDED.step, error = EXCLUDED.error, refused_at = EXCLUDED.refused_at`, ean, rec, ago); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO import_suppliers (code) VALUES ('RUN')`,
+		`INSERT INTO progress_minutes (supplier_id, minute, completed)
+		 SELECT id, date_trunc('minute', now() - interval '10 minutes'), 40 FROM import_suppliers WHERE code = 'RUN'`,
+		`INSERT INTO progress_minutes (supplier_id, minute, completed)
+		 SELECT id, date_trunc('minute', now() - interval '7 minutes'), 60 FROM import_suppliers WHERE code = 'RUN'`,
+	} {
+		if _, err := d.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refuse("R-1", pt.CodePhone, "10 minutes")
+	refuse("R-2", pt.CodePhone, "10 minutes")
+	refuse("R-1", pt.CodePhone, "8 minutes") // sent again, refused again
+	refuse("R-3", pt.CodeNotOngoing, "9 minutes")
+	if _, err := Compact(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sum, err := New(d, nil).Summarize(ctx, "RUN", Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMinutes(t, sum.PerMinute, now)
+	type point struct {
+		Ago                        int
+		Completed, Failed, Refused int64
+	}
+	var got []point
+	for _, m := range sum.PerMinute {
+		got = append(got, point{int(now.Truncate(time.Minute).Sub(m.Minute) / time.Minute), m.Completed, m.Failed, m.Refused})
+	}
+	// The minute may turn during the test: compare the points with figures
+	// and the length of the series.
+	var nonZero []point
+	for _, p := range got {
+		if p.Completed+p.Failed+p.Refused > 0 {
+			nonZero = append(nonZero, p)
+		}
+	}
+	want := []point{{10, 40, 0, 2}, {8, 0, 0, 1}, {7, 60, 0, 0}}
+	if first := got[0]; len(got) < 11 || len(got) > 12 || first.Completed != 40 {
+		t.Errorf("series of %d points from %d minutes ago (%+v), want it to start at the run's first minute, 10 minutes ago", len(got), first.Ago, first)
+	}
+	shift := 0
+	if len(nonZero) > 0 {
+		shift = nonZero[0].Ago - 10
+	}
+	for i := range want {
+		want[i].Ago += shift
+	}
+	if diff := gocmp.Diff(want, nonZero); diff != "" {
+		t.Errorf("points with figures (-want +got):\n%s", diff)
+	}
+	wantCounts := Counts{Refused: 2, RefusedNotOngoing: 1}
+	if diff := gocmp.Diff(wantCounts, sum.Supplier.Counts); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+}
+
+// A skip mark deletes the account's refusal (migration 00056): the team
+// decided to leave the account out, so the refusal no longer asks for
+// anything; its count and its errors go with it, and the account is not
+// listed. Another account's refusal stays.
+func TestSkipMark_DeletesTheAccountsRefusal(t *testing.T) {
+	t.Parallel()
+	d, svc := seeded(t)
+	pt.SeedRefusals(t, d)
+	ctx := context.Background()
+	if _, err := d.Exec(`INSERT INTO skipped_accounts (supplier_id, external_account_number)
+		SELECT id, 'ACME-R1' FROM import_suppliers WHERE code = $1`, pt.Supplier); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := svc.Summarize(ctx, pt.Supplier, Filter{}, all, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Counts{Staged: 3, InProgress: 2, Completed: 4, Failed: 5, Total: 14, Refused: 0, RefusedNotOngoing: 1, SkipMarks: 3}
+	if diff := gocmp.Diff(want, sum.Supplier.Counts); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	for _, a := range sum.Failed.Accounts {
+		if a.ExternalAccountNumber == "ACME-R1" {
+			t.Errorf("the skip-marked ACME-R1 is still listed: %+v", a)
+		}
+	}
+	for _, e := range sum.TopErrors {
+		if e.Code == pt.CodePhone && e.Accounts != 3 {
+			t.Errorf("%s counted for %d accounts, want the 3 failed processes without ACME-R1's refusal", pt.CodePhone, e.Accounts)
+		}
+	}
+	var rows int
+	if err := d.Get(&rows, `SELECT count(*) FROM staging_refusals WHERE external_account_number = 'ACME-R1'`); err != nil || rows != 0 {
+		t.Errorf("ACME-R1's refusal rows: %d (%v), want 0", rows, err)
 	}
 }

@@ -133,12 +133,13 @@
     document.getElementById("queue-unavailable").hidden = s.queue.available;
   }
 
-  // chartTitle says where the chart starts: the range follows the data
-  // (jobs/progress, MinWindow and MaxWindow).
+  // chartTitle says where the chart starts: the range is the run's, from
+  // its first minute with progress to now (jobs/progress, MinWindow and
+  // MaxWindow), and the x axis spans exactly the points.
   function chartTitle(s) {
     var first = s.per_minute.length ? when(s.per_minute[0].minute).replace(/:00Z$/, " UTC") : "";
     document.getElementById("chart-title").textContent =
-      "Completed and failed per minute" + (first ? ", since " + first : "");
+      "Completed, failed and refused per minute" + (first ? ", since " + first : "");
   }
 
   // showLatest puts the latest minute's figures in the legend whenever the
@@ -150,13 +151,14 @@
   }
 
   function renderChart(s) {
-    var x = [], completed = [], failed = [];
+    var x = [], completed = [], failed = [], refused = [];
     s.per_minute.forEach(function (m) {
       x.push(Date.parse(m.minute) / 1000);
       completed.push(m.completed);
       failed.push(m.failed);
+      refused.push(m.refused);
     });
-    var data = [x, completed, failed];
+    var data = [x, completed, failed, refused];
     chartTitle(s);
     var el = document.getElementById("chart");
     if (chart) {
@@ -170,11 +172,15 @@
       // Times in UTC, as everywhere else on the page, with the zone named.
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
       axes: [{ label: "Time (UTC)" }, { label: "Accounts per minute" }],
-      scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(max, 1)]; } } },
+      // The x range is the points' own: no rounding out to whole hours.
+      scales: { x: { time: true, range: function (u, min, max) { return [min, max]; } }, y: { range: function (u, min, max) { return [0, Math.max(max, 1)]; } } },
       series: [
         { label: "Minute", value: "{YYYY}-{MM}-{DD} {HH}:{mm} UTC" },
         { label: "Completed", stroke: "#1b7f3b", fill: "rgba(27,127,59,0.12)", width: 2 },
-        { label: "Failed", stroke: "#c0392b", width: 2 }
+        { label: "Failed", stroke: "#c0392b", width: 2 },
+        // The accounts refused at E3 or E4 for their data, as the red
+        // card counts them (not those of a supplier that was not Ongoing).
+        { label: "Refused at staging", stroke: "#d35400", width: 2, dash: [6, 4] }
       ],
       hooks: { setCursor: [showLatest] }
     }, data, el);
