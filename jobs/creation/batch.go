@@ -5,12 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/lib/pq"
 
 	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/db/gather"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/imports"
@@ -27,9 +26,11 @@ import (
 // per statement: the relation locks of some 20 tables and 40 indexes, the
 // commit, and the lock of the staged rows, taken by one statement.
 //
-// Batches form by themselves: a task that finds a writer free takes every
-// account queued (up to Size) and creates them; the tasks that arrive while
-// it does so queue for the next. A lone task waits for nobody.
+// Batches form by themselves (db/gather): a task that finds a writer free
+// takes every account queued (up to Size) and creates them; the tasks that
+// arrive while it does so queue for the next. A lone task waits for nobody.
+// The transaction runs on a context of its own, so that one task that ends
+// (a worker that stops hands its tasks back) does not roll back the others.
 type Batching struct {
 	// Writers is how many creation transactions one Creator runs at once
 	// (ACCOUNT_WRITERS). One makes the fullest transactions, and so the
@@ -54,7 +55,11 @@ func (c *Creator) WithBatching(b Batching, m *metrics.Metrics) *Creator {
 	if b.Writers < 1 || b.Size < 1 {
 		panic(fmt.Sprintf("creation.WithBatching: %+v: Writers and Size must be positive", b))
 	}
-	c.batch = &batcher{size: b.Size, writers: make(chan struct{}, b.Writers), create: c.createTogether, metrics: m}
+	c.batch = gather.NewQueue(b.Writers, b.Size, func(ctx context.Context, js []*createJob) {
+		ctx, cancel := context.WithTimeout(ctx, jobs.AccountProcessTimeout)
+		defer cancel()
+		m.CreationTransaction(c.createTogether(ctx, js), len(js))
+	})
 	return c
 }
 
@@ -64,8 +69,7 @@ var errSplit = errors.New("shared transaction rolled back; the account runs agai
 
 // createJob is one account on its way through a creation transaction.
 type createJob struct {
-	ctx context.Context // the task's
-	p   jobs.AccountProcessPayload
+	p jobs.AccountProcessPayload
 	// payload is the staged payload that acc was validated from; a locked
 	// row that holds another was staged again meanwhile (errRestaged).
 	payload []byte
@@ -74,12 +78,10 @@ type createJob struct {
 	invalid *problem.Error
 
 	// The outcome, set by createTogether.
-	err     error          // nil, errRestaged, errDryRun, errSplit or a failure
-	result  *problem.Error // the refusal, when the account is refused
-	number  string         // the service account number, when it exists
-	outbox  []int64
-	done    chan struct{} // closed when the outcome is set (batcher)
-	claimed chan struct{} // closed when a leader takes the job out of the queue (batcher)
+	err    error          // nil, errRestaged, errDryRun, errSplit or a failure
+	result *problem.Error // the refusal, when the account is refused
+	number string         // the service account number, when it exists
+	outbox []int64
 }
 
 // lockProcessesSQL locks the staged rows of a transaction's accounts, in
@@ -218,107 +220,4 @@ func (c *Creator) write(ctx context.Context, tx *db.Tx, js []*createJob, alone b
 		}
 	}
 	return nil
-}
-
-// batcher gathers the accounts of tasks that run at once into shared
-// transactions. It has no goroutines of its own: the task that takes a
-// free writer creates the accounts queued at that moment, its own among
-// them, while the others wait for their outcome.
-type batcher struct {
-	size    int
-	writers chan struct{} // a slot per writer
-	create  func(ctx context.Context, js []*createJob) string
-	metrics *metrics.Metrics
-
-	mu    sync.Mutex
-	queue []*createJob
-
-	// emptyLeads counts the times a writer slot was taken with nothing
-	// left to write, for the test that holds that waiters do not spin.
-	emptyLeads atomic.Int64
-}
-
-// do sets the outcome of j, created together with whatever else is queued.
-// It returns once the transaction that held j has ended, even when ctx ends
-// first: the outcome of a task is never left to race with its transaction.
-// A job still queued when its ctx ends is taken out, with ctx's cause as
-// its outcome.
-//
-// Only a job still in the queue competes for a writer slot, so every slot
-// taken writes at least that job. A job that a leader has claimed waits for
-// its transaction alone: were it to take free slots too, its task would spin
-// through empty leads for as long as that transaction runs, which cost a
-// fifth of a worker's CPU.
-func (b *batcher) do(ctx context.Context, j *createJob) {
-	j.ctx, j.done, j.claimed = ctx, make(chan struct{}), make(chan struct{})
-	b.mu.Lock()
-	b.queue = append(b.queue, j)
-	b.mu.Unlock()
-	for {
-		select {
-		case <-j.claimed:
-			<-j.done
-			return
-		default:
-		}
-		select {
-		case <-j.claimed:
-			<-j.done
-			return
-		case b.writers <- struct{}{}:
-			b.lead(ctx)
-			<-b.writers
-		case <-ctx.Done():
-			if b.remove(j) {
-				j.err = context.Cause(ctx)
-				return
-			}
-			<-j.done // in a transaction already
-			return
-		}
-	}
-}
-
-// lead takes up to size queued accounts, oldest first, and creates them in
-// one transaction. The transaction
-// runs on a context of its own, so that one task that ends (a worker that
-// stops hands its tasks back) does not roll back the others.
-func (b *batcher) lead(ctx context.Context) {
-	b.mu.Lock()
-	n := min(len(b.queue), b.size)
-	js := make([]*createJob, 0, n)
-	for _, j := range b.queue[:n] {
-		close(j.claimed)
-		if j.ctx.Err() != nil {
-			j.err = context.Cause(j.ctx)
-			close(j.done)
-			continue
-		}
-		js = append(js, j)
-	}
-	b.queue = append(b.queue[:0:0], b.queue[n:]...)
-	b.mu.Unlock()
-	if len(js) == 0 {
-		b.emptyLeads.Add(1)
-		return
-	}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jobs.AccountProcessTimeout)
-	defer cancel()
-	b.metrics.CreationTransaction(b.create(tctx, js), len(js))
-	for _, j := range js {
-		close(j.done)
-	}
-}
-
-// remove takes j out of the queue, reporting whether it was still there.
-func (b *batcher) remove(j *createJob) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i, q := range b.queue {
-		if q == j {
-			b.queue = append(b.queue[:i], b.queue[i+1:]...)
-			return true
-		}
-	}
-	return false
 }

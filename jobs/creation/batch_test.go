@@ -125,10 +125,7 @@ func (r *batchRig) runQueued(ps []jobs.AccountProcessPayload, ctxOf func(i int) 
 func (r *batchRig) waitFor(what string, ok func(queued, busy int) bool) {
 	r.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		r.c.batch.mu.Lock()
-		queued := len(r.c.batch.queue)
-		r.c.batch.mu.Unlock()
-		if ok(queued, len(r.c.batch.writers)) {
+		if ok(r.c.batch.Queued(), r.c.batch.Leading()) {
 			return
 		}
 	}
@@ -388,52 +385,4 @@ func TestCreateTogether_ALoneRestagedAccountRollsBack(t *testing.T) {
 	if !errors.Is(j.err, errRestaged) {
 		t.Errorf("account error %v, want errRestaged", j.err)
 	}
-}
-
-// Tasks whose accounts a running transaction holds wait for it without
-// taking the free writer slots: taking one would find nothing to write, and
-// doing so over and over for the length of the transaction burnt a fifth of
-// a worker's CPU.
-func TestBatch_TasksHeldByATransactionDoNotSpin(t *testing.T) {
-	t.Parallel()
-	const tasks = 12
-	entered, release := make(chan int, tasks), make(chan struct{})
-	b := &batcher{size: 64, writers: make(chan struct{}, 4), create: func(_ context.Context, js []*createJob) string {
-		entered <- len(js)
-		<-release
-		return "committed"
-	}}
-	// Every writer slot is taken until every task is queued, so that one
-	// leader takes them all.
-	for range cap(b.writers) {
-		b.writers <- struct{}{}
-	}
-	var wg sync.WaitGroup
-	for range tasks {
-		wg.Go(func() { b.do(context.Background(), &createJob{}) })
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for queued := 0; queued < tasks; {
-		if time.Now().After(deadline) {
-			t.Fatal("the tasks never queued")
-		}
-		time.Sleep(time.Millisecond)
-		b.mu.Lock()
-		queued = len(b.queue)
-		b.mu.Unlock()
-	}
-	for range cap(b.writers) {
-		<-b.writers
-	}
-	if n := <-entered; n != tasks {
-		t.Fatalf("the first transaction holds %d accounts, want all %d", n, tasks)
-	}
-	// While the transaction runs, the other tasks may each find the queue
-	// empty at most once (claimed between taking a slot and looking).
-	time.Sleep(200 * time.Millisecond)
-	if got := b.emptyLeads.Load(); got > tasks {
-		t.Errorf("%d writer slots taken with nothing to write while one transaction ran, want at most %d", got, tasks)
-	}
-	close(release)
-	wg.Wait()
 }

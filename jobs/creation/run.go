@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
+	"github.com/bulkimport/bulkimport/db/gather"
 	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/account"
 	"github.com/bulkimport/bulkimport/jobs/documents"
@@ -37,7 +38,7 @@ type Creator struct {
 	catalog account.Catalog
 	docs    *documents.Store
 	ends    *Announcer
-	batch   *batcher // nil: every account in a transaction of its own
+	batch   *gather.Queue[*createJob] // nil: every account in a transaction of its own
 	now     func() time.Time
 	log     *slog.Logger
 }
@@ -130,7 +131,9 @@ func (c *Creator) Run(ctx context.Context, p jobs.AccountProcessPayload, final b
 		// transaction with accounts that are to stay.
 		c.createTogether(ctx, []*createJob{j})
 	default:
-		c.batch.do(ctx, j)
+		if err := c.batch.Do(ctx, j); err != nil {
+			j.err = err // the task ended before its turn
+		}
 		if errors.Is(j.err, errSplit) { // its shared transaction was rolled back
 			c.createTogether(ctx, []*createJob{j})
 		}
