@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -13,6 +17,7 @@ import (
 	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
+	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/accountview"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
@@ -20,19 +25,52 @@ import (
 )
 
 // accountShowCmd prints an account as the service holds it, for an
-// operator to check against the source system.
+// operator or a migration team to check against the source system. It reads
+// through the service's API with an API key, as run and reconcile do, or
+// straight from the database (DATABASE_URL) for an operator; showSource
+// says which.
 func (c *cli) accountShowCmd() *cobra.Command {
-	return &cobra.Command{Use: "show SUPPLIER EXTERNAL_ACCOUNT_NUMBER",
+	var apiURL, apiKey string
+	var fromDB bool
+	cmd := &cobra.Command{Use: "show SUPPLIER EXTERNAL_ACCOUNT_NUMBER",
 		Short: "Print an account as imported: its process, customers, supply points, notes, money and payment instructions",
 		Long: "Print an account as imported: its import process (status, times, last error), the account with its\n" +
 			"customers, supply addresses, supply points, meters, metadata and notes, its transactions, historical\n" +
 			"statements, payment instructions and ledger balance. The balance is what the customer owes (positive:\n" +
 			"in debit): the sum of the transactions, charges, supply charges and repayments added, credits and\n" +
 			"payments taken away, as E7 keeps it. An account staged but not yet created shows its process alone.\n" +
-			"--json prints one document with the same content (docs/operating.md, \"Reading an account back\").",
+			"--json prints one document with the same content (docs/operating.md, \"Reading an account back\").\n\n" +
+			"It reads through the service's API when an API key is set (--api-key or IMPORTCTL_API_KEY, with\n" +
+			"--url or IMPORTCTL_URL), seeing the suppliers the key sees; otherwise, or with --database, it reads\n" +
+			"the database (DATABASE_URL), as an operator does. Both print the same document.",
 		Args: cobra.ExactArgs(2),
-		RunE: c.withDB(func(ctx context.Context, d *db.DB, args []string) error {
-			v, err := accountview.Load(ctx, d, args[0], args[1])
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if apiKey == "" {
+				apiKey = c.getenv("IMPORTCTL_API_KEY")
+			}
+			if apiURL == "" {
+				apiURL = c.getenv("IMPORTCTL_URL")
+			}
+			ctx := cmd.Context()
+			var v *accountview.View
+			var err error
+			switch showSource(fromDB, apiKey, c.getenv("DATABASE_URL")) {
+			case sourceAPI:
+				if apiURL == "" {
+					return fmt.Errorf("IMPORTCTL_URL: required with an API key (or give --url; --database reads DATABASE_URL instead)")
+				}
+				if migrate.InsecureURL(apiURL) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "importctl: warning: %s is plain http:// to another machine: the API key and the token cross the network in clear; use https://\n", apiURL)
+				}
+				v, err = fetchAccountView(ctx, apiURL, apiKey, args[0], args[1])
+			case sourceDB:
+				var d *db.DB
+				if d, err = c.open(ctx); err == nil {
+					v, err = accountview.Load(ctx, d, args[0], args[1])
+				}
+			default:
+				return errors.New("account show reads through the API with IMPORTCTL_URL and IMPORTCTL_API_KEY (eval \"$(make -s env)\" sets both locally), or the database with DATABASE_URL; neither is set")
+			}
 			if err != nil {
 				return err
 			}
@@ -43,7 +81,93 @@ func (c *cli) accountShowCmd() *cobra.Command {
 				return enc.Encode(v)
 			}
 			return writeAccountView(c.out, v)
-		})}
+		}}
+	f := cmd.Flags()
+	f.StringVar(&apiURL, "url", "", "the service's base URL (default IMPORTCTL_URL)")
+	f.StringVar(&apiKey, "api-key", "", "API key (default IMPORTCTL_API_KEY; the variable keeps it out of ps)")
+	f.BoolVar(&fromDB, "database", false, "read the database (DATABASE_URL) even when an API key is set")
+	return cmd
+}
+
+// The sources account show reads from.
+const (
+	sourceNone = iota
+	sourceAPI
+	sourceDB
+)
+
+// showSource picks where account show reads. An API key wins over
+// DATABASE_URL: a migration team's shell often holds both (make -s env sets
+// both locally), and the key's view is the one the team is entitled to and
+// the one the service answers; --database is the operator's way to read the
+// database all the same (the service down, or a supplier the key does not
+// see).
+func showSource(fromDB bool, apiKey, databaseURL string) int {
+	switch {
+	case fromDB:
+		return sourceDB
+	case apiKey != "":
+		return sourceAPI
+	case databaseURL != "":
+		return sourceDB
+	}
+	return sourceNone
+}
+
+// accountPath is the API's account detail route of one account; each part
+// is escaped, so that an account number's "/" stays inside its segment.
+func accountPath(supplier, number string) string {
+	return "/v1/data-import/account/" + url.PathEscape(supplier) + "/" + url.PathEscape(number) + "/"
+}
+
+// fetchAccountView reads the account through the API with an access token
+// of key, obtained as the runner obtains its own (migrate.Tokens). A 401
+// renews the token once; any other refusal is returned with the service's
+// detail, as the database's reading words it.
+func fetchAccountView(ctx context.Context, base, key, supplier, number string) (*accountview.View, error) {
+	hc := &http.Client{Timeout: 2 * time.Minute,
+		// A redirect would carry the token elsewhere; the API answers none.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	tokens, err := migrate.NewTokens(migrate.Config{BaseURL: base, APIKey: key, Retries: 3, HTTPClient: hc})
+	if err != nil {
+		return nil, err
+	}
+	target := strings.TrimRight(base, "/") + accountPath(supplier, number)
+	for renew := false; ; renew = true {
+		tok, err := tokens.Token(ctx, renew)
+		if err != nil {
+			return nil, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		if err != nil {
+			return nil, fmt.Errorf("IMPORTCTL_URL: %w", err)
+		}
+		req.Header.Set("Authorization", "Token "+tok)
+		res, err := hc.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("cannot reach the service: %w", err)
+		}
+		body, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+		res.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("cannot reach the service: %w", err)
+		}
+		switch {
+		case res.StatusCode == http.StatusUnauthorized && !renew:
+			continue
+		case res.StatusCode == http.StatusOK:
+			v := new(accountview.View)
+			if err := json.Unmarshal(body, v); err != nil {
+				return nil, fmt.Errorf("account show: the service's answer is not an account: %w", err)
+			}
+			return v, nil
+		}
+		var p struct{ Detail, Code string }
+		if json.Unmarshal(body, &p) != nil || p.Detail == "" {
+			return nil, fmt.Errorf("account show: the service answered %d", res.StatusCode)
+		}
+		return nil, errors.New(p.Detail)
+	}
 }
 
 // writeAccountView writes v as sections of aligned columns, each under a
@@ -221,7 +345,7 @@ func (p *printer) fields(indent string, f accountview.Fields) {
 		return
 	}
 	for _, fl := range list {
-		val := string(fl.Value)
+		val := spacedJSON(fl.Value)
 		var s string
 		if strings.HasPrefix(val, `"`) && json.Unmarshal(fl.Value, &s) == nil {
 			val = s
@@ -238,7 +362,7 @@ func (p *printer) metadata(md []accountview.Metadata) {
 	}
 	p.row("KEY", "VALUE")
 	for _, m := range md {
-		p.row(m.Key, string(m.Value))
+		p.row(m.Key, spacedJSON(m.Value))
 	}
 }
 
@@ -324,7 +448,7 @@ func (p *printer) payments(ps []accountview.Payment) {
 		if pi.ExternalBusinessIdentifier != nil {
 			owner += " " + *pi.ExternalBusinessIdentifier
 		}
-		p.row(owner, pi.Vendor, pi.Reference, pi.Type, pi.VendorStatus, stamp(pi.VerifiedAt), string(pi.VendorDetails))
+		p.row(owner, pi.Vendor, pi.Reference, pi.Type, pi.VendorStatus, stamp(pi.VerifiedAt), spacedJSON(pi.VendorDetails))
 	}
 }
 
@@ -354,6 +478,33 @@ func signedMoney(d decimal.Decimal) string {
 		return s
 	}
 	return "+" + s
+}
+
+// spacedJSON writes a JSON value in one form whatever its source: a space
+// after each ":" and "," outside strings, none elsewhere, as PostgreSQL
+// writes jsonb. The API's encoder writes the same value without the spaces;
+// the table reads the same either way.
+func spacedJSON(raw []byte) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	out := make([]byte, 0, b.Len()+b.Len()/4)
+	inString, escaped := false, false
+	for _, c := range b.Bytes() {
+		out = append(out, c)
+		switch {
+		case escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ':' || c == ','):
+			out = append(out, ' ')
+		}
+	}
+	return string(out)
 }
 
 func str(s *string) string {

@@ -1,7 +1,8 @@
 // Command importctl is the operators' and migration teams' CLI: it sets up
 // import suppliers, operations teams, the product catalogue and API keys,
 // marks accounts to be skipped, and reads an imported account back (account
-// show). It talks to PostgreSQL through DATABASE_URL.
+// show). It talks to PostgreSQL through DATABASE_URL; account show reads
+// through the service's API instead when an API key is set.
 //
 // It exits 0 on success; otherwise it prints a one-line error to stderr and
 // exits 1. Tables are for people; --json is for scripts. The migration
