@@ -626,6 +626,7 @@ func TestReconcile_TheGuideWalkArrivesWholeBesideAnotherAccountOfTheSupplier(t *
 	}
 	dir := t.TempDir()
 	out, code := reconcileCmd("--report", dir, "--failures", runDir)
+	t.Logf("importctl reconcile:\n%s", out)
 	n := len(invalid)
 	want := []string{
 		"verdict: the cohort arrived whole (scope: the cohort's accounts)",
