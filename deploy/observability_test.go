@@ -290,3 +290,27 @@ func TestScaledObject_QueriesReadTheAccountsQueueAsImportdExportsIt(t *testing.T
 		t.Errorf("promtool test rules: %v\n%s\n%s", err, out, body)
 	}
 }
+
+// The example Prometheus configuration passes `promtool check config` (which
+// also checks the alerting rules it loads), and docs/monitoring.md shows it
+// as it is.
+func TestPrometheusConfig_PassesPromtoolAndIsTheOneTheDocsShow(t *testing.T) {
+	t.Parallel()
+	bin := promtool(t)
+	cmd := exec.Command(bin, "check", "config", "prometheus.yml")
+	cmd.Dir = "prometheus"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check config prometheus.yml: %v\n%s", err, out)
+	}
+	conf, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/monitoring.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```yaml\n"+string(conf)+"```\n") {
+		t.Error("docs/monitoring.md does not show deploy/prometheus/prometheus.yml as it is (a ```yaml block)")
+	}
+}

@@ -26,6 +26,10 @@ const (
 	TypePaymentInstructionVerify = "payment_instruction:verify"
 )
 
+// TaskTypes are every task type, for what must know them all (the
+// metrics' series, created at 0).
+var TaskTypes = []string{TypeAccountProcess, TypeEmailSend, TypePaymentInstructionVerify}
+
 // Queues. Accounts get their own so that their concurrency can be limited
 // (PROCESS_CONCURRENCY_LIMIT) apart from the other work.
 const (

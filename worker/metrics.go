@@ -15,9 +15,13 @@ import (
 
 // knownTypes bound the type label: a task of a type this version does not
 // handle (left in Redis by another version) is counted as "unknown".
-var knownTypes = map[string]bool{
-	jobs.TypeAccountProcess: true, jobs.TypeEmailSend: true, jobs.TypePaymentInstructionVerify: true,
-}
+var knownTypes = func() map[string]bool {
+	known := map[string]bool{}
+	for _, t := range jobs.TaskTypes {
+		known[t] = true
+	}
+	return known
+}()
 
 // observeJobs is Asynq middleware that counts and times every task by type
 // and outcome, and counts the accounts created.

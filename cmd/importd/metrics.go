@@ -32,6 +32,7 @@ var queues = []string{jobs.QueueAccounts, jobs.QueueVendors, jobs.QueueEmails}
 // registry of its own.
 func newMetrics(rc redis.UniversalClient, d *db.DB, mode string) *metrics.Metrics {
 	m := metrics.New()
+	m.KnownTaskTypes(jobs.TaskTypes...)
 	m.WatchQueues(asynq.NewInspectorFromRedisClient(rc), queues...)
 	if d == nil {
 		return m
@@ -47,7 +48,8 @@ func newMetrics(rc redis.UniversalClient, d *db.DB, mode string) *metrics.Metric
 			out := make([]metrics.SupplierAccounts, len(ps))
 			for i, p := range ps {
 				out[i] = metrics.SupplierAccounts{Supplier: p.Code, Staged: p.Counts.Staged,
-					InProgress: p.Counts.InProgress, Completed: p.Counts.Completed, Failed: p.Counts.Failed}
+					InProgress: p.Counts.InProgress, Completed: p.Counts.Completed, Failed: p.Counts.Failed,
+					Refused: p.Counts.Refused, RefusedNotOngoing: p.Counts.RefusedNotOngoing}
 			}
 			return out, nil
 		})

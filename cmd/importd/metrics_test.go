@@ -8,11 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/bulkimport/bulkimport/jobs"
 	"github.com/bulkimport/bulkimport/jobs/admin"
+	"github.com/bulkimport/bulkimport/jobs/metrics"
+	pt "github.com/bulkimport/bulkimport/jobs/progress/progresstest"
 )
 
 // scrape is one answer of /metrics, parsed.
@@ -263,5 +267,60 @@ func TestMetrics_OnTheAPIPortNeedTheMonitoringLogin(t *testing.T) {
 	}
 	if r := get("ops", testPassword); !strings.Contains(string(r.Raw), "importd_http_requests_total") {
 		t.Errorf("the series are missing: %.200s", r.Raw)
+	}
+}
+
+// A fresh process, API or worker, serves every labelled series whose label
+// values it knows at 0 before its first event: takeovers and task runs of
+// each task type, and creation transactions of each outcome. Without them
+// rate() and increase() are empty and the dashboard's panels say "No
+// data" until the first takeover.
+func TestMetrics_KnownSeriesStartAtZero(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"api", "worker"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			s := startService(t, mode, nil)
+			m := scrapeMetrics(t, s.base+"/metrics")
+			for _, typ := range jobs.TaskTypes {
+				if got := m.value("importd_takeovers_total", map[string]string{"type": typ}); got != 0 {
+					t.Errorf("importd_takeovers_total{type=%q} = %v, want 0 (-1: absent)", typ, got)
+				}
+				for _, outcome := range []string{metrics.JobSuccess, metrics.JobFailure, metrics.JobSkipped, metrics.JobHandedBack} {
+					labels := map[string]string{"type": typ, "outcome": outcome}
+					if got := m.value("importd_jobs_total", labels); got != 0 {
+						t.Errorf("importd_jobs_total%v = %v, want 0 (-1: absent)", labels, got)
+					}
+					if got := m.histogramCount("importd_job_duration_seconds", labels); got != 0 {
+						t.Errorf("importd_job_duration_seconds%v count = %v, want 0 (-1: absent)", labels, got)
+					}
+				}
+			}
+			for _, outcome := range []string{metrics.TxCommitted, metrics.TxSplit, metrics.TxRolledBack} {
+				if got := m.histogramCount("importd_account_transaction_accounts", map[string]string{"outcome": outcome}); got != 0 {
+					t.Errorf("importd_account_transaction_accounts{outcome=%q} count = %v, want 0 (-1: absent)", outcome, got)
+				}
+			}
+		})
+	}
+}
+
+// importd_supplier_accounts counts the accounts refused at staging beside
+// the import processes, as the page does: refused for the accounts' own
+// refusals, refused_not_ongoing for those refused while the supplier was
+// not Ongoing.
+func TestMetrics_SupplierAccountsCountTheRefusals(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "api", nil)
+	pt.Seed(t, s.db)
+	pt.SeedRefusals(t, s.db)
+	m := scrapeMetrics(t, s.base+"/metrics")
+	got := map[string]float64{}
+	for _, state := range []string{"staged", "in_progress", "completed", "failed", "refused", "refused_not_ongoing"} {
+		got[state] = m.value("importd_supplier_accounts", map[string]string{"supplier": pt.Supplier, "state": state})
+	}
+	want := map[string]float64{"staged": 3, "in_progress": 2, "completed": 4, "failed": 5, "refused": 1, "refused_not_ongoing": 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("importd_supplier_accounts of %s (-want +got):\n%s", pt.Supplier, diff)
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -436,5 +439,49 @@ func TestMigrationPage_LinksCarryTheAttrEscapedOnce(t *testing.T) {
 	next := linkQuery(page.Raw, "Next page")
 	if diff := cmp.Diff(map[string]string{"code": "unknown_field", "attr": attr}, map[string]string{"code": next.Get("code"), "attr": next.Get("attr")}); diff != "" {
 		t.Errorf("next page's link, decoded once (-want +got):\n%s", diff)
+	}
+}
+
+// The commands docs/monitoring.md gives for fetching the page and
+// summary.json from a script (its ```sh fetch-summary block) work against a
+// running importd: with the MONITORING_USER login and with an API key as
+// the password, the password never on a command line.
+func TestMonitoringDoc_FetchSummaryCommandsWork(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	raw, err := os.ReadFile("../../docs/monitoring.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = "```sh fetch-summary\n"
+	_, block, ok := strings.Cut(string(raw), open)
+	block, _, closed := strings.Cut(block, "\n```")
+	if !ok || !closed {
+		t.Fatalf("docs/monitoring.md has no closed %q block", strings.TrimSpace(open))
+	}
+	s := startPage(t)
+	pt.SeedRefusals(t, s.db)
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "IMPORTD_URL="+s.base, "SUPPLIER="+pt.Supplier,
+		"MONITORING_USER="+pageUser, "MONITORING_PASSWORD="+pagePass, "IMPORTD_API_KEY="+s.newKey(t, "script", pt.Supplier))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the fetch-summary block: %v\n%s", err, stderr.String())
+	}
+	want := `{"staged":3,"in_progress":2,"completed":4,"failed":5,"total":14,"refused":1,"refused_not_ongoing":1,"skip_marks":2}` + "\n1\n"
+	if diff := cmp.Diff(want, string(out)); diff != "" {
+		t.Errorf("the block's output (-want +got):\n%s", diff)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "page.html"))
+	if err != nil || !strings.Contains(string(page), `data-count="refused"`) {
+		t.Errorf("page.html (%v): %.300s", err, page)
 	}
 }

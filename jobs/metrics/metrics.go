@@ -35,6 +35,9 @@ const (
 	JobHandedBack = "handed_back"
 )
 
+// jobOutcomes are the outcome label's values of importd_jobs_total.
+var jobOutcomes = []string{JobSuccess, JobFailure, JobSkipped, JobHandedBack}
+
 // Vendor call outcomes, the outcome label of importd_vendor_calls_total.
 const (
 	VendorOK            = "ok"
@@ -128,7 +131,34 @@ func New() *Metrics {
 		m.httpRequests, m.httpDuration, m.jobs, m.jobDuration, m.accountsCreated, m.validationErrors, m.vendorCalls,
 		m.creationTxs, m.takeovers, m.authFailures,
 	)
+	// Series whose label values are known here exist from the start, at
+	// 0: a series that appears only with its first event makes rate() and
+	// increase() over it empty, and a dashboard panel "No data", until
+	// then. The task types are the caller's (KnownTaskTypes); the
+	// labels that are open-ended (route, status, code, vendor) are not.
+	for _, o := range txOutcomes {
+		m.creationTxs.WithLabelValues(o)
+	}
 	return m
+}
+
+// KnownTaskTypes creates the series of each task type at 0: its takeovers
+// (importd_takeovers_total) and its runs by outcome (importd_jobs_total
+// and importd_job_duration_seconds), so that a rate or an increase over
+// them is 0, not absent, before the first event. cmd calls it with every
+// type of jobs, in every mode: an API process counts takeovers, a worker
+// runs tasks.
+func (m *Metrics) KnownTaskTypes(types ...string) {
+	if m == nil {
+		return
+	}
+	for _, t := range types {
+		m.takeovers.WithLabelValues(t).Add(0)
+		for _, o := range jobOutcomes {
+			m.jobs.WithLabelValues(t, o).Add(0)
+			m.jobDuration.WithLabelValues(t, o)
+		}
+	}
 }
 
 // Registry returns the registry the collectors are registered on, for
@@ -190,6 +220,10 @@ const (
 	// failed, and is retried, or was refused while writing).
 	TxRolledBack = "rolled_back"
 )
+
+// txOutcomes are the outcome label's values of
+// importd_account_transaction_accounts.
+var txOutcomes = []string{TxCommitted, TxSplit, TxRolledBack}
 
 // CreationTransaction records one creation transaction of the worker's
 // writers, of accounts accounts, that ended with outcome (a Tx* constant).

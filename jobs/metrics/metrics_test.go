@@ -100,5 +100,6 @@ func TestMetrics_NilCountsNothing(t *testing.T) {
 	m.VendorCall("v", VendorOK)
 	m.CreationTransaction(TxCommitted, 3)
 	m.AuthFailures("api", "wrong", 1)
+	m.KnownTaskTypes("t")
 	m.WatchQueues(fakeInspector{})
 }

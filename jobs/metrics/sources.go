@@ -51,11 +51,17 @@ func (m *Metrics) WatchDatabase(d *db.DB) {
 	)
 }
 
-// SupplierAccounts is one supplier's import processes by state, as the
-// progress counters hold them.
+// SupplierAccounts is one supplier's import processes by state, and its
+// accounts refused at staging, as the progress counters hold them.
 type SupplierAccounts struct {
 	Supplier                              string
 	Staged, InProgress, Completed, Failed int64
+	// Refused counts the accounts whose latest E3 or E4 was refused for
+	// their data; RefusedNotOngoing those refused because the supplier
+	// was not Ongoing (the supplier's refusal). Neither is an import
+	// process: a refused account has none unless an earlier staging made
+	// one.
+	Refused, RefusedNotOngoing int64
 }
 
 // SupplierSource reads every supplier's counts; the progress counters
@@ -63,8 +69,10 @@ type SupplierAccounts struct {
 type SupplierSource func(ctx context.Context) ([]SupplierAccounts, error)
 
 // WatchSuppliers registers importd_supplier_accounts, each supplier's
-// accounts by state (staged, in_progress, completed, failed), read from
-// src at scrape time. The counts come from the database, so every API
+// accounts by state (staged, in_progress, completed, failed, and the
+// accounts refused at staging: refused, refused_not_ongoing), read from
+// src at scrape time. The first four are import processes and add up to
+// the page's total; the refused ones are counted apart, as on the page. The counts come from the database, so every API
 // replica reports the same figures whatever process did the work; take
 // max by (supplier, state) across replicas. It does nothing on a nil
 // *Metrics.
@@ -74,7 +82,7 @@ func (m *Metrics) WatchSuppliers(src SupplierSource) {
 	}
 	m.registry.MustRegister(&supplierCollector{src: src, desc: prometheus.NewDesc(
 		"importd_supplier_accounts",
-		"Import processes of each supplier by state (staged, in_progress, completed, failed), read from the database at scrape time.",
+		"Accounts of each supplier by state: import processes staged, in_progress, completed or failed, and accounts refused at staging for their data (refused) or because the supplier was not Ongoing (refused_not_ongoing), read from the database at scrape time.",
 		[]string{"supplier", "state"}, nil,
 	)})
 }
@@ -98,7 +106,8 @@ func (c *supplierCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range []struct {
 			state string
 			n     int64
-		}{{"staged", r.Staged}, {"in_progress", r.InProgress}, {"completed", r.Completed}, {"failed", r.Failed}} {
+		}{{"staged", r.Staged}, {"in_progress", r.InProgress}, {"completed", r.Completed}, {"failed", r.Failed},
+			{"refused", r.Refused}, {"refused_not_ongoing", r.RefusedNotOngoing}} {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(s.n), r.Supplier, s.state)
 		}
 	}

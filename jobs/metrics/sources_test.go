@@ -99,8 +99,9 @@ func TestQueues_RedisDownReportsRedisUpZero(t *testing.T) {
 	}
 }
 
-// Each supplier's accounts by state come from the source at scrape time; a
-// source that fails is an error of the scrape, not a zero.
+// Each supplier's accounts by state come from the source at scrape time,
+// the accounts refused at staging among them; a source that fails is an
+// error of the scrape, not a zero.
 func TestSuppliers_AccountsByStateFromTheSource(t *testing.T) {
 	t.Parallel()
 	fail := false
@@ -109,7 +110,7 @@ func TestSuppliers_AccountsByStateFromTheSource(t *testing.T) {
 		if fail {
 			return nil, errors.New("database down")
 		}
-		return []SupplierAccounts{{Supplier: "ACME", Staged: 1, InProgress: 2, Completed: 30, Failed: 4}}, nil
+		return []SupplierAccounts{{Supplier: "ACME", Staged: 1, InProgress: 2, Completed: 30, Failed: 4, Refused: 5, RefusedNotOngoing: 6}}, nil
 	})
 	got, err := series(t, m, "importd_supplier_accounts")
 	if err != nil {
@@ -118,6 +119,7 @@ func TestSuppliers_AccountsByStateFromTheSource(t *testing.T) {
 	want := map[string]float64{
 		"state=completed,supplier=ACME": 30, "state=failed,supplier=ACME": 4,
 		"state=in_progress,supplier=ACME": 2, "state=staged,supplier=ACME": 1,
+		"state=refused,supplier=ACME": 5, "state=refused_not_ongoing,supplier=ACME": 6,
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("importd_supplier_accounts (-want +got):\n%s", d)
