@@ -85,8 +85,8 @@ stack-up: ## Start the local PostgreSQL and Redis (installs them with apt when m
 stack-down: ## Stop the local PostgreSQL and Redis (their data stays in .local/)
 	$(STACK) down
 
-env: ## Print export lines for importctl and importd against the local stack (with the demo's API key once make run made it): eval "$$(make -s env)"
-	@$(STACK) env
+env: ## Print export lines for importctl against the local stack (with the demo's API key once make run made it; no server secret): eval "$$(make -s env)"
+	@$(STACK) env importctl
 
 test: ## Run the tests except the long ones (-short), with the race detector, against the local stack
 	$(test-env)

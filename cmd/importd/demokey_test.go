@@ -123,6 +123,41 @@ func TestDemo_RepeatedRunsReuseOneActiveKey(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s has mode %v, want 0600", keyFile, fi.Mode().Perm())
 	}
+	// The key alone on one line: KEY=$(cat .local/demo_api_key) is the key.
+	if raw, err := os.ReadFile(keyFile); err != nil || string(raw) != first+"\n" {
+		t.Errorf("%s holds %q (%v), want the key alone on one line", keyFile, raw, err)
+	}
+}
+
+// The key file of an earlier demo held the key's name on a line before the
+// key: its key is reused, and the file is rewritten with the key alone.
+func TestDemo_KeyFileWithTheNameIsReusedAndRewrittenAsTheKeyAlone(t *testing.T) {
+	t.Parallel()
+	demoTools(t)
+	importctl := buildImportctl(t)
+	dbURL, keys := demoDatabase(t)
+	keyFile := filepath.Join(t.TempDir(), "demo_api_key")
+	env := demoEnv(t, importctl, keyFile)
+
+	first := runDemo(t, env(dbURL))
+	var name string
+	for _, k := range keys() {
+		if k.Prefix == first[:12] {
+			name = k.Name
+		}
+	}
+	if err := os.WriteFile(keyFile, []byte(name+"\n"+first+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if second := runDemo(t, env(dbURL)); second != first {
+		t.Errorf("the key of a two-line file was not reused: %s…, want %s…", second[:12], first[:12])
+	}
+	if raw, err := os.ReadFile(keyFile); err != nil || string(raw) != first+"\n" {
+		t.Errorf("%s holds %q (%v), want the key alone on one line", keyFile, raw, err)
+	}
+	if d := cmp.Diff([]string{first[:12]}, activeDemoKeys(keys())); d != "" {
+		t.Errorf("active demo keys (-want +got):\n%s", d)
+	}
 }
 
 // A demo key revoked since the last run, or unknown because the database was

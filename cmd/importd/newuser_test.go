@@ -39,6 +39,13 @@ func TestStackEnv_ExportsTheDemoKeyOnceMakeRunMadeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out := env(); !strings.Contains(out, "export IMPORTCTL_API_KEY='bik_demokey123'\n") {
+		t.Errorf("the demo's key of an earlier demo's file (name, then key) is not exported:\n%s", out)
+	}
+	// demo.sh now keeps the key alone on one line.
+	if err := os.WriteFile(keyFile, []byte("bik_demokey456\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := env(); !strings.Contains(out, "export IMPORTCTL_API_KEY='bik_demokey456'\n") {
 		t.Errorf("the demo's key is not exported:\n%s", out)
 	}
 	if out := env("IMPORTCTL_API_KEY=bik_mine"); !strings.Contains(out, "export IMPORTCTL_API_KEY='bik_mine'\n") {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/bulkimport/bulkimport/jobs/admin"
 )
 
 // dayOneStep is one command of the README's "Day one" block: the name and
@@ -233,6 +236,59 @@ func TestReadme_DayOneCommandsRunAgainstTheDemo(t *testing.T) {
 			tok := s.accessToken(t, s.newKey(t, "readme-check", "DEMO"))
 			if st := s.status(t, tok, "A-00012345"); st["status"] != "COMPLETED" {
 				t.Errorf("E10 of the example account: %v", st)
+			}
+		})
+	}
+}
+
+// Pasted into a shell, the Day one block stops at its first refusal and
+// shows it, instead of going on: a wrong key once made all fifteen calls
+// answer "Invalid token.", each counted towards the failed-attempt limit. The
+// block runs as pasted, without set -e; a curl shim counts the requests made.
+func TestReadme_DayOneStopsAtTheFirstFailureWithItsReason(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	var block []string
+	for _, st := range readDayOne(t) {
+		block = append(block, st.Script)
+	}
+	s := startService(t, "api", nil)
+	seedDemo(t, s, admin.Supplier{})
+	if _, err := admin.CreateSupplier(context.Background(), s.db, admin.Supplier{Code: "OTHER"}); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		Failed   bool
+		Requests int
+		Reason   bool
+	}
+	for _, c := range []struct {
+		name, key, reason string
+		requests          int
+	}{
+		{"a wrong key stops at the token, saying why", "bik_not-a-key", "Invalid API key.", 1},
+		{"a key of another supplier stops at E3", s.newKey(t, "day-one-other", "OTHER"), `"import_supplier_not_found"`, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			calls := filepath.Join(t.TempDir(), "calls")
+			script := "curl() { echo >>\"$CALLS\"; command curl \"$@\"; }\n" + strings.Join(block, "\n\n") + "\n"
+			run := exec.Command("bash", "-c", script)
+			run.Dir = root
+			run.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "BASE=" + s.base, "KEY=" + c.key, "CALLS=" + calls}
+			out, err := run.CombinedOutput()
+			raw, _ := os.ReadFile(calls)
+			got := outcome{Failed: err != nil, Requests: strings.Count(string(raw), "\n"), Reason: strings.Contains(string(out), c.reason)}
+			want := outcome{Failed: true, Requests: c.requests, Reason: true}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("the block (-want +got):\n%s\noutput:\n%s", d, out)
 			}
 		})
 	}

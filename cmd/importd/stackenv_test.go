@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,5 +38,34 @@ func TestStackEnv_SetsEveryVariableTheToolsNeed(t *testing.T) {
 	}
 	if _, err := loadConfig(func(k string) string { return env[k] }, needDB|needRedis|needToken); err != nil {
 		t.Errorf("importd configuration from stack.sh env: %v", err)
+	}
+}
+
+// make -s env, which a user evals into a shell, sets what importctl reads
+// and nothing else: not importd's TOKEN_SECRET, which signs every token, nor
+// REDIS_URL or HTTP_ADDR, which importctl ignores.
+func TestMakeEnv_PrintsOnlyWhatImportctlReads(t *testing.T) {
+	t.Parallel()
+	keyFile := filepath.Join(t.TempDir(), "demo_api_key")
+	if err := os.WriteFile(keyFile, []byte("bik_demokey789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "-s", "env")
+	cmd.Dir = "../.."
+	// Both URLs set: the script starts nothing.
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "DATABASE_URL=postgres://u@127.0.0.1:1/d", "REDIS_URL=redis://127.0.0.1:2/0",
+		"TOKEN_SECRET=" + testSecret, "DOCUMENTS_URL=file:///tmp/docs", "HTTP_ADDR=127.0.0.1:9999", "DEMO_KEY_FILE=" + keyFile}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -s env: %v: %s", err, out)
+	}
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	want := []string{"export DATABASE_URL='postgres://u@127.0.0.1:1/d'", "export DOCUMENTS_URL='file:///tmp/docs'",
+		"export IMPORTCTL_URL='http://127.0.0.1:9999'", "export IMPORTCTL_API_KEY='bik_demokey789'"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("make -s env (-want +got):\n%s", d)
+	}
+	if strings.Contains(string(out), testSecret) {
+		t.Error("make -s env prints the token secret")
 	}
 }

@@ -7,8 +7,8 @@
 #
 # Idempotent: what exists already (looked up with `importctl ... list --json`)
 # is left alone. The API key (named demo-<UTC time>-<random hex>) is kept in
-# .local/demo_api_key, mode 600, and reused by later runs while it is active;
-# see demo_key below.
+# .local/demo_api_key, mode 600, alone on one line (KEY=$(cat .local/demo_api_key)),
+# and reused by later runs while it is active; see demo_key below.
 #
 # Reads DATABASE_URL (required), and HTTP_ADDR, MONITORING_USER and
 # MONITORING_PASSWORD for what it prints. IMPORTCTL overrides the binary
@@ -202,45 +202,56 @@ else
 	log "vendor simulator started on http://$vendor_addr (log: .local/vendor-sim.log)"
 fi
 
-# key_active NAME KEY: whether `importctl apikey list` shows the key NAME
-# active, with KEY's prefix (a database reset since may have reused the name).
-key_active() {
-	local prefix=${2:0:12} out
+# key_name KEY: prints the name of the active key whose prefix is KEY's, or
+# nothing when there is none (the key was revoked, or belongs to a database
+# since reset).
+key_name() {
+	local prefix=${1:0:12} out
 	if have_jq; then
 		out=$("$importctl" --json apikey list) || die "importctl apikey list failed"
-		jq -e --arg n "$1" --arg p "$prefix" 'any((. // [])[]; .name == $n and .prefix == $p and .revoked_at == null)' <<<"$out" >/dev/null
+		jq -r --arg p "$prefix" 'first((. // [])[] | select(.prefix == $p and .revoked_at == null) | .name) // empty' <<<"$out"
 	else
 		out=$("$importctl" apikey list) || die "importctl apikey list failed"
-		awk -v n="$1" -v p="$prefix…" '$1 == n && $3 == p && $NF == "active" { found = 1 } END { exit !found }' <<<"$out"
+		awk -v p="$prefix…" '$NF == "active" { for (i = 2; i < NF; i++) if ($i == p) { print $1; exit } }' <<<"$out"
 	fi
+}
+
+# write_key_file writes the key alone on one line, mode 600, so that
+# KEY=$(cat .local/demo_api_key) is the key.
+write_key_file() {
+	mkdir -p "$(dirname "$key_file")"
+	(umask 077 && printf '%s\n' "$key" >"$key_file.tmp") && mv -f "$key_file.tmp" "$key_file"
+	chmod 600 "$key_file"
 }
 
 # demo_key sets key_name and key. Every run used to create a key, leaving
 # one more active key behind each time; now the key of the last run is
 # reused while it is active. When the file is missing, or its key was revoked
-# or belongs to a database since reset, a new key replaces it, and the key the
-# file named is revoked if it is still active.
+# or belongs to a database since reset, a new key replaces it. The file holds
+# the key alone; the name is looked up by the key's prefix. (A file of an
+# earlier demo held the name on a first line: its last line is the key, and
+# the file is rewritten with the key alone.)
 key_file=${DEMO_KEY_FILE:-$here/.local/demo_api_key}
 demo_key() {
-	local old_name="" old_key=""
+	local old_key="" lines=0
 	if [[ -s $key_file ]]; then
-		{ read -r old_name && read -r old_key; } <"$key_file" || true
-		if [[ -n $old_name && -n $old_key ]] && key_active "$old_name" "$old_key"; then
-			key_name=$old_name key=$old_key
-			log "API key $key_name reused (from $key_file)"
-			return 0
+		old_key=$(awk 'NF { k = $0 } END { print k }' "$key_file")
+		lines=$(awk 'NF { n++ } END { print n + 0 }' "$key_file")
+		if [[ -n $old_key ]]; then
+			key_name=$(key_name "$old_key")
+			if [[ -n $key_name ]]; then
+				key=$old_key
+				((lines == 1)) || write_key_file
+				log "API key $key_name reused (from $key_file)"
+				return 0
+			fi
 		fi
 	fi
 	key_name="demo-$(unique_suffix)"
 	key=$("$importctl" apikey create "$key_name" --supplier "$supplier") || die "importctl apikey create $key_name failed"
 	[[ -n $key ]] || die "importctl apikey create $key_name printed no key"
-	mkdir -p "$(dirname "$key_file")"
-	(umask 077 && printf '%s\n%s\n' "$key_name" "$key" >"$key_file.tmp") && mv -f "$key_file.tmp" "$key_file"
-	chmod 600 "$key_file"
+	write_key_file
 	log "API key $key_name created (kept in $key_file)"
-	if [[ -n $old_name && $old_name != "$key_name" ]] && "$importctl" apikey revoke "$old_name" >/dev/null 2>&1; then
-		log "API key $old_name of an earlier run revoked"
-	fi
 }
 demo_key
 
@@ -263,8 +274,9 @@ cat <<EOF
 ================================================================
  API            $base
  API key        $key
-                (named $key_name, limited to supplier $supplier; kept in
-                ${key_file/#"$here"\//}, mode 600, and reused by the next run)
+                (named $key_name, limited to supplier $supplier; kept alone on
+                one line in ${key_file/#"$here"\//}, mode 600, and reused by the
+                next run: KEY=\$(cat ${key_file/#"$here"\//}))
 EOF
 if [[ -n "${MONITORING_USER:-}" ]]; then
 	cat <<EOF

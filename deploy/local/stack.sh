@@ -6,6 +6,10 @@
 #   stack.sh env    print export lines for the tools (DATABASE_URL, REDIS_URL,
 #                   TOKEN_SECRET, DOCUMENTS_URL, HTTP_ADDR, IMPORTCTL_URL, and
 #                   IMPORTCTL_API_KEY once `make run` has made the demo's key)
+#   stack.sh env importctl  only those importctl reads (DATABASE_URL,
+#                   DOCUMENTS_URL, IMPORTCTL_URL, IMPORTCTL_API_KEY): what
+#                   `make -s env` puts in a user's shell, without importd's
+#                   TOKEN_SECRET, which signs every token
 #   stack.sh down   stop both
 #   stack.sh check-ports  fail, naming the port, what holds it and the variable
 #                   that moves it, when a port `make run` listens on is taken
@@ -161,26 +165,34 @@ secret() {
 }
 
 # print_env prints export lines for every variable importd, importctl and
-# demo.sh need against the local stack; values already set are kept.
+# demo.sh need against the local stack; values already set are kept. With
+# "importctl", only those importctl reads: a user's shell (make -s env) gets
+# no server secret and nothing importctl ignores.
 print_env() {
+	local only=${1:-}
+	if [[ -n $only && $only != importctl ]]; then
+		usage >&2
+		exit 2
+	fi
 	if external; then
 		echo "export DATABASE_URL='$DATABASE_URL'"
-		echo "export REDIS_URL='$REDIS_URL'"
+		[[ -n $only ]] || echo "export REDIS_URL='$REDIS_URL'"
 	else
 		echo "export DATABASE_URL='postgres://$pg_user@127.0.0.1:$pg_port/$pg_db?sslmode=disable'"
-		echo "export REDIS_URL='redis://127.0.0.1:$redis_port/0'"
+		[[ -n $only ]] || echo "export REDIS_URL='redis://127.0.0.1:$redis_port/0'"
 	fi
 	mkdir -p "$local_dir/documents"
-	echo "export TOKEN_SECRET='${TOKEN_SECRET:-$(secret "$local_dir/token_secret")}'"
+	[[ -n $only ]] || echo "export TOKEN_SECRET='${TOKEN_SECRET:-$(secret "$local_dir/token_secret")}'"
 	echo "export DOCUMENTS_URL='${DOCUMENTS_URL:-file://$local_dir/documents}'"
-	echo "export HTTP_ADDR='${HTTP_ADDR:-127.0.0.1:8080}'"
+	[[ -n $only ]] || echo "export HTTP_ADDR='${HTTP_ADDR:-127.0.0.1:8080}'"
 	echo "export IMPORTCTL_URL='${IMPORTCTL_URL:-http://${HTTP_ADDR:-127.0.0.1:8080}}'"
-	# The demo's API key, which deploy/local/demo.sh keeps in its file (name,
-	# then key) and replaces at the next `make run` when it was revoked or the
-	# database was reset; a key set in the environment wins.
+	# The demo's API key, which deploy/local/demo.sh keeps in its file (the
+	# key alone; a file of an earlier demo has the key's name on a line
+	# before it) and replaces at the next `make run` when it was revoked or
+	# the database was reset; a key set in the environment wins.
 	local key_file=${DEMO_KEY_FILE:-$local_dir/demo_api_key} key=""
 	if [[ -z ${IMPORTCTL_API_KEY:-} && -r $key_file ]]; then
-		key=$(sed -n 2p "$key_file")
+		key=$(awk 'NF { k = $0 } END { print k }' "$key_file")
 	fi
 	if [[ -n ${IMPORTCTL_API_KEY:-} || -n $key ]]; then
 		echo "export IMPORTCTL_API_KEY='${IMPORTCTL_API_KEY:-$key}'"
@@ -300,6 +312,7 @@ usage() {
 usage: deploy/local/stack.sh up|env|down|check-ports|chromium|promtool
   up     start the local PostgreSQL and Redis if they are not running
   env    print export lines for the tools: eval "$(deploy/local/stack.sh env)"
+  env importctl  only the variables importctl reads (what make -s env prints)
   down   stop both (their data stays in .local/)
   check-ports  fail when a port `make run` listens on is taken, naming
          the variable that moves it
@@ -318,7 +331,7 @@ up)
 	pg_up
 	redis_up
 	;;
-env) print_env ;;
+env) print_env "${2:-}" ;;
 down) down ;;
 check-ports) check_ports ;;
 chromium) chromium_up ;;
