@@ -274,9 +274,10 @@ func TestMigrationPage_InHeadlessChromium(t *testing.T) {
 	}
 }
 
-// seedHistory adds three hours of processing to the cohort, for the
-// screenshot in docs/operating.md: rows written with the triggers off and counted with
-// progress_rebuild, as migration 00015 says for bulk changes.
+// seedHistory adds three hours of processing to the cohort, and refusals at
+// staging over them, for the screenshot in docs/operating.md: rows written
+// with the triggers off and counted with progress_rebuild, as migration
+// 00015 says for bulk changes.
 func seedHistory(t *testing.T, s *service) {
 	t.Helper()
 	for _, q := range []string{
@@ -293,6 +294,15 @@ func seedHistory(t *testing.T, s *service) {
 		      LATERAL (SELECT now() - interval '171 minutes' + (i * interval '170 minutes' / 6000) + (sin(i / 300.0) * interval '30 seconds') AS t) ts
 		 WHERE sup.code = 'ACME'`,
 		`ALTER TABLE import_processes ENABLE TRIGGER USER`,
+		// One line in fifty refused at E4 over the same hours.
+		`ALTER TABLE staging_refusals DISABLE TRIGGER USER`,
+		`INSERT INTO staging_refusals (supplier_id, external_account_number, step, error, refused_at)
+		 SELECT sup.id, 'ACME-HR' || lpad(i::text, 5, '0'), 'stage',
+		        '{"code":"account_failed_validation","detail":"The account failed validation.","errors":[{"code":"invalid_postcode","attr":"supply_addresses.0.supply_postcode","detail":"Not a postcode."}]}'::jsonb,
+		        now() - interval '171 minutes' + (i * interval '170 minutes' / 120)
+		 FROM import_suppliers sup, generate_series(1, 120) i
+		 WHERE sup.code = 'ACME'`,
+		`ALTER TABLE staging_refusals ENABLE TRIGGER USER`,
 		`SELECT progress_rebuild()`,
 	} {
 		if _, err := s.db.Exec(q); err != nil {
