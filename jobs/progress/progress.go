@@ -15,8 +15,10 @@
 // Accounts refused at staging (E3 or E4) never become import processes;
 // jobs/imports keeps the latest refusal of each in staging_refusals
 // (migration 00043), whose triggers count them in the same counters (the
-// state "refused", and their errors among the top errors). The failed
-// accounts list them beside the failed processes, each with its step.
+// state "refused", or "refused_not_ongoing" for a refusal because the
+// supplier was not Ongoing; their errors among the top errors; the
+// refusals per minute, migration 00056). The failed accounts list them
+// beside the failed processes, each with its step.
 package progress
 
 import (
