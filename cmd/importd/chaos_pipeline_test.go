@@ -598,7 +598,9 @@ func (r *pipelineRun) plan() []plannedFault {
 	cfg := r.cfg
 	var kinds []string
 	for kind, n := range map[string]int{faultWorkerKill: cfg.WorkerKills, faultAPIKill: cfg.APIKills, faultRunnerKill: cfg.RunnerKills,
-		faultRedisRestart: cfg.RedisRestarts, faultPostgresRestart: cfg.PostgresRestarts} {
+		faultRedisRestart: cfg.RedisRestarts, faultPostgresRestart: cfg.PostgresRestarts,
+		faultRedisClusterFailover: cfg.RedisClusterFailovers, faultRedisMasterKill: cfg.RedisMasterKills,
+		faultSentinelFailover: cfg.SentinelFailovers, faultPostgresPromote: cfg.PostgresPromotions} {
 		for range n {
 			kinds = append(kinds, kind)
 		}
@@ -674,9 +676,10 @@ func (r *pipelineRun) inject(stop chan struct{}) []*fault {
 			}
 		case faultAPIKill:
 			r.mu.Lock()
-			r.api.signal(syscall.SIGKILL)
-			r.api.wait(10 * time.Second)
-			r.startAPI(r.apiPort()) // the same port: clients know one address
+			a := rand.N(len(r.apis)) // behind HAProxy, one replica
+			r.apis[a].signal(syscall.SIGKILL)
+			r.apis[a].wait(10 * time.Second)
+			r.startAPI(a) // the same port: clients (or HAProxy) know one address
 			r.mu.Unlock()
 		case faultRunnerKill:
 			r.runMu.Lock()
@@ -693,10 +696,20 @@ func (r *pipelineRun) inject(stop chan struct{}) []*fault {
 			r.redis.restart()
 		case faultPostgresRestart:
 			r.pg.restart()
+		case faultRedisClusterFailover:
+			r.cluster.failover()
+		case faultRedisMasterKill:
+			f.lifted = r.cluster.killMaster()
+		case faultSentinelFailover:
+			f.lifted = r.sentinel.failover()
+		case faultPostgresPromote:
+			r.pg.promoteStandby(r.standby)
 		default:
 			r.net.inject(r.t, pf.kind)
 		}
-		f.lifted = time.Now()
+		if f.lifted.IsZero() {
+			f.lifted = time.Now()
+		}
 		out = append(out, f)
 		// Faults at least a second apart, so that each one's recovery is
 		// seen apart from the next one's.
@@ -797,7 +810,7 @@ func (r *pipelineRun) unfinishedTasks() int {
 // over is capacity lost until it expires. Every slot was taken before now,
 // and workers sweep every 5 s.
 func (r *pipelineRun) checkSlots(c map[string]int) {
-	rc := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.redis.port)})
+	rc := r.redisOpt().MakeRedisClient().(redis.UniversalClient)
 	defer rc.Close()
 	reclaimBy := time.Now().Add(slots.Grace + 15*time.Second)
 	for {
@@ -1005,7 +1018,12 @@ func (res *chaosResult) table() string {
 	for _, n := range names {
 		fmt.Fprintf(&b, "%-60s %d\n", n, res.checks[n])
 	}
-	fmt.Fprintf(&b, "\n%-28s %5s %26s %24s  %s\n", "fault", "count", "first E5 201 (min/med/max)", "orphans; settled (max)", "answers the test's clients got from the fault to that 201")
+	// The column is as wide as the longest kind that came.
+	width := 28
+	for _, f := range res.faults {
+		width = max(width, len(f.kind))
+	}
+	fmt.Fprintf(&b, "\n%-*s %5s %26s %24s  %s\n", width, "fault", "count", "first E5 201 (min/med/max)", "orphans; settled (max)", "answers the test's clients got from the fault to that 201")
 	for _, kind := range faultKinds() {
 		var rec []time.Duration
 		var orphans, n, never, unsettled int
@@ -1061,7 +1079,7 @@ func (res *chaosResult) table() string {
 		for _, k := range keys {
 			seen = append(seen, fmt.Sprintf("%s x%d", k, answers[k]))
 		}
-		fmt.Fprintf(&b, "%-28s %5d %26s %24s  %s\n", kind, n, nx, orph, strings.Join(seen, ", "))
+		fmt.Fprintf(&b, "%-*s %5d %26s %24s  %s\n", width, kind, n, nx, orph, strings.Join(seen, ", "))
 	}
 	all := map[string]int{}
 	for _, o := range res.obs {

@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -86,6 +87,22 @@ type chaosConfig struct {
 	Deadline, Settle time.Duration
 	// Env is added to every importd process's environment.
 	Env map[string]string
+
+	// The production topology (scale_topology_test.go). APIReplicas above
+	// one puts that many API processes behind HAProxy. Redis is "" (one
+	// redis-server), redisClusterTopology or redisSentinelTopology.
+	// PostgresStandby gives the run's own PostgreSQL (it needs OwnPostgres)
+	// a synchronous streaming standby, and the service a connection string
+	// that names both.
+	APIReplicas     int
+	Redis           string
+	PostgresStandby bool
+	// The failovers of that topology, each at a random moment like the
+	// faults above: a manual CLUSTER FAILOVER and a killed master of the
+	// cluster's shard that holds the account tasks' queue, a Sentinel
+	// failover, and the PostgreSQL primary killed and its standby promoted
+	// (at most once: the old primary stays down).
+	RedisClusterFailovers, RedisMasterKills, SentinelFailovers, PostgresPromotions int
 }
 
 // Fault kinds, in the order of the table; the network's are in
@@ -100,7 +117,8 @@ const (
 
 // faultKinds lists every kind in the order of the table.
 func faultKinds() []string {
-	return append([]string{faultWorkerKill, faultAPIKill, faultRunnerKill, faultRedisRestart, faultPostgresRestart}, networkFaultKinds()...)
+	return append([]string{faultWorkerKill, faultAPIKill, faultRunnerKill, faultRedisRestart, faultPostgresRestart,
+		faultRedisClusterFailover, faultRedisMasterKill, faultSentinelFailover, faultPostgresPromote}, networkFaultKinds()...)
 }
 
 // fault is one injected fault and what the run measured after it.
@@ -130,14 +148,25 @@ type chaosRun struct {
 	db     *db.DB
 	redis  *redisProc
 	pg     *pgCluster
+	// The scale topology's stores and proxy (scale_topology_test.go), in
+	// place of redis and beside pg when the config asks for them.
+	cluster  *redisCluster
+	sentinel *redisSentinel
+	standby  *pgCluster
+	haproxy  *haproxy
+	// redisURL is the service's REDIS_URL (not proxied).
+	redisURL string
 	// net is the proxies between the service and its stores (Proxied).
 	net  *netProxies
 	insp *asynq.Inspector
 
-	mu      sync.Mutex
-	api     *osProc
-	workers []*osProc
-	seq     int
+	mu sync.Mutex
+	// apis are the API processes, on apiPorts; apiURL is the one's, or
+	// HAProxy's in front of several.
+	apis     []*osProc
+	apiPorts []int
+	workers  []*osProc
+	seq      int
 }
 
 var (
@@ -380,15 +409,30 @@ func startChaos(t testing.TB, cfg chaosConfig) *chaosRun {
 		t.Fatal(err)
 	}
 	r := &chaosRun{t: t, cfg: cfg, bin: importdBinary(t), logDir: logDir}
-	r.redis = startRedis(t, logDir)
+	switch cfg.Redis {
+	case redisClusterTopology:
+		r.cluster = startRedisCluster(t, logDir)
+		r.redisURL = r.cluster.url()
+	case redisSentinelTopology:
+		r.sentinel = startRedisSentinel(t, logDir)
+		r.redisURL = r.sentinel.url()
+	default:
+		r.redis = startRedis(t, logDir)
+		r.redisURL = r.redis.url()
+	}
 	var dbURL string
-	if cfg.OwnPostgres {
+	switch {
+	case cfg.PostgresStandby:
+		r.pg = startPostgres(t, logDir)
+		r.standby = r.pg.addStandby()
+		dbURL = pgMultiHostURL(r.pg, r.standby, "importd")
+	case cfg.OwnPostgres:
 		r.pg = startPostgres(t, logDir)
 		dbURL = r.pg.url("importd")
-	} else {
+	default:
 		dbURL = dbtest.NewDatabase(t)
 	}
-	serviceDB, serviceRedis := dbURL, r.redis.url()
+	serviceDB, serviceRedis := dbURL, r.redisURL
 	if cfg.Proxied {
 		u, err := url.Parse(dbURL)
 		if err != nil {
@@ -399,8 +443,11 @@ func startChaos(t testing.TB, cfg chaosConfig) *chaosRun {
 		serviceDB = u.String()
 		serviceRedis = fmt.Sprintf("redis://%s/0", r.net.redis.Listen)
 	}
-	apiPort := freePort(t)
-	r.apiURL = fmt.Sprintf("http://127.0.0.1:%d", apiPort)
+	for range max(cfg.APIReplicas, 1) {
+		r.apiPorts = append(r.apiPorts, freePort(t))
+	}
+	r.apis = make([]*osProc, len(r.apiPorts))
+	r.apiURL = fmt.Sprintf("http://127.0.0.1:%d", r.apiPorts[0])
 	r.env = map[string]string{
 		"DATABASE_URL": serviceDB, "REDIS_URL": serviceRedis, "TOKEN_SECRET": testSecret,
 		"LOG_LEVEL": "warn", "DOCUMENTS_URL": "file://" + t.TempDir(),
@@ -409,7 +456,7 @@ func startChaos(t testing.TB, cfg chaosConfig) *chaosRun {
 	for k, v := range cfg.Env {
 		r.env[k] = v
 	}
-	if cfg.OwnPostgres {
+	if cfg.OwnPostgres || cfg.PostgresStandby {
 		mig := startProc(t, logDir, "migrate", r.bin, []string{"migrate"}, r.env)
 		if !mig.wait(2*time.Minute) || mig.cmd.ProcessState.ExitCode() != 0 {
 			t.Fatalf("importd migrate failed; see %s/migrate.log", logDir)
@@ -424,17 +471,23 @@ func startChaos(t testing.TB, cfg chaosConfig) *chaosRun {
 	if r.key, err = auth.CreateKey(context.Background(), r.db, "chaos", "", auth.AllSuppliers()); err != nil {
 		t.Fatal(err)
 	}
-	r.insp = asynq.NewInspector(asynq.RedisClientOpt{Addr: fmt.Sprintf("127.0.0.1:%d", r.redis.port)})
+	r.insp = asynq.NewInspector(r.redisOpt())
 	t.Cleanup(func() { r.insp.Close() })
 
-	r.startAPI(apiPort)
+	for i := range r.apis {
+		r.startAPI(i)
+	}
+	if len(r.apis) > 1 {
+		r.haproxy = startHAProxy(t, logDir, r.apiPorts)
+		r.apiURL = r.haproxy.url()
+	}
 	for range cfg.Workers {
 		r.workers = append(r.workers, r.startWorker())
 	}
 	t.Cleanup(func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		for _, p := range append([]*osProc{r.api}, r.workers...) {
+		for _, p := range append(slices.Clone(r.apis), r.workers...) {
 			p.signal(syscall.SIGKILL)
 			p.wait(10 * time.Second)
 		}
@@ -447,13 +500,25 @@ func (r *chaosRun) nextName(kind string) string {
 	return fmt.Sprintf("%s-%02d", kind, r.seq)
 }
 
-// startAPI starts `importd api` on port and waits until it answers.
-func (r *chaosRun) startAPI(port int) {
-	env := mergeEnv(r.env, map[string]string{"HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port)})
-	r.api = startProc(r.t, r.logDir, r.nextName("api"), r.bin, []string{"api"}, env)
+// redisOpt is the service's REDIS_URL as the service reads it, for the
+// test's own Redis clients.
+func (r *chaosRun) redisOpt() asynq.RedisConnOpt {
+	opt, err := parseRedisURL(r.redisURL)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return opt
+}
+
+// startAPI starts API process i (`importd api` on r.apiPorts[i]) and
+// waits until it answers.
+func (r *chaosRun) startAPI(i int) {
+	addr := fmt.Sprintf("127.0.0.1:%d", r.apiPorts[i])
+	env := mergeEnv(r.env, map[string]string{"HTTP_ADDR": addr})
+	r.apis[i] = startProc(r.t, r.logDir, r.nextName("api"), r.bin, []string{"api"}, env)
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if res, err := http.Get(r.apiURL + "/healthz"); err == nil {
+		if res, err := http.Get("http://" + addr + "/healthz"); err == nil {
 			res.Body.Close()
 			if res.StatusCode == 200 {
 				return
@@ -478,12 +543,6 @@ func mergeEnv(a, b map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-func (r *chaosRun) apiPort() int {
-	var port int
-	fmt.Sscanf(r.apiURL, "http://127.0.0.1:%d", &port)
-	return port
 }
 
 // activeAccounts lists the accounts that the worker process pid is running,

@@ -304,7 +304,7 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 	s := soakSample{Slice: k, at: time.Now(), RSS: map[string]int64{}, CPU: map[string]float64{}, CPUPerAccount: map[string]float64{}}
 	s.Accounts = r.accounts(ctx)
 	s.e5, s.APIGoroutines = r.apiMetrics()
-	procs := map[string]*osProc{"api": r.api, "vendor-sim": r.vendor, "runner": r.runner, "redis": r.redis.proc}
+	procs := map[string]*osProc{"api": r.apis[0], "vendor-sim": r.vendor, "runner": r.runner, "redis": r.redis.proc}
 	for i, w := range r.workers {
 		procs[fmt.Sprintf("worker-%d", i+1)] = w
 	}
@@ -313,7 +313,7 @@ func (r *soakRun) sample(ctx context.Context, k int, prev *soakSample) soakSampl
 			s.RSS[name] = rss(p.cmd.Process.Pid)
 		}
 	}
-	for _, p := range append([]*osProc{r.api}, r.workers...) {
+	for _, p := range append([]*osProc{r.apis[0]}, r.workers...) {
 		s.CPU["importd"] += procCPUSeconds(p)
 	}
 	s.CPU["redis"] = procCPUSeconds(r.redis.proc)
