@@ -26,7 +26,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(LOCAL_BIN)/staticcheck
 STATICCHECK_STAMP := $(LOCAL_BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
-.PHONY: help run test test-long chaos chaos-network soak check-ports stack-up stack-down env build install lint bench bench-migrate fuzz
+.PHONY: help run test test-long chaos chaos-network scale soak check-ports stack-up stack-down env build install lint bench bench-migrate fuzz
 
 # test-env starts nothing and uses TEST_DATABASE_URL and TEST_REDIS_URL when
 # both are set; otherwise it starts the local stack and points them at it. It
@@ -114,6 +114,15 @@ chaos: ## Faults over the whole pipeline: importctl run over 10,000 accounts wit
 chaos-network: ## Network faults over the whole pipeline: toxiproxy between importd and PostgreSQL and Redis, latency, bandwidth, resets, blackholes, outages (CHAOS_NETWORK_ACCOUNTS, CHAOS_NETWORK_FAULTS)
 	$(test-env)
 	$(GO) test -tags chaos -run '^TestChaos_Network$$' -count 1 -v -timeout 60m ./cmd/importd
+
+scale: ## The production topology under failovers: 2 API replicas behind HAProxy, 3 workers, Redis Cluster (then Sentinel), PostgreSQL with a standby; 10,000 accounts through importctl run while replicas die and the stores fail over (SCALE_ACCOUNTS, SCALE_BUSINESSES, SCALE_CONCURRENCY)
+	# The test starts the servers of its own (six redis-server for the
+	# cluster, two and three Sentinels for the second pass, a PostgreSQL
+	# primary and standby, HAProxy); test-env and haproxy only install
+	# them when missing.
+	$(test-env)
+	$(STACK) haproxy
+	$(GO) test -tags scale -run '^TestScale_Full$$' -count 1 -v -timeout 120m ./cmd/importd
 
 SOAK_ACCOUNTS ?= 200000
 SOAK_REPORT ?= $(LOCAL)/soak

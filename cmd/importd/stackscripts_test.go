@@ -59,7 +59,7 @@ func TestStackScript_WithoutArgumentsPrintsUsageAndExits2(t *testing.T) {
 			cmd := exec.Command("deploy/local/stack.sh", tc.args...)
 			cmd.Dir, cmd.Env = "../..", scriptEnv()
 			code, out := exitCode(t, cmd)
-			if code != tc.code || !strings.HasPrefix(out, "usage: deploy/local/stack.sh up|env|down|check-ports|chromium|promtool\n") {
+			if code != tc.code || !strings.HasPrefix(out, "usage: deploy/local/stack.sh up|env|down|check-ports|chromium|promtool|haproxy\n") {
 				t.Errorf("exit %d, want %d; output:\n%s", code, tc.code, out)
 			}
 		})

@@ -223,6 +223,13 @@ promtool_up() {
 	apt_install promtool prometheus
 }
 
+# haproxy_up installs HAProxy, which `make scale` puts in front of its API
+# replicas (cmd/importd/scale_topology_test.go). The run needs it, so
+# unlike chromium_up a missing one that cannot be installed is an error.
+haproxy_up() {
+	command -v haproxy >/dev/null 2>&1 || [[ -x /usr/sbin/haproxy ]] || apt_install HAProxy haproxy
+}
+
 # listening PORT: whether something listens on TCP PORT (any address).
 listening() {
 	if command -v ss >/dev/null 2>&1; then
@@ -309,7 +316,7 @@ check_ports() {
 
 usage() {
 	cat <<'USAGE'
-usage: deploy/local/stack.sh up|env|down|check-ports|chromium|promtool
+usage: deploy/local/stack.sh up|env|down|check-ports|chromium|promtool|haproxy
   up     start the local PostgreSQL and Redis if they are not running
   env    print export lines for the tools: eval "$(deploy/local/stack.sh env)"
   env importctl  only the variables importctl reads (what make -s env prints)
@@ -318,6 +325,7 @@ usage: deploy/local/stack.sh up|env|down|check-ports|chromium|promtool
          the variable that moves it
   chromium  install Debian's chromium for the migration page's browser test
   promtool  install Debian's prometheus package for the alerting rules' test
+  haproxy   install Debian's haproxy for make scale
 USAGE
 }
 
@@ -336,6 +344,7 @@ down) down ;;
 check-ports) check_ports ;;
 chromium) chromium_up ;;
 promtool) promtool_up ;;
+haproxy) haproxy_up ;;
 *)
 	usage >&2
 	exit 2
