@@ -599,7 +599,7 @@ func (r *pipelineRun) plan() []plannedFault {
 	var kinds []string
 	for kind, n := range map[string]int{faultWorkerKill: cfg.WorkerKills, faultAPIKill: cfg.APIKills, faultRunnerKill: cfg.RunnerKills,
 		faultRedisRestart: cfg.RedisRestarts, faultPostgresRestart: cfg.PostgresRestarts,
-		faultRedisClusterFailover: cfg.RedisClusterFailovers, faultRedisMasterKill: cfg.RedisMasterKills,
+		faultRedisClusterFailover: cfg.RedisClusterFailovers, faultRedisMasterKill: cfg.RedisMasterKills, faultRedisMasterKillLag: cfg.RedisMasterKillsLagging,
 		faultSentinelFailover: cfg.SentinelFailovers, faultPostgresPromote: cfg.PostgresPromotions} {
 		for range n {
 			kinds = append(kinds, kind)
@@ -699,7 +699,9 @@ func (r *pipelineRun) inject(stop chan struct{}) []*fault {
 		case faultRedisClusterFailover:
 			r.cluster.failover()
 		case faultRedisMasterKill:
-			f.lifted = r.cluster.killMaster()
+			f.at, f.lifted = r.cluster.killMaster(0)
+		case faultRedisMasterKillLag:
+			f.at, f.lifted = r.cluster.killMaster(replicaLag)
 		case faultSentinelFailover:
 			f.lifted = r.sentinel.failover()
 		case faultPostgresPromote:

@@ -102,7 +102,10 @@ type chaosConfig struct {
 	// cluster's shard that holds the account tasks' queue, a Sentinel
 	// failover, and the PostgreSQL primary killed and its standby promoted
 	// (at most once: the old primary stays down).
-	RedisClusterFailovers, RedisMasterKills, SentinelFailovers, PostgresPromotions int
+	// RedisMasterKillsLagging kill the master with its replica a second
+	// behind (replicaLag), so that what it acknowledged in that second is
+	// lost.
+	RedisClusterFailovers, RedisMasterKills, RedisMasterKillsLagging, SentinelFailovers, PostgresPromotions int
 }
 
 // Fault kinds, in the order of the table; the network's are in
@@ -118,7 +121,7 @@ const (
 // faultKinds lists every kind in the order of the table.
 func faultKinds() []string {
 	return append([]string{faultWorkerKill, faultAPIKill, faultRunnerKill, faultRedisRestart, faultPostgresRestart,
-		faultRedisClusterFailover, faultRedisMasterKill, faultSentinelFailover, faultPostgresPromote}, networkFaultKinds()...)
+		faultRedisClusterFailover, faultRedisMasterKill, faultRedisMasterKillLag, faultSentinelFailover, faultPostgresPromote}, networkFaultKinds()...)
 }
 
 // fault is one injected fault and what the run measured after it.

@@ -14,9 +14,11 @@ import (
 // through the built `importctl run`, in two passes:
 //   - Redis Cluster (three masters, a replica each) and PostgreSQL with a
 //     synchronous standby, while an API replica is killed twice, the
-//     accounts queue's master fails over by CLUSTER FAILOVER and then by
-//     being killed, two workers are killed, and the PostgreSQL primary is
-//     killed and its standby promoted;
+//     accounts queue's master fails over by CLUSTER FAILOVER, then by
+//     being killed, then by being killed with its replica a second behind
+//     (what it acknowledged in that second is lost), two workers are
+//     killed, and the PostgreSQL primary is killed and its standby
+//     promoted;
 //   - Redis with three Sentinels and the same PostgreSQL, while an API
 //     replica is killed, Redis fails over by SENTINEL FAILOVER twice, and
 //     the PostgreSQL primary is killed and its standby promoted.
@@ -34,7 +36,8 @@ func TestScale_Full(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		cfg := base
 		cfg.Seed, cfg.Redis = 50, redisClusterTopology
-		cfg.APIKills, cfg.WorkerKills, cfg.RedisClusterFailovers, cfg.RedisMasterKills, cfg.PostgresPromotions = 2, 2, 1, 1, 1
+		cfg.APIKills, cfg.WorkerKills, cfg.PostgresPromotions = 2, 2, 1
+		cfg.RedisClusterFailovers, cfg.RedisMasterKills, cfg.RedisMasterKillsLagging = 1, 1, 1
 		t.Log("\n" + runPipeline(t, cfg).table())
 	})
 	t.Run("sentinel", func(t *testing.T) {
