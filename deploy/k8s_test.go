@@ -65,6 +65,8 @@ type k8sObjects struct {
 	hpas        []*autoscalingv2.HorizontalPodAutoscaler
 	// scaledObjects are KEDA's, checked against its CRD (crdKinds).
 	scaledObjects []*scaledObject
+	// podMonitors are the Prometheus Operator's, checked against its CRD.
+	podMonitors []*podMonitor
 }
 
 var loadK8sOnce = sync.OnceValues(loadK8sObjects)
@@ -152,6 +154,8 @@ func loadK8sObjects() (*k8sObjects, error) {
 				objs.hpas = append(objs.hpas, o)
 			case *scaledObject:
 				objs.scaledObjects = append(objs.scaledObjects, o)
+			case *podMonitor:
+				objs.podMonitors = append(objs.podMonitors, o)
 			}
 		}
 	}
@@ -297,7 +301,7 @@ func TestK8s_ManifestsDecodeStrictly(t *testing.T) {
 			t.Errorf("%s: %s %q sets namespace %q; the manifests are namespace-less, the namespace is chosen at apply time", m.where, m.kind, meta.Name, meta.Namespace)
 		}
 	}
-	want := map[string]int{"ConfigMap": 1, "Secret": 1, "Deployment": 2, "Service": 1, "Job": 1, "PodDisruptionBudget": 2, "ScaledObject": 1}
+	want := map[string]int{"ConfigMap": 1, "Secret": 1, "Deployment": 2, "Service": 1, "Job": 1, "PodDisruptionBudget": 2, "ScaledObject": 1, "PodMonitor": 1}
 	got := map[string]int{}
 	for _, m := range objs.all {
 		got[m.kind]++

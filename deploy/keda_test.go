@@ -24,7 +24,8 @@ const kedaCRD = "testdata/keda.sh_scaledobjects.yaml"
 // crdKinds are the kinds of custom resources under k8s/: "apiVersion kind"
 // to the CRD whose schema the manifest must pass.
 var crdKinds = map[string]string{
-	"keda.sh/v1alpha1 ScaledObject": kedaCRD,
+	"keda.sh/v1alpha1 ScaledObject":       kedaCRD,
+	"monitoring.coreos.com/v1 PodMonitor": podMonitorCRD,
 }
 
 // scaledObject holds the fields of KEDA's ScaledObject (its
@@ -168,6 +169,12 @@ func decodeCustom(crdFile string, tm metav1.TypeMeta, doc []byte) (any, error) {
 			return nil, err
 		}
 		return so, nil
+	case "PodMonitor":
+		pm := new(podMonitor)
+		if err := json.Unmarshal(raw, pm); err != nil {
+			return nil, err
+		}
+		return pm, nil
 	}
 	return nil, fmt.Errorf("no test type for %s %s", tm.APIVersion, tm.Kind)
 }
