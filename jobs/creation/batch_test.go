@@ -182,8 +182,11 @@ func (r *batchRig) transactionsSeen() map[string][2]int {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			h := m.GetHistogram()
-			out[m.GetLabel()[0].GetValue()] = [2]int{int(h.GetSampleCount()), int(h.GetSampleSum())}
+			// Every outcome's series exists from the start, at zero
+			// (metrics.Metrics); only those with transactions count here.
+			if h := m.GetHistogram(); h.GetSampleCount() > 0 {
+				out[m.GetLabel()[0].GetValue()] = [2]int{int(h.GetSampleCount()), int(h.GetSampleSum())}
+			}
 		}
 	}
 	return out
