@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -191,8 +192,14 @@ func NewPaymentInstructionVerifyTaskID(p PaymentInstructionVerifyPayload, timeou
 }
 
 // DoneChannel is the Redis pub/sub channel on which the worker announces
-// that a task finished, so that a waiting API request wakes at once.
-func DoneChannel(taskID string) string { return "importd:done:" + taskID }
+// that a task finished, so that a waiting API request wakes at once. Pub/sub
+// channels are the whole server's, not a database's: the channel names the
+// database (db, REDIS_URL's number; 0 in a cluster) so that services that
+// share a Redis server in databases of their own never hear each other's
+// announcements, which would answer an E5 with another service's account.
+func DoneChannel(db int, taskID string) string {
+	return "importd:done:" + strconv.Itoa(db) + ":" + taskID
+}
 
 // AccountOutcome is what the worker announces on an account task's
 // DoneChannel when the task ends for good, and what a waiting E5 reads.

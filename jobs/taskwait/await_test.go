@@ -182,7 +182,7 @@ func TestDo_TakesOverATaskWhoseWorkerDied(t *testing.T) {
 		return err == nil
 	})
 	b, _ := json.Marshal("done by the takeover")
-	if err := rdb.Publish(t.Context(), jobs.DoneChannel(id), b).Err(); err != nil {
+	if err := rdb.Publish(t.Context(), jobs.DoneChannel(rdb.Options().DB, id), b).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r := <-done

@@ -85,7 +85,7 @@ func (h *Hub) run() {
 		// A failed PSUBSCRIBE is remembered by go-redis and sent again
 		// when the receive loop reconnects; Subscribe waits for its
 		// confirmation.
-		h.ps = h.rdb.PSubscribe(context.Background(), jobs.DoneChannel("*"))
+		h.ps = h.rdb.PSubscribe(context.Background(), jobs.DoneChannel(database(h.rdb), "*"))
 		go h.receive()
 	})
 }
@@ -95,7 +95,7 @@ func (h *Hub) run() {
 // cannot announce its end before anyone listens. Close the Waiter when done.
 func (h *Hub) Subscribe(ctx context.Context, taskID string) (*Waiter, error) {
 	h.run()
-	ch := jobs.DoneChannel(taskID)
+	ch := jobs.DoneChannel(database(h.rdb), taskID)
 	w := &Waiter{hub: h, rdb: h.rdb, taskID: taskID, channel: ch,
 		msgs: make(chan []byte, 4), recheck: make(chan struct{}, 1)}
 	h.mu.Lock()

@@ -186,9 +186,18 @@ func PublishWith(ctx context.Context, rdb redis.UniversalClient, taskID string, 
 	// subscribed before its read of the key, so it finds the one or hears
 	// the other.
 	set := pipe.Set(ctx, outcomeKey(taskID), b, outcomeTTL)
-	pub := pipe.Publish(ctx, jobs.DoneChannel(taskID), b)
+	pub := pipe.Publish(ctx, jobs.DoneChannel(database(rdb), taskID), b)
 	_, _ = pipe.Exec(ctx)
 	return errors.Join(set.Err(), pub.Err())
+}
+
+// database is the number of the Redis database rdb works in, which names
+// its done channels (jobs.DoneChannel): 0 for a cluster, which has no other.
+func database(rdb redis.UniversalClient) int {
+	if c, ok := rdb.(interface{ Options() *redis.Options }); ok {
+		return c.Options().DB
+	}
+	return 0
 }
 
 // Join looks for a task of w's task id on queue, to share it: joined is

@@ -169,3 +169,32 @@ func TestHub_CloseEndsWaits(t *testing.T) {
 		t.Error("Subscribe on a closed hub succeeded")
 	}
 }
+
+// Pub/sub channels are the whole Redis server's: a service in another
+// database of the same server that announces a task of the same id must
+// not wake this one's waiter (it once answered an E5 with the other
+// service's account), while this one's own announcement does.
+func TestHub_AnnouncementsOfAnotherDatabaseAreNotHeard(t *testing.T) {
+	t.Parallel()
+	mine, _ := newRedis(t, 4)
+	other, _ := newRedis(t, 4)
+	hub := newHub(t, mine)
+	w, err := hub.Subscribe(t.Context(), "same-task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := taskwait.Publish(t.Context(), other, "same-task", "the other service's"); err != nil {
+		t.Fatal(err)
+	}
+	if b, ev, err := w.Next(t.Context(), 300*time.Millisecond, 0); ev != taskwait.Ended || err != nil {
+		t.Fatalf("Next = %q, %v, %v; want nothing heard from the other database", b, ev, err)
+	}
+	if err := taskwait.Publish(t.Context(), mine, "same-task", "mine"); err != nil {
+		t.Fatal(err)
+	}
+	b, ev, err := w.Next(t.Context(), 10*time.Second, 0)
+	if ev != taskwait.Announced || err != nil || string(b) != `"mine"` {
+		t.Errorf("Next = %q, %v, %v; want its own announcement", b, ev, err)
+	}
+}

@@ -292,9 +292,13 @@ func TestReconcile_ChangesAfterImportAreReportedFieldByField(t *testing.T) {
 	t.Parallel()
 	s := startService(t, nil)
 	path, _ := cohortWithFullLines(t, cohort.Options{Accounts: 12, Seed: 9, NoPayments: true}, 1)
-	res, err := migrate.Run(context.Background(), config(s, path, t.TempDir()))
+	runDir := t.TempDir()
+	res, err := migrate.Run(context.Background(), config(s, path, runDir))
 	if err != nil || res.ExitCode() != 0 {
 		logSummary(t, res)
+		for _, f := range readFailures(t, runDir) {
+			t.Logf("failure: %+v", f)
+		}
 		t.Fatalf("run: %v", err)
 	}
 	acct := func(i int) string { return "S9-000000" + string(rune('0'+i)) }
