@@ -21,7 +21,9 @@ package main
 //
 // TestChaos_FaultsDuringARunLoseNothing is the small variant that `make
 // test` runs; chaos_full_test.go (build tag chaos, `make chaos`) has the
-// full ones.
+// full ones. The same harness runs the production topology (API replicas
+// behind HAProxy, Redis Cluster or Sentinel, a PostgreSQL standby) and its
+// failovers for `make scale`: scale_topology_test.go.
 
 import (
 	"bufio"
@@ -36,6 +38,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +48,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/db/dbtest"
@@ -149,7 +153,7 @@ type chaosRun struct {
 	apiURL string
 	key    string
 	db     *db.DB
-	redis  *redisProc
+	redis  *redisNode
 	pg     *pgCluster
 	// The scale topology's stores and proxy (scale_topology_test.go), in
 	// place of redis and beside pg when the config asks for them.
@@ -249,39 +253,75 @@ func startProc(t testing.TB, logDir, name, bin string, args []string, env map[st
 	return p
 }
 
-// redisProc is a redis-server of the run's own, with the persistence that
-// docs/operating.md asks for in production.
-type redisProc struct {
+// redisNode is a redis-server of the run's own: the one Redis of a chaos
+// run, with the persistence that docs/operating.md asks for in production
+// (dataArgs), or a node of a scale run's cluster or Sentinel setup (a
+// Sentinel is a redisNode started with --sentinel on its configuration
+// file).
+type redisNode struct {
 	t      testing.TB
+	name   string
 	port   int
 	dir    string
 	logDir string
+	args   []string
 	proc   *osProc
 }
 
-func startRedis(t testing.TB, logDir string) *redisProc {
+func newRedisNode(t testing.TB, logDir, name string) *redisNode {
+	n := &redisNode{t: t, name: name, port: freePort(t), dir: t.TempDir(), logDir: logDir}
+	t.Cleanup(func() {
+		if n.proc != nil {
+			n.proc.signal(syscall.SIGKILL)
+			n.proc.wait(10 * time.Second)
+		}
+	})
+	return n
+}
+
+func (n *redisNode) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.port) }
+
+// start starts the node (again, on the same files) and waits for its port.
+func (n *redisNode) start() {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		n.t.Fatal("redis-server not installed; `make test` installs it")
+	}
+	n.proc = startProc(n.t, n.logDir, n.name, bin, n.args, nil)
+	waitTCP(n.t, n.addr())
+}
+
+// kill stops the node with SIGKILL: what it had not written or replicated
+// is gone.
+func (n *redisNode) kill() {
+	n.proc.signal(syscall.SIGKILL)
+	n.proc.wait(10 * time.Second)
+}
+
+// client is a connection to this node alone.
+func (n *redisNode) client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: n.addr(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+}
+
+// dataArgs are a data node's arguments: its persistence, and extra.
+func (n *redisNode) dataArgs(extra ...string) []string {
+	return append([]string{"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", n.dir,
+		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--maxmemory-policy", "noeviction"}, extra...)
+}
+
+func startRedis(t testing.TB, logDir string) *redisNode {
 	t.Helper()
-	r := &redisProc{t: t, port: freePort(t), dir: t.TempDir(), logDir: logDir}
+	r := newRedisNode(t, logDir, "redis")
+	r.args = r.dataArgs()
 	r.start()
-	t.Cleanup(func() { r.proc.signal(syscall.SIGKILL); r.proc.wait(10 * time.Second) })
 	return r
 }
 
-func (r *redisProc) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
-
-func (r *redisProc) start() {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		r.t.Fatal("redis-server not installed; `make test` installs it")
-	}
-	r.proc = startProc(r.t, r.logDir, "redis", bin, []string{"--port", fmt.Sprint(r.port), "--bind", "127.0.0.1",
-		"--dir", r.dir, "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--maxmemory-policy", "noeviction"}, nil)
-	waitTCP(r.t, fmt.Sprintf("127.0.0.1:%d", r.port))
-}
+func (n *redisNode) url() string { return fmt.Sprintf("redis://%s/0", n.addr()) }
 
 // restart stops Redis as an orchestrator does (SIGTERM: it writes its
 // append-only file and exits) and starts it again on the same files.
-func (r *redisProc) restart() {
+func (r *redisNode) restart() {
 	r.proc.signal(syscall.SIGTERM)
 	if !r.proc.wait(30 * time.Second) {
 		r.t.Error("redis-server did not stop within 30s of SIGTERM")

@@ -30,7 +30,7 @@ func idleInTransaction(t *testing.T, s *service) int {
 	return n
 }
 
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

@@ -49,60 +49,6 @@ const (
 // Sentinel's down-after (2 s) and an election, PostgreSQL's a promotion.
 const failoverWait = 60 * time.Second
 
-// redisNode is one redis-server of a cluster or a Sentinel setup, with the
-// persistence of redisProc; a Sentinel is a redisNode started with
-// --sentinel on its configuration file.
-type redisNode struct {
-	t      testing.TB
-	name   string
-	port   int
-	dir    string
-	logDir string
-	args   []string
-	proc   *osProc
-}
-
-func newRedisNode(t testing.TB, logDir, name string) *redisNode {
-	n := &redisNode{t: t, name: name, port: freePort(t), dir: t.TempDir(), logDir: logDir}
-	t.Cleanup(func() {
-		if n.proc != nil {
-			n.proc.signal(syscall.SIGKILL)
-			n.proc.wait(10 * time.Second)
-		}
-	})
-	return n
-}
-
-func (n *redisNode) addr() string { return fmt.Sprintf("127.0.0.1:%d", n.port) }
-
-// start starts the node (again, on the same files) and waits for its port.
-func (n *redisNode) start() {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		n.t.Fatal("redis-server not installed; `make scale` installs it")
-	}
-	n.proc = startProc(n.t, n.logDir, n.name, bin, n.args, nil)
-	waitTCP(n.t, n.addr())
-}
-
-// kill stops the node with SIGKILL: what it had not written or replicated
-// is gone.
-func (n *redisNode) kill() {
-	n.proc.signal(syscall.SIGKILL)
-	n.proc.wait(10 * time.Second)
-}
-
-// client is a connection to this node alone.
-func (n *redisNode) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: n.addr(), DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
-}
-
-// dataArgs are a data node's arguments: redisProc's persistence.
-func (n *redisNode) dataArgs(extra ...string) []string {
-	return append([]string{"--port", strconv.Itoa(n.port), "--bind", "127.0.0.1", "--dir", n.dir,
-		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--maxmemory-policy", "noeviction"}, extra...)
-}
-
 // info is the field of INFO section on the node (of CLUSTER INFO for
 // section "cluster"), "" when it does not answer.
 func (n *redisNode) info(section, field string) string {
@@ -126,19 +72,6 @@ func (n *redisNode) info(section, field string) string {
 		}
 	}
 	return ""
-}
-
-// waitUntil polls cond every 100 ms until it holds, or fails the run after
-// failoverWait, naming what.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(failoverWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, failoverWait)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // redisCluster is a Redis Cluster of three masters with a replica each.
@@ -168,7 +101,7 @@ func startRedisCluster(t testing.TB, logDir string) *redisCluster {
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	waitUntil(t, "the cluster ok with three masters and three linked replicas", func() bool {
+	waitFor(t, "the cluster ok with three masters and three linked replicas", failoverWait, func() bool {
 		masters, linked := 0, 0
 		for _, n := range c.nodes {
 			switch n.info("replication", "role") {
@@ -281,7 +214,7 @@ func (c *redisCluster) failover() {
 	if err != nil {
 		c.t.Fatalf("CLUSTER FAILOVER on %s: %v", replica.name, err)
 	}
-	waitUntil(c.t, "the replica "+replica.name+" promoted by CLUSTER FAILOVER", func() bool {
+	waitFor(c.t, "the replica "+replica.name+" promoted by CLUSTER FAILOVER", failoverWait, func() bool {
 		return replica.info("replication", "role") == "master" && c.ok()
 	})
 }
@@ -323,12 +256,12 @@ func (c *redisCluster) killMaster(lag time.Duration) (killed, promoted time.Time
 		replica.proc.signal(syscall.SIGCONT)
 	}
 	master.proc = nil
-	waitUntil(c.t, "the replica "+replica.name+" promoted after its master was killed", func() bool {
+	waitFor(c.t, "the replica "+replica.name+" promoted after its master was killed", failoverWait, func() bool {
 		return replica.info("replication", "role") == "master" && c.ok()
 	})
 	promoted = time.Now()
 	master.start()
-	waitUntil(c.t, "the killed master "+master.name+" back as a replica", func() bool {
+	waitFor(c.t, "the killed master "+master.name+" back as a replica", failoverWait, func() bool {
 		return master.info("replication", "role") == "slave" && master.info("replication", "master_link_status") == "up" && c.healthy()
 	})
 	return killed, promoted
@@ -355,7 +288,7 @@ func startRedisSentinel(t testing.TB, logDir string) *redisSentinel {
 	replica.args = replica.dataArgs("--replicaof", "127.0.0.1", strconv.Itoa(primary.port))
 	replica.start()
 	s.data = []*redisNode{primary, replica}
-	waitUntil(t, "the replica linked", func() bool { return replica.info("replication", "master_link_status") == "up" })
+	waitFor(t, "the replica linked", failoverWait, func() bool { return replica.info("replication", "master_link_status") == "up" })
 	for i := range 3 {
 		n := newRedisNode(t, logDir, fmt.Sprintf("sentinel-%d", i+1))
 		conf := filepath.Join(n.dir, "sentinel.conf")
@@ -371,7 +304,7 @@ func startRedisSentinel(t testing.TB, logDir string) *redisSentinel {
 		n.start()
 		s.sentinels = append(s.sentinels, n)
 	}
-	waitUntil(t, "every Sentinel knowing the replica and the other two Sentinels", func() bool {
+	waitFor(t, "every Sentinel knowing the replica and the other two Sentinels", failoverWait, func() bool {
 		for _, n := range s.sentinels {
 			cl := redis.NewSentinelClient(&redis.Options{Addr: n.addr()})
 			reps, err1 := cl.Replicas(context.Background(), sentinelMaster).Result()
@@ -429,7 +362,7 @@ func (s *redisSentinel) failover() (promoted time.Time) {
 	if err != nil {
 		s.t.Fatalf("SENTINEL FAILOVER: %v", err)
 	}
-	waitUntil(s.t, "the Sentinels naming "+next.name+" the primary", func() bool {
+	waitFor(s.t, "the Sentinels naming "+next.name+" the primary", failoverWait, func() bool {
 		for _, sn := range s.sentinels {
 			c := redis.NewSentinelClient(&redis.Options{Addr: sn.addr()})
 			addr, err := c.GetMasterAddrByName(context.Background(), sentinelMaster).Result()
@@ -441,7 +374,7 @@ func (s *redisSentinel) failover() (promoted time.Time) {
 		return next.info("replication", "role") == "master"
 	})
 	promoted = time.Now()
-	waitUntil(s.t, "the old primary "+old.name+" a linked replica", func() bool {
+	waitFor(s.t, "the old primary "+old.name+" a linked replica", failoverWait, func() bool {
 		return old.info("replication", "role") == "slave" && old.info("replication", "master_link_status") == "up"
 	})
 	return promoted
@@ -480,7 +413,7 @@ func (c *pgCluster) addStandby() *pgCluster {
 	if _, err := d.Exec(`SELECT pg_reload_conf()`); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the standby streaming synchronously", func() bool {
+	waitFor(t, "the standby streaming synchronously", failoverWait, func() bool {
 		var n int
 		return d.Get(&n, `SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync' AND state = 'streaming'`) == nil && n == 1
 	})
@@ -548,7 +481,7 @@ func startHAProxy(t testing.TB, logDir string, ports []int) *haproxy {
 	}
 	h.proc = startProc(t, logDir, "haproxy", bin, []string{"-f", cfg, "-db"}, nil)
 	t.Cleanup(func() { h.proc.signal(syscall.SIGKILL); h.proc.wait(10 * time.Second) })
-	waitUntil(t, "HAProxy answering /readyz", func() bool {
+	waitFor(t, "HAProxy answering /readyz", failoverWait, func() bool {
 		res, err := http.Get(h.url() + "/readyz")
 		if err != nil {
 			return false
