@@ -89,6 +89,9 @@ var vars = []variable{
 		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			return errors.New("must be a postgres:// URL")
 		}
+		if err := checkHostPorts(u.Host); err != nil {
+			return err
+		}
 		c.DatabaseURL = v
 		return nil
 	}},
@@ -255,6 +258,27 @@ var vars = []variable{
 		}
 		return errors.New("must be json or text")
 	}},
+}
+
+// checkHostPorts refuses a URL host part that names several hosts with
+// their ports (pg1:5432,pg2:5432). lib/pq splits a URL's host:port only
+// for one host; of several it takes the ports for part of the names and
+// dials "pg2:5432" as a host, which fails only at the first connection,
+// and only once the first host is down. Several hosts take their ports, in
+// the same order, in ?port= (docs/operating.md, "Running on many machines").
+func checkHostPorts(host string) error {
+	hosts := strings.Split(host, ",")
+	if len(hosts) < 2 {
+		return nil
+	}
+	for _, h := range hosts {
+		// (url.Parse refuses bracketed IPv6 addresses in a list, so a colon
+		// here is a port's.)
+		if strings.Contains(h, ":") {
+			return errors.New("several hosts take their ports in ?port=, in the same order (postgres://u@pg1,pg2/db?port=5432,5432&target_session_attrs=read-write), not beside each host")
+		}
+	}
+	return nil
 }
 
 func positiveInt(v string, dst *int) error {
