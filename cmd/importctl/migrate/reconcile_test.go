@@ -292,22 +292,9 @@ func TestReconcile_ChangesAfterImportAreReportedFieldByField(t *testing.T) {
 	t.Parallel()
 	s := startService(t, nil)
 	path, _ := cohortWithFullLines(t, cohort.Options{Accounts: 12, Seed: 9, NoPayments: true}, 1)
-	runDir := t.TempDir()
-	res, err := migrate.Run(context.Background(), config(s, path, runDir))
-	if err != nil || res.ExitCode() != 0 {
-		logSummary(t, res)
-		for _, f := range readFailures(t, runDir) {
-			t.Logf("failure: %+v", f)
-		}
-		t.Fatalf("run: %v", err)
-	}
+	runWhole(t, s, path)
 	acct := func(i int) string { return "S9-000000" + string(rune('0'+i)) }
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := s.db.Exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	exec := execer(t, s)
 	id := `(SELECT id FROM accounts WHERE external_account_number = $1)`
 	exec(`INSERT INTO notes (account_id, body, created_at) VALUES (`+id+`, 'added later', now())`, acct(1))
 	exec(`DELETE FROM transactions WHERE id = (SELECT min(id) FROM transactions WHERE account_id = `+id+`)`, acct(2))
@@ -492,19 +479,9 @@ func TestReconcile_ADifferingDigestIsNamedAtItsPaths(t *testing.T) {
 	t.Parallel()
 	s := startService(t, nil)
 	path, _ := cohortWithFullLines(t, cohort.Options{Accounts: 12, Seed: 9, NoPayments: true}, 1)
-	runDir := t.TempDir()
-	res, err := migrate.Run(context.Background(), config(s, path, runDir))
-	if err != nil || res.ExitCode() != 0 {
-		logSummary(t, res)
-		t.Fatalf("run: %v", err)
-	}
+	runDir := runWhole(t, s, path)
 	acct := func(i int) string { return "S9-000000" + string(rune('0'+i)) }
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := s.db.Exec(q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	exec := execer(t, s)
 	id := `(SELECT id FROM accounts WHERE external_account_number = $1)`
 	var tx struct {
 		ID     string          `db:"transaction_id"`
@@ -655,5 +632,33 @@ func TestReconcile_TheGuideWalkArrivesWholeBesideAnotherAccountOfTheSupplier(t *
 	}
 	if _, code := reconcileCmd("--report", t.TempDir(), "--scope", "everything"); code != 2 {
 		t.Errorf("--scope everything: exit %d, want 2", code)
+	}
+}
+
+// runWhole runs the cohort at path through s and returns the run's report
+// folder; unless every account succeeded, it fails the test with the run's
+// summary and failures.
+func runWhole(t *testing.T, s *service, path string) string {
+	t.Helper()
+	dir := t.TempDir()
+	res, err := migrate.Run(context.Background(), config(s, path, dir))
+	if err != nil || res.ExitCode() != 0 {
+		logSummary(t, res)
+		for _, f := range readFailures(t, dir) {
+			t.Logf("failure: %+v", f)
+		}
+		t.Fatalf("run: %v", err)
+	}
+	return dir
+}
+
+// execer returns a function that runs a statement on s's database, as an
+// incident would change it, failing the test when it fails.
+func execer(t *testing.T, s *service) func(q string, args ...any) {
+	return func(q string, args ...any) {
+		t.Helper()
+		if _, err := s.db.Exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }
