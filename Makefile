@@ -117,7 +117,7 @@ chaos-network: ## Network faults over the whole pipeline: toxiproxy between impo
 
 scale: ## The production topology under failovers: 2 API replicas behind HAProxy, 3 workers, Redis Cluster (then Sentinel), PostgreSQL with a standby; 10,000 accounts through importctl run while replicas die and the stores fail over (SCALE_ACCOUNTS, SCALE_BUSINESSES, SCALE_CONCURRENCY)
 	# The test starts the servers of its own (six redis-server for the
-	# cluster, two and three Sentinels for the second pass, a PostgreSQL
+	# cluster; a primary, a replica and three Sentinels for the second pass; a PostgreSQL
 	# primary and standby, HAProxy); test-env and haproxy only install
 	# them when missing.
 	$(test-env)
