@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -114,60 +113,35 @@ func showSource(fromDB bool, apiKey, databaseURL string) int {
 	return sourceNone
 }
 
-// accountPath is the API's account detail route of one account; each part
-// is escaped, so that an account number's "/" stays inside its segment.
-func accountPath(supplier, number string) string {
-	return "/v1/data-import/account/" + url.PathEscape(supplier) + "/" + url.PathEscape(number) + "/"
-}
-
 // fetchAccountView reads the account through the API with an access token
-// of key, obtained as the runner obtains its own (migrate.Tokens). A 401
-// renews the token once; any other refusal is returned with the service's
-// detail, as the database's reading words it.
+// of key, as the runner sends its requests (migrate.Tokens.Get: token
+// renewal, retries). A refusal is returned as the service's problem, its
+// code and detail, as the database's reading returns its own.
 func fetchAccountView(ctx context.Context, base, key, supplier, number string) (*accountview.View, error) {
-	hc := &http.Client{Timeout: 2 * time.Minute,
-		// A redirect would carry the token elsewhere; the API answers none.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	tokens, err := migrate.NewTokens(migrate.Config{BaseURL: base, APIKey: key, Retries: 3, HTTPClient: hc})
+	tokens, err := migrate.NewTokens(migrate.Config{BaseURL: base, APIKey: key, Retries: 3})
 	if err != nil {
 		return nil, err
 	}
-	target := strings.TrimRight(base, "/") + accountPath(supplier, number)
-	for renew := false; ; renew = true {
-		tok, err := tokens.Token(ctx, renew)
-		if err != nil {
-			return nil, err
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-		if err != nil {
-			return nil, fmt.Errorf("IMPORTCTL_URL: %w", err)
-		}
-		req.Header.Set("Authorization", "Token "+tok)
-		res, err := hc.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("cannot reach the service: %w", err)
-		}
-		body, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
-		res.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("cannot reach the service: %w", err)
-		}
-		switch {
-		case res.StatusCode == http.StatusUnauthorized && !renew:
-			continue
-		case res.StatusCode == http.StatusOK:
-			v := new(accountview.View)
-			if err := json.Unmarshal(body, v); err != nil {
-				return nil, fmt.Errorf("account show: the service's answer is not an account: %w", err)
-			}
-			return v, nil
-		}
-		var p struct{ Detail, Code string }
-		if json.Unmarshal(body, &p) != nil || p.Detail == "" {
-			return nil, fmt.Errorf("account show: the service answered %d", res.StatusCode)
-		}
-		return nil, errors.New(p.Detail)
+	status, body, err := tokens.Get(ctx, migrate.AccountPath(supplier, number))
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the service: %w", err)
 	}
+	if status == http.StatusOK {
+		v := new(accountview.View)
+		if err := json.Unmarshal(body, v); err != nil {
+			return nil, fmt.Errorf("account show: the service's answer is not an account: %w", err)
+		}
+		return v, nil
+	}
+	var p struct{ Detail, Code string }
+	if json.Unmarshal(body, &p) != nil || p.Detail == "" {
+		return nil, fmt.Errorf("account show: the service answered %d", status)
+	}
+	kind := problem.Invalid
+	if status == http.StatusNotFound {
+		kind = problem.NotFound
+	}
+	return nil, problem.New(kind, p.Code, p.Detail)
 }
 
 // writeAccountView writes v as sections of aligned columns, each under a

@@ -3,6 +3,8 @@ package migrate
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 )
 
 // Tokens obtains and renews access tokens with an API key as the runner
@@ -23,6 +25,22 @@ func NewTokens(cfg Config) (*Tokens, error) {
 		return nil, err
 	}
 	return &Tokens{c: newClient(cfg)}, nil
+}
+
+// Get reads path (from the service's base URL) with an access token, as
+// the runner sends its requests: a 401 renews the token, a 429 waits, a
+// 5xx or a failed connection is tried again up to Retries times, and the
+// last answer is returned, its status and body, whatever it is.
+func (t *Tokens) Get(ctx context.Context, path string) (status int, body []byte, err error) {
+	a, err := t.c.do(ctx, http.MethodGet, path, nil, &counts{})
+	return a.Status, a.Body, err
+}
+
+// AccountPath is the path of the API's account detail of one account
+// (what importctl account show prints); each part is escaped, so that an
+// account number's "/" stays inside its segment.
+func AccountPath(supplier, number string) string {
+	return "/v1/data-import/account/" + url.PathEscape(supplier) + "/" + url.PathEscape(number) + "/"
 }
 
 // Token returns an access token with at least a fifth of its life left;

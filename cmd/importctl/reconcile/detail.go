@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
-	"time"
 
 	"github.com/bulkimport/bulkimport/cmd/importctl/cohort"
+	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
 	"github.com/bulkimport/bulkimport/jobs/accountview"
 	jr "github.com/bulkimport/bulkimport/jobs/reconcile"
 )
@@ -47,64 +45,30 @@ var errAccountGone = errors.New("the account is no longer in the service")
 const codeNoProcess = "import_process_does_not_exist"
 
 // detail reads the service's detail of one account, the document
-// importctl account show prints (GET /v1/data-import/account/SUPPLIER/
-// NUMBER/), retrying as open does.
+// importctl account show prints (migrate.AccountPath), sent as the runner
+// sends its requests (migrate.Tokens.Get: token renewal, waits after a
+// 429, retries of a 5xx or a failed connection).
 func (r *remote) detail(ctx context.Context, ext string) (*accountview.Account, error) {
-	renew := false
-	var last error
-	for try := 0; try <= r.retries; try++ {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(r.backoff * time.Duration(1<<min(try-1, 5))):
-			}
-		}
-		tok, err := r.tokens.Token(ctx, renew)
-		if err != nil {
-			return nil, err
-		}
-		renew = false
-		u := r.base + "/v1/data-import/account/" + url.PathEscape(r.supplier) + "/" + url.PathEscape(ext) + "/"
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Token "+tok)
-		res, err := r.hc.Do(req)
-		if err != nil {
-			last = err
-			continue
-		}
-		if res.StatusCode == http.StatusOK {
-			var v accountview.View
-			err := json.NewDecoder(res.Body).Decode(&v)
-			res.Body.Close()
-			switch {
-			case err != nil:
-				last = fmt.Errorf("the detail of account %s: %w", ext, err)
-				continue
-			case v.Account == nil: // staged again, not created
-				return nil, errAccountGone
-			}
-			return v.Account, nil
-		}
-		b, _ := io.ReadAll(io.LimitReader(res.Body, 4<<10))
-		res.Body.Close()
-		var answer struct{ Code string }
-		_ = json.Unmarshal(b, &answer)
-		switch {
-		case res.StatusCode == http.StatusNotFound && answer.Code == codeNoProcess:
-			return nil, errAccountGone
-		case res.StatusCode == http.StatusUnauthorized:
-			renew = true
-		}
-		last = fmt.Errorf("the detail of account %s answered %d: %s", ext, res.StatusCode, strings.Join(strings.Fields(string(b)), " "))
-		if res.StatusCode < 500 && res.StatusCode != http.StatusTooManyRequests && res.StatusCode != http.StatusUnauthorized {
-			return nil, last
-		}
+	status, b, err := r.tokens.Get(ctx, migrate.AccountPath(r.supplier, ext))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the detail of account %s: %w", ext, err)
 	}
-	return nil, fmt.Errorf("cannot read the detail of account %s: %w", ext, last)
+	if status == http.StatusOK {
+		var v accountview.View
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("the detail of account %s: %w", ext, err)
+		}
+		if v.Account == nil { // staged again, not created
+			return nil, errAccountGone
+		}
+		return v.Account, nil
+	}
+	var answer struct{ Code string }
+	_ = json.Unmarshal(b, &answer)
+	if status == http.StatusNotFound && answer.Code == codeNoProcess {
+		return nil, errAccountGone
+	}
+	return nil, fmt.Errorf("the detail of account %s answered %d: %s", ext, status, strings.Join(strings.Fields(string(b)), " "))
 }
 
 // drillDown compares the canonical form of the cohort line with the one

@@ -335,7 +335,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.DrillDown = DefaultDrillDown
 	}
 	res.Scope, res.ReportDir, res.WithFailures = cfg.Scope, cfg.ReportDir, cfg.Failures != ""
-	tokens, err := migrate.NewTokens(migrate.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient, Retries: cfg.Retries})
+	tokens, err := migrate.NewTokens(migrate.Config{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, HTTPClient: cfg.HTTPClient,
+		Retries: cfg.Retries, InitialBackoff: cfg.Backoff})
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", ErrUsage, err)
 	}
