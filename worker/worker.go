@@ -128,7 +128,9 @@ func New(cfg Config, deps Deps) (*Worker, error) {
 	w := &Worker{
 		accounts: asynq.NewServer(deps.Redis, ac), accountsMux: asynq.NewServeMux(),
 		other: asynq.NewServer(deps.Redis, oc), otherMux: asynq.NewServeMux(),
-		inspector: asynq.NewInspector(deps.Redis),
+		// On the process's shared client, as the sweeper's is: no pool of
+		// its own, and nothing to close.
+		inspector: asynq.NewInspectorFromRedisClient(deps.RedisCli),
 		creator:   deps.Creator,
 		sweeper:   deps.Sweeper,
 		rdb:       deps.RedisCli,
@@ -159,7 +161,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	close(w.stopping)
 	<-swept
-	defer w.inspector.Close()
 	var g errgroup.Group
 	g.Go(func() error { w.accounts.Shutdown(); return nil })
 	g.Go(func() error { w.other.Shutdown(); return nil })

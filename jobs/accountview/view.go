@@ -23,6 +23,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/imports"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 )
 
 // View is an account as the service holds it: the document that importctl
@@ -486,7 +487,7 @@ func loadProcess(ctx context.Context, tx *db.Tx, supplier, number string) (*View
 		t := r.AccountCreatedAt.Time.UTC()
 		v.Process.AccountCreatedAt = &t
 	}
-	if len(r.LastError) > 0 && r.Status.String != "COMPLETED" {
+	if len(r.LastError) > 0 && r.Status.String != status.Completed {
 		v.Process.LastError = r.LastError
 	}
 	return v, r.AccountID, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/note"
 	"github.com/bulkimport/bulkimport/jobs/postimport"
 	"github.com/bulkimport/bulkimport/jobs/problem"
+	"github.com/bulkimport/bulkimport/jobs/status"
 	"github.com/bulkimport/bulkimport/jobs/validate"
 )
 
@@ -243,6 +244,9 @@ type createItems struct {
 	Many bool
 	// Notes is the WITH items that insert the accounts' notes.
 	Notes string
+	// Completed is the status of a process whose account exists
+	// (jobs/status, held to the table's CHECK constraint).
+	Completed string
 }
 
 // SameAccount is cond, a condition that matches rows of the same account by
@@ -258,7 +262,8 @@ func (c createItems) SameAccount(cond string) string {
 // createSQL.
 func renderCreate(many bool) string {
 	var b strings.Builder
-	err := createTemplate.Execute(&b, createItems{Many: many, Notes: note.InsertCTE("docs", "doc->'notes'", "acc", !many)})
+	err := createTemplate.Execute(&b, createItems{Many: many, Notes: note.InsertCTE("docs", "doc->'notes'", "acc", !many),
+		Completed: status.Completed})
 	if err != nil {
 		panic(fmt.Sprintf("render sql/create.sql: %v", err)) // the template is fixed: a bug
 	}

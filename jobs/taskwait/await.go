@@ -288,10 +288,14 @@ func (t *Tasks) takeOver(ctx context.Context, w Work, live *Liveness) (moved boo
 			return false, err
 		}
 	}
-	if queued && t.takeovers != nil {
-		t.takeovers.Takeover(w.Type)
+	if queued {
+		// Only the request that queued the takeover reports it; the
+		// others that waited on the dead task follow it quietly.
+		if t.takeovers != nil {
+			t.takeovers.Takeover(w.Type)
+		}
+		t.log.InfoContext(ctx, "took over task", "type", w.Type, "task_id", live.Current(), "takeover_task_id", next)
 	}
-	t.log.InfoContext(ctx, "took over task", "type", w.Type, "task_id", live.Current(), "takeover_task_id", next)
 	live.Follow(next)
 	return true, nil
 }

@@ -197,7 +197,7 @@ email AS (
 	ORDER BY s.x, e.c
 	RETURNING id, account_id),
 completed AS (
-	UPDATE import_processes p SET status = 'COMPLETED', service_account_number = acc.service_account_number,
+	UPDATE import_processes p SET status = '{{.Completed}}', service_account_number = acc.service_account_number,
 		account_created_at = acc.created_at, last_error = NULL, updated_at = now()
 	FROM acc WHERE p.id = acc.import_process_id)
 SELECT {{if .Many}}x.x, {{end}}a.id AS account_id,
