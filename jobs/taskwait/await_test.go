@@ -283,3 +283,31 @@ func TestDo_AClientThatHungUpIsNoOutage(t *testing.T) {
 		t.Errorf("a request whose client hung up: %v, want context.Canceled alone", err)
 	}
 }
+
+// When the task cannot be queued after Prepare ran, Prepare's undo runs
+// once, so that nothing stays marked for work that never started (E5's
+// IN_PROGRESS mark goes back to UNKNOWN), and the request hears that the
+// queue is unavailable.
+func TestDo_UndoesPrepareWhenTheTaskCannotBeQueued(t *testing.T) {
+	t.Parallel()
+	rdb, _ := newRedis(t, 4)
+	tasks := newTasks(t, rdb, nil)
+	prepared, undone := 0, 0
+	w := taskwait.Work{Queue: "undo", ID: "undo-1", Type: "t", Wait: time.Second,
+		// Asynq refuses a task without a type name at enqueue, after the
+		// look for one to join and after Prepare.
+		Task: func(id string) (*asynq.Task, error) {
+			return asynq.NewTask("", nil, asynq.TaskID(id), asynq.Queue("undo")), nil
+		},
+		Prepare: func(context.Context) (func(), error) {
+			prepared++
+			return func() { undone++ }, nil
+		}}
+	_, err := tasks.Do(t.Context(), w)
+	if !errors.Is(err, taskwait.ErrUnavailable) {
+		t.Errorf("Do = %v, want ErrUnavailable", err)
+	}
+	if prepared != 1 || undone != 1 {
+		t.Errorf("prepared %d times, undone %d; want once each", prepared, undone)
+	}
+}
