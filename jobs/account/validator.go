@@ -18,7 +18,10 @@ import (
 // is required.
 type Validator struct {
 	// Catalog resolves the supplier, tariffs and business contracts. When it
-	// is a BatchCatalog, one round trip answers all three.
+	// is a BatchCatalog, one round trip answers all three; when it is a
+	// ProductCatalog too, a ledger whose transactions name products costs a
+	// second (products are never cached: they may have been created a
+	// moment ago).
 	Catalog Catalog
 	// SupplyTypes, when set, refuses a supply_type that is not in the
 	// catalogue (supply_type_not_recognised). E3 and E4 set it; E5 checks
@@ -54,7 +57,8 @@ func Failed(errs problem.List) *problem.Error {
 // cancelled) comes back as a plain error wrapping the cause.
 //
 // Validate queries the catalogue once per payload when it is a
-// BatchCatalog, and at most three times otherwise.
+// BatchCatalog, and at most three times otherwise, and once more for a
+// ledger whose transactions name products (ProductCatalog).
 func (v Validator) Validate(ctx context.Context, body []byte) (*Account, error) {
 	acc, _, err := v.ValidateSubject(ctx, body)
 	return acc, err
