@@ -178,11 +178,21 @@ func CheckProducts(w *v.Walker, list string, ts []Transaction, missing []string)
 		return
 	}
 	for i, t := range ts {
-		if t.ProductCode != nil && slices.Contains(missing, *t.ProductCode) {
-			w.AddAt(v.Attr(list, i, "product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
+		if namesMissingProduct(t, missing) {
+			w.AddAt(v.Attr(list, i, "product_code"), CodeProductNotFound, productNotFound, *t.ProductCode)
 		}
 	}
 }
+
+// namesMissingProduct reports whether t names a product code of missing:
+// the one rule of product_code_does_not_exist, for E7 and the ledger.
+func namesMissingProduct(t Transaction, missing []string) bool {
+	return t.ProductCode != nil && slices.Contains(missing, *t.ProductCode)
+}
+
+// productNotFound is the detail of product_code_does_not_exist, of the
+// product code.
+const productNotFound = "Product %q does not exist."
 
 // ProductCodes appends to codes the distinct product codes that the lists
 // of transactions name and codes does not hold yet, in order, for a product

@@ -44,8 +44,8 @@ func decideTransactions(r *TransactionsRequest, opts TransactionOptions, l looku
 				TransactionData: TransactionData{Transaction: *t, Status: TransactionImportSuccess}}
 			continue
 		}
-		if t.ProductCode != nil && slices.Contains(l.MissingProducts, *t.ProductCode) {
-			d.errs.Add(at("product_code"), CodeProductNotFound, "Product %q does not exist.", *t.ProductCode)
+		if namesMissingProduct(*t, l.MissingProducts) {
+			d.errs.Add(at("product_code"), CodeProductNotFound, productNotFound, *t.ProductCode)
 		}
 		// Dates after today were refused already, so a date outside the
 		// period is before it. When the period is empty (billed to today
