@@ -58,9 +58,7 @@ func (c *cli) accountShowCmd() *cobra.Command {
 				if apiURL == "" {
 					return fmt.Errorf("IMPORTCTL_URL: required with an API key (or give --url; --database reads DATABASE_URL instead)")
 				}
-				if migrate.InsecureURL(apiURL) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "importctl: warning: %s is plain http:// to another machine: the API key and the token cross the network in clear; use https://\n", apiURL)
-				}
+				warnInsecure(cmd.ErrOrStderr(), apiURL)
 				v, err = fetchAccountView(ctx, apiURL, apiKey, args[0], args[1])
 			case sourceDB:
 				var d *db.DB

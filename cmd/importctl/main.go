@@ -30,6 +30,7 @@ import (
 	_ "gocloud.dev/blob/fileblob" // DOCUMENTS_URL=file://...
 	_ "gocloud.dev/blob/s3blob"   // DOCUMENTS_URL=s3://...
 
+	"github.com/bulkimport/bulkimport/cmd/importctl/migrate"
 	"github.com/bulkimport/bulkimport/db"
 	"github.com/bulkimport/bulkimport/jobs/admin"
 	"github.com/bulkimport/bulkimport/jobs/auth"
@@ -67,6 +68,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// warnInsecure warns on w when base is plain http:// to another machine
+// (migrate.InsecureURL), across which the commands that talk to the API
+// would send the API key and the tokens in clear.
+func warnInsecure(w io.Writer, base string) {
+	if migrate.InsecureURL(base) {
+		fmt.Fprintf(w, "importctl: warning: %s is plain http:// to another machine: the API key and the tokens cross the network in clear; use https://\n", base)
+	}
 }
 
 // oneLine renders an error for the terminal: a problem's detail, else the

@@ -207,3 +207,25 @@ func TestAPIKeyCreate_ScopeIsExplicit(t *testing.T) {
 		t.Error("the supplier of a scoped key was deleted")
 	}
 }
+
+// Every command that sends the API key warns when it would cross the
+// network in clear: plain http:// to another machine. The address is one
+// that does not resolve, so each command fails right after the warning.
+func TestAPICommands_WarnOfPlainHTTPToAnotherMachine(t *testing.T) {
+	t.Parallel()
+	c := newCtl(t)
+	const url = "http://importd.invalid:9"
+	for _, args := range [][]string{
+		{"run", "cohort.ndjson", "--team", "Ops", "--url", url, "--api-key", "k", "--retries", "0"},
+		{"reconcile", "cohort.ndjson", "--url", url, "--api-key", "k", "--retries", "1"},
+		{"account", "show", "DEMO", "A-1", "--url", url, "--api-key", "k"},
+	} {
+		code, _, stderr := c.run(args...)
+		if code == 0 || !strings.Contains(stderr, "importctl: warning: "+url+" is plain http:// to another machine") {
+			t.Errorf("importctl %s: exit %d, stderr %q; want a failure after the warning", args[0], code, stderr)
+		}
+	}
+	if _, _, stderr := c.run("reconcile", "cohort.ndjson", "--url", "http://127.0.0.1:9", "--api-key", "k", "--retries", "1"); strings.Contains(stderr, "warning") {
+		t.Errorf("a loopback address was warned of: %q", stderr)
+	}
+}

@@ -62,9 +62,7 @@ Exit code: 0 every account succeeded, 1 some failed (or the run was interrupted)
 				return usageError(errors.New("--validate-only and --dry-run exclude each other"))
 			}
 			errOut := cmd.ErrOrStderr()
-			if migrate.InsecureURL(cfg.BaseURL) {
-				fmt.Fprintf(errOut, "importctl: warning: %s is plain http:// to another machine: the API key and the tokens cross the network in clear; use https://\n", cfg.BaseURL)
-			}
+			warnInsecure(errOut, cfg.BaseURL)
 			cfg.Progress = errOut
 			if f, ok := errOut.(*os.File); ok {
 				cfg.Terminal = term.IsTerminal(int(f.Fd()))

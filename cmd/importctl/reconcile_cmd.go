@@ -42,6 +42,7 @@ Exit code: 0 everything in scope matches, 1 something differs, 2 usage or connec
 			if cfg.BaseURL == "" {
 				cfg.BaseURL = c.getenv("IMPORTCTL_URL")
 			}
+			warnInsecure(cmd.ErrOrStderr(), cfg.BaseURL)
 			if drill == 0 {
 				cfg.DrillDown = -1
 			} else {
