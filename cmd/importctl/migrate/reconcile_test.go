@@ -566,6 +566,16 @@ func TestReconcile_ADifferingDigestIsNamedAtItsPaths(t *testing.T) {
 	if rres.DrilledDown != 0 || rres.NotDrilledDown != 3 || rres.DifferenceRows != 0 {
 		t.Errorf("without drill-down: %d drilled, %d not, %d rows; want 0, 3, 0", rres.DrilledDown, rres.NotDrilledDown, rres.DifferenceRows)
 	}
+
+	// Capped at one account, it reads one and counts the others.
+	rres, err = reconcile.Run(context.Background(), reconcile.Config{Cohort: path, BaseURL: s.base, APIKey: s.key,
+		ReportDir: t.TempDir(), Failures: runDir, DrillDown: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rres.DrilledDown != 1 || rres.NotDrilledDown != 2 || rres.DifferenceRows == 0 {
+		t.Errorf("drill-down of 1: %d drilled, %d not, %d rows; want 1, 2 and some", rres.DrilledDown, rres.NotDrilledDown, rres.DifferenceRows)
+	}
 }
 
 // The migration guide's walk, on a service where Day one imported an
