@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -12,16 +13,6 @@ import (
 	"github.com/bulkimport/bulkimport/jobs/creation"
 	"github.com/bulkimport/bulkimport/jobs/metrics"
 )
-
-// knownTypes bound the type label: a task of a type this version does not
-// handle (left in Redis by another version) is counted as "unknown".
-var knownTypes = func() map[string]bool {
-	known := map[string]bool{}
-	for _, t := range jobs.TaskTypes {
-		known[t] = true
-	}
-	return known
-}()
 
 // observeJobs is Asynq middleware that counts and times every task by type
 // and outcome, and counts the accounts created.
@@ -35,7 +26,7 @@ func observeJobs(m *metrics.Metrics) asynq.MiddlewareFunc {
 	return func(next asynq.Handler) asynq.Handler {
 		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 			typ := t.Type()
-			if !knownTypes[typ] {
+			if !slices.Contains(jobs.TaskTypes, typ) { // a type this version does not handle (left in Redis by another): "unknown"
 				typ = "unknown"
 			}
 			start := time.Now()

@@ -596,3 +596,21 @@ func TestAuth_KeyLimitedToSupplierSeesOnlyIt(t *testing.T) {
 	}
 	_ = os.Getenv // keep imports stable as tests grow
 }
+
+// DATABASE_URL in lib/pq's multi-host form is accepted; several hosts with
+// their ports beside them, which lib/pq misreads (checkHostPorts), are
+// refused at start-up.
+func TestConfig_DatabaseURLOfSeveralHostsTakesPortsInTheQuery(t *testing.T) {
+	t.Parallel()
+	for v, ok := range map[string]bool{
+		"postgres://u@pg1:5432/d": true,
+		"postgres://u@pg1,pg2/d?port=5432,5433&target_session_attrs=read-write": true,
+		"postgres://u@pg1:5432,pg2:5433/d?target_session_attrs=read-write":      false,
+		"postgres://u@pg1,pg2:5433/d":                                           false,
+	} {
+		_, err := loadConfig(func(k string) string { return map[string]string{"DATABASE_URL": v}[k] }, 0)
+		if (err == nil) != ok {
+			t.Errorf("DATABASE_URL=%s: %v", v, err)
+		}
+	}
+}
