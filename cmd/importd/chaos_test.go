@@ -95,7 +95,7 @@ type chaosConfig struct {
 	// The production topology (scale_topology_test.go). APIReplicas above
 	// one puts that many API processes behind HAProxy. Redis is "" (one
 	// redis-server), redisClusterTopology or redisSentinelTopology.
-	// PostgresStandby gives the run's own PostgreSQL (it needs OwnPostgres)
+	// PostgresStandby gives the run a PostgreSQL of its own (as OwnPostgres does)
 	// a synchronous streaming standby, and the service a connection string
 	// that names both.
 	APIReplicas     int
