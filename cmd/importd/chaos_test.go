@@ -95,9 +95,9 @@ type chaosConfig struct {
 	// The production topology (scale_topology_test.go). APIReplicas above
 	// one puts that many API processes behind HAProxy. Redis is "" (one
 	// redis-server), redisClusterTopology or redisSentinelTopology.
-	// PostgresStandby gives the run a PostgreSQL of its own (as OwnPostgres does)
-	// a synchronous streaming standby, and the service a connection string
-	// that names both.
+	// PostgresStandby starts a PostgreSQL of the run's own (as OwnPostgres
+	// does) with a synchronous streaming standby, and gives the service a
+	// connection string that names both.
 	APIReplicas     int
 	Redis           string
 	PostgresStandby bool
